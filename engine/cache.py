@@ -1,0 +1,217 @@
+"""Cache tiers: one accounting core, one asynchronous front for tiles.
+
+``BudgetCache`` is the synchronous core every tier shares (L1 in a device actor, L2 in a
+``NodeCache`` actor, the simulator): entries with a size, a pin count, LRU recency, a byte and/or
+item budget, a pluggable eviction policy, and the same counters everywhere (hits, misses,
+bytes_in, evictions), in the spirit of fsspec's ``caching.py``.
+
+``TileCache`` is the asynchronous front a device actor uses. ``acquire(keys)`` is one
+transaction: in a single step of the event loop it pins every key of a tile, starts a load for
+each missing one and joins the load already under way for keys being loaded (a second request
+waits for that one load instead of loading again). Pinned entries are never evicted; the budget is
+soft only while pinned entries alone exceed it (the engine sizes leaves so they do not).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Hashable, Iterable
+
+from .policy import LRUEviction
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    bytes_in: int = 0
+    evictions: int = 0
+    waits: int = 0  # requests that joined a load already under way
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Entry:
+    value: Any
+    nbytes: int
+    pins: int = 0
+
+
+class BudgetCache:
+    """Sized entries under a byte and/or item budget, evicted by a policy, never while pinned."""
+
+    def __init__(self, budget_bytes: int | None = None, budget_items: int | None = None,
+                 eviction=None):
+        if budget_bytes is not None and budget_bytes < 0:
+            raise ValueError("budget_bytes must be >= 0")
+        if budget_items is not None and budget_items < 1:
+            raise ValueError("budget_items must be >= 1")
+        self.budget_bytes = budget_bytes
+        self.budget_items = budget_items
+        self.eviction = eviction or LRUEviction()
+        self._entries: "OrderedDict[Hashable, _Entry]" = OrderedDict()  # LRU first
+        self.nbytes = 0
+        self.stats = CacheStats()
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list:
+        return list(self._entries)
+
+    def lookup(self, key):
+        """The value, counting a hit or a miss; ``None`` on a miss."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.stats.misses += 1
+            return None
+        self.stats.hits += 1
+        self._entries.move_to_end(key)
+        return entry.value
+
+    def peek(self, key):
+        entry = self._entries.get(key)
+        return None if entry is None else entry.value
+
+    def put(self, key, value, nbytes: int, pin: bool = False) -> list:
+        """Insert (or replace) ``key``; returns the keys evicted to make room."""
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        entry = _Entry(value, int(nbytes), (old.pins if old else 0) + (1 if pin else 0))
+        self._entries[key] = entry
+        self.nbytes += entry.nbytes
+        self.stats.bytes_in += entry.nbytes
+        return self.shrink()
+
+    def fill(self, key, value, nbytes: int) -> list:
+        """Give a placeholder entry its value and size, keeping its pins and recency."""
+        entry = self._entries[key]
+        self.nbytes += int(nbytes) - entry.nbytes
+        self.stats.bytes_in += int(nbytes)
+        entry.value, entry.nbytes = value, int(nbytes)
+        return self.shrink()
+
+    def pin(self, key) -> None:
+        self._entries[key].pins += 1
+
+    def unpin(self, key) -> None:
+        entry = self._entries.get(key)
+        if entry is None or entry.pins <= 0:
+            raise KeyError(f"unpin of {key!r} which is not pinned")
+        entry.pins -= 1
+
+    def pins(self, key) -> int:
+        entry = self._entries.get(key)
+        return 0 if entry is None else entry.pins
+
+    def discard(self, key) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.nbytes -= entry.nbytes
+
+    def _over(self, extra_items: int = 0) -> bool:
+        if self.budget_items is not None and len(self._entries) + extra_items > self.budget_items:
+            return True
+        return self.budget_bytes is not None and self.nbytes > self.budget_bytes
+
+    def shrink(self, extra_items: int = 0) -> list:
+        """Evict unpinned entries until under budget (leaving room for ``extra_items``)."""
+        if not self._over(extra_items):
+            return []
+        candidates = [k for k, e in self._entries.items() if e.pins == 0]
+        evicted = []
+        for key in self.eviction.victims(candidates):
+            if not self._over(extra_items):
+                break
+            self.discard(key)
+            self.stats.evictions += 1
+            evicted.append(key)
+        return evicted
+
+
+class TileCache:
+    """Asynchronous L1: pins a tile's keys as one transaction; one load per missing key."""
+
+    def __init__(self, cache: BudgetCache,
+                 loader: Callable[[list], Awaitable[dict]],
+                 sizeof: Callable[[Any], int]):
+        self.cache = cache
+        self.loader = loader  # async: list of keys -> {key: value}
+        self.sizeof = sizeof
+        self._loading: dict[Hashable, asyncio.Future] = {}
+
+    @property
+    def stats(self) -> CacheStats:
+        return self.cache.stats
+
+    async def acquire(self, keys: Iterable) -> dict:
+        """Pin every key and return {key: value}; the caller must ``release`` the same keys."""
+        keys = list(dict.fromkeys(keys))
+        waiting: dict = {}
+        to_load: list = []
+        # --- one synchronous step: nothing else runs on the event loop in between ---
+        for key in keys:
+            if key in self._loading:
+                self.cache.stats.hits += 1
+                self.cache.stats.waits += 1
+                waiting[key] = self._loading[key]
+                self.cache.pin(key)
+            elif key in self.cache:
+                self.cache.lookup(key)  # counts the hit, refreshes recency
+                self.cache.pin(key)
+            else:
+                fut = asyncio.get_running_loop().create_future()
+                self._loading[key] = fut
+                # placeholder entry so pins and budget see it at once
+                self.cache.put(key, None, 0, pin=True)
+                self.cache.stats.misses += 1
+                waiting[key] = fut
+                to_load.append(key)
+        self.cache.shrink()
+        if to_load:
+            asyncio.ensure_future(self._load(to_load))
+        # --- end of the transaction ---
+        try:
+            if waiting:
+                await asyncio.gather(*waiting.values())
+        except BaseException:
+            self.release(keys)
+            raise
+        return {k: self.cache.peek(k) for k in keys}
+
+    async def _load(self, keys: list) -> None:
+        try:
+            values = await self.loader(keys)
+        except BaseException as exc:  # every waiter sees the failure; nothing half-loaded stays
+            for key in keys:
+                fut = self._loading.pop(key)
+                if key in self.cache and self.cache.pins(key) == 0:
+                    self.cache.discard(key)  # otherwise release() removes the placeholder
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for key in keys:
+            value = values[key]
+            if key in self.cache:
+                self.cache.fill(key, value, self.sizeof(value))
+            fut = self._loading.pop(key)
+            if not fut.done():
+                fut.set_result(None)
+
+    def release(self, keys: Iterable) -> None:
+        for key in dict.fromkeys(keys):
+            if key in self.cache and self.cache.pins(key) > 0:
+                self.cache.unpin(key)
+                if self.cache.peek(key) is None and key not in self._loading:
+                    self.cache.discard(key)  # a failed load's placeholder
+        self.cache.shrink()
+
+    def resident(self) -> list:
+        return [k for k in self.cache.keys() if k not in self._loading]

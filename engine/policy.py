@@ -1,0 +1,251 @@
+"""Which tile next, and which item to evict: the scheduling policy, free of Ray.
+
+The engine knows every future pair, so unlike a hardware cache it can plan the order of tiles and
+the eviction choice together:
+
+* ``StripePlan`` keeps a stripe of rows resident while the column items stream past. With a host
+  tier holding S of n items every streamed load serves up to S new pairs, which gives about
+  ``R = 1 + n / (2 S)`` loads per item (the lower bound is n / (2 S)). The streaming direction
+  alternates so that the items streamed last are still resident when the next stripe begins.
+* ``ZOrderPlan`` visits the quadtree's leaves in Z-order: the baseline (Rocket's order).
+* ``TilePolicy`` hands out tiles: among the first ``window`` pending tiles of the plan it picks
+  the one that would load the fewest items given what the asking actor's L1 and its node's L2
+  hold, then the fewest L1 misses, then the earliest in the plan. It also answers
+  ``next_use(item)``: the plan position of the next pending tile needing the item, which is what
+  ``NextUseEviction`` evicts by (an item no pending tile needs goes first).
+* ``LRUEviction`` is the baseline eviction.
+
+Everything here is a plain class over integer item ids so that the simulator
+(``engine.simulate``) and the Ray actors share exactly the same decisions.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .space import Tile
+
+INF = math.inf
+
+
+class ItemMap:
+    """Maps matrix rows/columns to item ids: a row i and a column j may be the same item."""
+
+    def __init__(self, row_items: np.ndarray, col_items: np.ndarray):
+        self.row_items = np.asarray(row_items, dtype=np.int64)
+        self.col_items = np.asarray(col_items, dtype=np.int64)
+        self.n_items = int(max(self.row_items.max(initial=-1), self.col_items.max(initial=-1)) + 1)
+
+    @classmethod
+    def shared(cls, n: int) -> "ItemMap":
+        ids = np.arange(n, dtype=np.int64)
+        return cls(ids, ids)
+
+    @classmethod
+    def disjoint(cls, n_rows: int, n_cols: int) -> "ItemMap":
+        return cls(np.arange(n_rows), n_rows + np.arange(n_cols))
+
+    def tile_items(self, tile: Tile) -> np.ndarray:
+        return np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
+                                         self.col_items[tile.c0:tile.c1]]))
+
+
+class ZOrderPlan:
+    """Leaves in quadtree Z-order (their id order): the baseline."""
+
+    name = "zorder"
+
+    def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        return sorted(range(len(tiles)), key=lambda t: tiles[t].id)
+
+
+class StripePlan:
+    """Rows in stripes that fit the host tier; columns streamed past each stripe in snake order.
+
+    ``cache_items`` is S, the items one node's host tier holds; ``spare_tiles`` is how many tiles
+    may be under way at once on that node (their column items must fit beside the stripe).
+    The dimension with fewer stripes' worth of streaming is the one made into stripes.
+    """
+
+    name = "stripe"
+
+    def __init__(self, cache_items: int | None, spare_tiles: int = 1):
+        self.cache_items = cache_items
+        self.spare_tiles = max(1, spare_tiles)
+
+    def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        if not tiles:
+            return []
+        leaf = max(max(t.r1 - t.r0, t.c1 - t.c0) for t in tiles)
+        block = {}
+        for idx, t in enumerate(tiles):
+            block[(t.r0 // leaf, t.c0 // leaf)] = idx
+        n_rows = max(t.r1 for t in tiles)
+        n_cols = max(t.c1 for t in tiles)
+        s = self.cache_items if self.cache_items else max(n_rows, n_cols)
+        # Items the stripe may hold: the rest is room for the streamed columns under way.
+        stripe_items = max(leaf, s - self.spare_tiles * leaf)
+        h = max(1, stripe_items // leaf)
+        brows, bcols = -(-n_rows // leaf), -(-n_cols // leaf)
+        transpose = False
+        if not np.array_equal(items.row_items, items.col_items):
+            # Stripe the smaller side: loads ~ stripe side + (stripes) * streamed side.
+            cost_rows = n_rows + math.ceil(n_rows / (h * leaf)) * n_cols
+            cost_cols = n_cols + math.ceil(n_cols / (h * leaf)) * n_rows
+            transpose = cost_cols < cost_rows
+        if transpose:
+            block = {(bc, br): idx for (br, bc), idx in block.items()}
+            brows, bcols = bcols, brows
+        order: list[int] = []
+        descending = True
+        for s0 in range(0, brows, h):
+            srows = range(s0, min(s0 + h, brows))
+            inside = [bc for bc in range(s0, min(s0 + h, bcols))]
+            outside = [bc for bc in range(bcols) if not (s0 <= bc < s0 + h)]
+            if descending:
+                outside.reverse()
+            # Columns inside the stripe first (only stripe items), then the stream.
+            for bc in inside + outside:
+                for br in srows:
+                    idx = block.get((br, bc))
+                    if idx is not None:
+                        order.append(idx)
+            descending = not descending
+        return order
+
+
+PLANS = {"stripe": StripePlan, "zorder": ZOrderPlan}
+
+
+class TilePolicy:
+    """Hands out tiles in a planned order, preferring tiles whose items an actor already holds."""
+
+    def __init__(self, tiles: Sequence[Tile], items: ItemMap, order: Sequence[int],
+                 window: int = 8, locality: bool = True):
+        self.tiles = list(tiles)
+        self.items = items
+        self.order = list(order)
+        if sorted(self.order) != list(range(len(self.tiles))):
+            raise ValueError("a plan must list every tile exactly once")
+        self.position = {t: pos for pos, t in enumerate(self.order)}
+        self.tile_items = [items.tile_items(t) for t in self.tiles]
+        self.window = max(1, window)
+        self.locality = locality
+        self.assigned = np.zeros(len(self.tiles), bool)
+        self.done = np.zeros(len(self.tiles), bool)
+        self._cursor = 0
+        uses: dict[int, list[int]] = {}
+        for pos, t in enumerate(self.order):
+            for it in self.tile_items[t]:
+                uses.setdefault(int(it), []).append(pos)
+        self._uses = {it: deque(p) for it, p in uses.items()}
+
+    # -- handing out work -------------------------------------------------------------------
+    def pending(self) -> int:
+        return int((~self.assigned).sum())
+
+    def _candidates(self) -> list[int]:
+        while self._cursor < len(self.order) and self.assigned[self.order[self._cursor]]:
+            self._cursor += 1
+        out = []
+        pos = self._cursor
+        while pos < len(self.order) and len(out) < self.window:
+            t = self.order[pos]
+            if not self.assigned[t]:
+                out.append(t)
+            pos += 1
+        return out
+
+    def next_tile(self, l1: Iterable[int] = (), l2: Iterable[int] = ()) -> int | None:
+        """The tile to give an actor whose L1 holds ``l1`` and whose node's L2 holds ``l2``."""
+        cands = self._candidates()
+        if not cands:
+            return None
+        best = cands[0]
+        if self.locality and len(cands) > 1:
+            l1s, l2s = set(l1), set(l2)
+            def cost(t):
+                its = self.tile_items[t]
+                l1_miss = sum(1 for i in its if int(i) not in l1s)
+                loads = sum(1 for i in its if int(i) not in l1s and int(i) not in l2s)
+                return (loads, l1_miss, self.position[t])
+            best = min(cands, key=cost)
+        self.assign(best)
+        return best
+
+    def assign(self, t: int) -> None:
+        self.assigned[t] = True
+
+    def requeue(self, t: int) -> None:
+        """A tile lost with its actor goes back to the pending set at its planned position."""
+        if not self.done[t]:
+            self.assigned[t] = False
+            self._cursor = min(self._cursor, self.position[t])
+            for it in self.tile_items[t]:
+                dq = self._uses[int(it)]
+                if self.position[t] not in dq:
+                    dq.appendleft(self.position[t])
+                    self._uses[int(it)] = deque(sorted(dq))
+
+    def complete(self, t: int) -> None:
+        self.assigned[t] = True
+        self.done[t] = True
+
+    # -- eviction advice --------------------------------------------------------------------
+    def next_use(self, item: int) -> float:
+        """Plan position of the next unassigned tile needing ``item`` (inf: none left)."""
+        dq = self._uses.get(int(item))
+        if not dq:
+            return INF
+        while dq and self.assigned[self.order[dq[0]]]:
+            dq.popleft()
+        return float(dq[0]) if dq else INF
+
+    def next_uses(self, items: Iterable[int]) -> dict[int, float]:
+        return {int(i): self.next_use(i) for i in items}
+
+
+class LRUEviction:
+    """Evict the least recently used unpinned entry: the baseline."""
+
+    name = "lru"
+
+    def victims(self, candidates_lru_first: list) -> list:
+        return list(candidates_lru_first)
+
+
+class NextUseEviction:
+    """Evict by next planned use, latest first; an item no pending tile needs goes first.
+
+    ``next_use`` maps keys to plan positions (``TilePolicy.next_uses``). Ties fall back to LRU.
+    """
+
+    name = "next_use"
+
+    def __init__(self, next_use: Callable[[list], dict]):
+        self.next_use = next_use
+
+    def victims(self, candidates_lru_first: list) -> list:
+        if not candidates_lru_first:
+            return []
+        uses = self.next_use(candidates_lru_first)
+        rank = {k: i for i, k in enumerate(candidates_lru_first)}
+        return sorted(candidates_lru_first, key=lambda k: (-uses.get(k, INF), rank[k]))
+
+
+def make_plan(name: str, cache_items: int | None, spare_tiles: int):
+    if name == "stripe":
+        return StripePlan(cache_items, spare_tiles)
+    if name == "zorder":
+        return ZOrderPlan()
+    raise ValueError(f"unknown plan {name!r}: choose 'stripe' or 'zorder'")
+
+
+def bound_R(n_items: int, cache_items: int | None) -> float:
+    """The modelled loads per item, 1 + n / (2 S), for a host tier holding S of n items."""
+    if not cache_items or cache_items >= n_items:
+        return 1.0
+    return 1.0 + n_items / (2.0 * cache_items)

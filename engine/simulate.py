@@ -1,0 +1,117 @@
+"""Load-count simulator: the scheduling and eviction policy without Ray.
+
+It replays what the engine's actors do, with the same ``TilePolicy`` and ``BudgetCache`` classes:
+actors ask for tiles in turn, keep ``in_flight`` tiles pinned, and fetch a tile's items from their
+L1, then their node's L2, then the source (a load). Counting loads gives R = loads / n for a plan
+and an eviction policy, which is what the unit tests and ``benchmarks/allpairs.py`` compare with
+the model ``1 + n / (2 S)``.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .cache import BudgetCache
+from .policy import (ItemMap, LRUEviction, NextUseEviction, TilePolicy, bound_R, make_plan)
+from .space import PairSpace, leaves
+
+
+@dataclass
+class SimResult:
+    loads: int
+    n_items: int
+    l1_hits: int
+    l2_hits: int
+    tiles: int
+    pairs: int
+
+    @property
+    def R(self) -> float:
+        return self.loads / max(1, self.n_items)
+
+
+def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | None = None,
+             actors_per_node: int = 1, nodes: int = 1, l1_items: int | None = None,
+             in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
+             window: int = 8) -> SimResult:
+    """Count item loads for one run of ``space`` with ``host_items`` items per node's L2."""
+    if items is None:
+        items = ItemMap.shared(space.n_rows) if space.symmetric else \
+            ItemMap.disjoint(space.n_rows, space.n_cols)
+    tiles = leaves(space, leaf)
+    n_actors = actors_per_node * nodes
+    spare = actors_per_node * in_flight
+    order = make_plan(plan, host_items, spare).order(tiles, items)
+    policy = TilePolicy(tiles, items, order, window=window, locality=True)
+
+    def evictor():
+        if eviction == "lru":
+            return LRUEviction()
+        if eviction == "next_use":
+            return NextUseEviction(policy.next_uses)
+        raise ValueError(f"unknown eviction {eviction!r}")
+
+    l1_cap = l1_items or max(2 * leaf * in_flight, 2)
+    l2 = [BudgetCache(budget_items=max(1, host_items), eviction=evictor()) for _ in range(nodes)]
+    l1 = [BudgetCache(budget_items=l1_cap, eviction=evictor()) for _ in range(n_actors)]
+    running = [deque() for _ in range(n_actors)]
+    loads = l1_hits = l2_hits = pairs = done = 0
+    finished = [False] * n_actors
+    while not all(finished):
+        for a in range(n_actors):
+            if finished[a]:
+                continue
+            node = a // actors_per_node
+            if len(running[a]) >= in_flight:
+                _finish(running[a].popleft(), l1[a], l2[node], policy)
+            t = policy.next_tile(l1[a].keys(), l2[node].keys())
+            if t is None:
+                while running[a]:
+                    _finish(running[a].popleft(), l1[a], l2[node], policy)
+                finished[a] = True
+                continue
+            for it in policy.tile_items[t]:
+                it = int(it)
+                if it in l1[a]:
+                    l1[a].lookup(it)
+                    l1_hits += 1
+                elif it in l2[node]:
+                    l2[node].lookup(it)
+                    l2_hits += 1
+                    l1[a].put(it, True, 1, pin=True)
+                    continue
+                else:
+                    loads += 1
+                    l2[node].put(it, True, 1, pin=True)
+                    l1[a].put(it, True, 1, pin=True)
+                    continue
+                l1[a].pin(it)
+            # L2 pins only protect items while they are copied into L1
+            for it in policy.tile_items[t]:
+                if l2[node].pins(int(it)):
+                    l2[node].unpin(int(it))
+            l2[node].shrink()
+            running[a].append(t)
+            pairs += policy.tiles[t].pairs
+            done += 1
+    return SimResult(loads, items.n_items, l1_hits, l2_hits, done, pairs)
+
+
+def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> None:
+    for it in policy.tile_items[t]:
+        l1.unpin(int(it))
+    policy.complete(t)
+    l1.shrink()
+
+
+def r_table(space: PairSpace, leaf: int, fractions=(0.05, 0.10, 0.25, 0.50, 1.0), **kw) -> list[dict]:
+    """R for host tiers holding each fraction of the items: planned vs Z-order/LRU vs model."""
+    n = space.n_rows if space.symmetric else space.n_rows + space.n_cols
+    rows = []
+    for f in fractions:
+        s = max(1, round(f * n))
+        planned = simulate(space, leaf, s, plan="stripe", eviction="next_use", **kw)
+        baseline = simulate(space, leaf, s, plan="zorder", eviction="lru", **kw)
+        rows.append({"fraction": f, "S": s, "R_planned": planned.R, "R_zorder_lru": baseline.R,
+                     "R_model": 1 + n / (2 * s), "R_floor": bound_R(n, s)})
+    return rows

@@ -1,0 +1,219 @@
+"""Pair spaces and their quadtree decomposition.
+
+A pair space says which (row, column) index pairs must be compared: all pairs of one set
+(``Triangle``), queries x targets (``Rectangle``) or an explicit list (``PairList``). The engine
+never enumerates pairs one by one; it cuts the space into a quadtree whose leaves are square tiles
+of ``leaf`` items per side, aligned to a grid of ``leaf``-sized blocks. Alignment matters: the
+dense sink uses the same grid as its zarr chunk grid, so every tile writes whole chunks only
+(concurrent partial-chunk writes lose data).
+
+The root is the smallest ``leaf * 2**d`` square covering the matrix; a node splits into four
+quadrants (top-left, top-right, bottom-left, bottom-right) until it is one block; quadrants
+holding no pair are dropped. Visiting leaves depth-first in that quadrant order is Z-order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+
+
+class PairSpace:
+    """Which pairs of a (n_rows x n_cols) matrix are wanted."""
+
+    n_rows: int
+    n_cols: int
+    symmetric: bool = False  # rows and columns index the same items
+
+    def count(self, r0: int, r1: int, c0: int, c1: int) -> int:
+        raise NotImplementedError
+
+    def mask(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """Boolean (r1-r0, c1-c0) array: True where (i, j) is a wanted pair."""
+        raise NotImplementedError
+
+    @property
+    def total(self) -> int:
+        return self.count(0, self.n_rows, 0, self.n_cols)
+
+    def describe(self) -> dict:
+        return {"type": type(self).__name__, "n_rows": self.n_rows, "n_cols": self.n_cols,
+                "pairs": self.total}
+
+
+@dataclass(frozen=True)
+class Triangle(PairSpace):
+    """All unordered pairs i < j of one set of n items."""
+
+    n: int
+
+    def __post_init__(self):
+        if self.n < 0:
+            raise ValueError(f"Triangle needs n >= 0, got {self.n}")
+
+    @property
+    def n_rows(self) -> int:  # type: ignore[override]
+        return self.n
+
+    @property
+    def n_cols(self) -> int:  # type: ignore[override]
+        return self.n
+
+    symmetric = True
+
+    def count(self, r0, r1, c0, c1):
+        r1, c1 = min(r1, self.n), min(c1, self.n)
+        if r0 >= r1 or c0 >= c1:
+            return 0
+        rows = np.arange(r0, r1, dtype=np.int64)
+        return int(np.clip(c1 - np.maximum(c0, rows + 1), 0, None).sum())
+
+    def mask(self, r0, r1, c0, c1):
+        rows = np.arange(r0, min(r1, self.n))[:, None]
+        cols = np.arange(c0, min(c1, self.n))[None, :]
+        return rows < cols
+
+
+@dataclass(frozen=True)
+class Rectangle(PairSpace):
+    """Every query (row) against every target (column)."""
+
+    n_queries: int
+    n_targets: int
+
+    def __post_init__(self):
+        if self.n_queries < 0 or self.n_targets < 0:
+            raise ValueError(f"Rectangle needs sizes >= 0, got {self.n_queries} x {self.n_targets}")
+
+    @property
+    def n_rows(self) -> int:  # type: ignore[override]
+        return self.n_queries
+
+    @property
+    def n_cols(self) -> int:  # type: ignore[override]
+        return self.n_targets
+
+    def count(self, r0, r1, c0, c1):
+        return max(0, min(r1, self.n_rows) - r0) * max(0, min(c1, self.n_cols) - c0)
+
+    def mask(self, r0, r1, c0, c1):
+        return np.ones((max(0, min(r1, self.n_rows) - r0), max(0, min(c1, self.n_cols) - c0)), bool)
+
+
+class PairList(PairSpace):
+    """An explicit list of (row, column) pairs, deduplicated."""
+
+    def __init__(self, pairs: Sequence[tuple[int, int]] | np.ndarray, n_rows: int | None = None,
+                 n_cols: int | None = None, symmetric: bool = False):
+        arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        if len(arr) and arr.min() < 0:
+            raise ValueError("PairList indices must be >= 0")
+        arr = np.unique(arr, axis=0)  # sorted by row then column
+        self.pairs = arr
+        self.n_rows = int(n_rows if n_rows is not None else (arr[:, 0].max() + 1 if len(arr) else 0))
+        self.n_cols = int(n_cols if n_cols is not None else (arr[:, 1].max() + 1 if len(arr) else 0))
+        if len(arr) and (arr[:, 0].max() >= self.n_rows or arr[:, 1].max() >= self.n_cols):
+            raise ValueError("PairList has a pair outside its n_rows x n_cols bounds")
+        self.symmetric = symmetric
+
+    def _rows(self, r0, r1) -> np.ndarray:
+        lo, hi = np.searchsorted(self.pairs[:, 0], [r0, r1])
+        return self.pairs[lo:hi]
+
+    def count(self, r0, r1, c0, c1):
+        sub = self._rows(r0, r1)
+        return int(((sub[:, 1] >= c0) & (sub[:, 1] < c1)).sum())
+
+    def mask(self, r0, r1, c0, c1):
+        m = np.zeros((max(0, min(r1, self.n_rows) - r0), max(0, min(c1, self.n_cols) - c0)), bool)
+        sub = self._rows(r0, r1)
+        sub = sub[(sub[:, 1] >= c0) & (sub[:, 1] < c1)]
+        m[sub[:, 0] - r0, sub[:, 1] - c0] = True
+        return m
+
+    def __repr__(self):
+        return f"PairList({len(self.pairs)} pairs, {self.n_rows}x{self.n_cols})"
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A leaf of the quadtree: rows [r0, r1) x columns [c0, c1), holding ``pairs`` wanted pairs."""
+
+    id: int
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+    pairs: int
+    depth: int = 0
+
+    @property
+    def rows(self) -> range:
+        return range(self.r0, self.r1)
+
+    @property
+    def cols(self) -> range:
+        return range(self.c0, self.c1)
+
+    @property
+    def block(self) -> tuple[int, int]:
+        """(block row, block column) on the leaf grid."""
+        return (self.r0, self.c0)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "r0": self.r0, "r1": self.r1, "c0": self.c0, "c1": self.c1,
+                "pairs": self.pairs, "depth": self.depth}
+
+
+@dataclass
+class QuadNode:
+    """An internal node or a leaf; internal nodes are what a scheduler deals out or steals."""
+
+    r0: int
+    c0: int
+    size: int
+    depth: int
+    pairs: int
+    children: list["QuadNode"] = field(default_factory=list)
+    tile: Tile | None = None
+
+    def leaves(self) -> Iterator[Tile]:
+        if self.tile is not None:
+            yield self.tile
+        for child in self.children:
+            yield from child.leaves()
+
+
+def quadtree(space: PairSpace, leaf: int) -> QuadNode:
+    """Cut ``space`` into a quadtree of ``leaf``-sided tiles, dropping empty quadrants."""
+    if leaf < 1:
+        raise ValueError(f"leaf size must be >= 1, got {leaf}")
+    side = leaf
+    while side < max(space.n_rows, space.n_cols, 1):
+        side *= 2
+    counter = iter(range(1 << 62))
+
+    def build(r0: int, c0: int, size: int, depth: int) -> QuadNode | None:
+        r1, c1 = min(r0 + size, space.n_rows), min(c0 + size, space.n_cols)
+        pairs = space.count(r0, r1, c0, c1)
+        if pairs == 0:
+            return None
+        node = QuadNode(r0, c0, size, depth, pairs)
+        if size <= leaf:
+            node.tile = Tile(next(counter), r0, r1, c0, c1, pairs, depth)
+            return node
+        half = size // 2
+        for dr, dc in ((0, 0), (0, half), (half, 0), (half, half)):
+            child = build(r0 + dr, c0 + dc, half, depth + 1)
+            if child is not None:
+                node.children.append(child)
+        return node
+
+    root = build(0, 0, side, 0)
+    return root if root is not None else QuadNode(0, 0, side, 0, 0)
+
+
+def leaves(space: PairSpace, leaf: int) -> list[Tile]:
+    """The quadtree's leaves in Z-order, ids numbered in that order."""
+    return list(quadtree(space, leaf).leaves())

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up everything pairflow needs on a fresh Debian machine, idempotently:
+#   - Debian tools used as oracles (mash) and browser for dashboard tests (chromium)
+#   - real data from Debian packages, unpacked (not installed) into .data/
+#   - a virtualenv in .venv with pairflow installed editable, plus test extras
+# Re-running is cheap: each step checks a stamp file first.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+DATA="${PAIRFLOW_DATA:-$ROOT/.data}"
+VENV="${PAIRFLOW_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+APT_TOOLS="mash chromium"
+DATA_DEBS="ragout-examples kaptive-data bowtie2-examples hmmer-examples"
+
+need_apt=0
+for t in mash chromium; do command -v "$t" >/dev/null 2>&1 || need_apt=1; done
+[ -f "$DATA/.stamp-debs" ] || need_apt=1
+if [ "$need_apt" = 1 ]; then
+  echo "[setup] apt-get update" >&2
+  $SUDO apt-get update -qq >/dev/null
+fi
+for t in mash chromium; do
+  if ! command -v "$t" >/dev/null 2>&1; then
+    echo "[setup] apt-get install $t" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$t" >/dev/null
+  fi
+done
+
+if [ ! -f "$DATA/.stamp-debs" ]; then
+  mkdir -p "$DATA/debs" "$DATA/root"
+  ( cd "$DATA/debs" && apt-get download $DATA_DEBS >/dev/null )
+  for deb in "$DATA"/debs/*.deb; do dpkg -x "$deb" "$DATA/root"; done
+  touch "$DATA/.stamp-debs"
+  echo "[setup] data unpacked into $DATA/root" >&2
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+if [ ! -f "$VENV/.stamp-pip" ] || [ pyproject.toml -nt "$VENV/.stamp-pip" ]; then
+  echo "[setup] pip install (torch pinned to the CPU build on disk)" >&2
+  "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+  # torch is pinned: a looser spec pulls a multi-GB CUDA build.
+  "$VENV/bin/pip" install -q "torch==2.13.0"
+  "$VENV/bin/pip" install -q -e ".[test]"
+  touch "$VENV/.stamp-pip"
+fi
+echo "[setup] ready: $VENV, data in $DATA/root" >&2
