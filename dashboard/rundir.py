@@ -1,0 +1,1012 @@
+"""Reading layer of the dashboard: turns a run directory into dicts and pandas frames.
+
+Pure Python + pandas (pyarrow only for an optional ``trace.parquet``); no Streamlit, no Ray and
+nothing from the engine.  The run-directory format is documented in ``docs/run-directory.md``;
+this module is written against that text only, so it works on a live run, a finished one and a
+directory copied from a cluster.
+
+Everything here tolerates a directory that is being written while it is read:
+
+* files that do not exist yet read as "nothing yet";
+* JSON Lines files are *tailed*: :class:`JsonlTailer` keeps a byte offset, hands out only complete
+  lines and keeps a partial last line until its newline arrives (or the run has ended);
+* a JSON file caught half-written (a writer that did not rename) keeps its last good value;
+* unknown or missing fields read as ``None`` instead of raising.
+
+:class:`RunView` owns one tailer per JSONL file, accumulates parsed rows (never re-reading a file
+from the start unless it was replaced or truncated) and caches each derived frame until new data
+arrives, so refreshing it every second costs only the bytes appended since the last refresh.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+__all__ = [
+    "JsonlTailer",
+    "JsonFile",
+    "RunView",
+    "STAGES",
+    "TERMINAL_STATES",
+    "downsample",
+    "format_r",
+    "format_duration",
+]
+
+#: stage names of the all-pairs dataflow in pipeline order (others are shown after these)
+STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
+TERMINAL_STATES = ("finished", "failed")
+#: state shown before anything of the run exists
+WAITING = "waiting for run"
+
+
+# --------------------------------------------------------------------------- low-level readers
+
+
+class JsonlTailer:
+    """Incremental reader of an append-only JSON Lines file.
+
+    ``poll()`` returns the objects of the lines completed since the previous call.  It keeps the
+    byte offset of what it has consumed and the bytes of an incomplete last line; a file that does
+    not exist (yet) yields nothing.  If the file is replaced (different inode) or truncated, the
+    tailer starts again from the beginning and increments :attr:`resets` so that its owner can
+    drop what it accumulated.  Lines that are complete but not valid JSON (or not objects) are
+    counted in :attr:`bad_lines` and skipped.
+    """
+
+    def __init__(self, path: str | os.PathLike, chunk_bytes: int = 8 << 20):
+        self.path = Path(path)
+        self.offset = 0  # bytes consumed, including the partial line held in _partial
+        self.chunk_bytes = chunk_bytes
+        self.resets = 0
+        self.bad_lines = 0
+        self.lines_read = 0
+        self._partial = b""
+        self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file being tailed
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an incomplete last line held back."""
+        return len(self._partial)
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self._partial = b""
+        self.resets += 1
+
+    def poll(self, final: bool = False, max_bytes: int | None = None) -> list[dict]:
+        """Return the records of newly completed lines.
+
+        ``final=True`` (the run has ended) also accepts a last line without its newline if it
+        parses as JSON.  ``max_bytes`` bounds how much is read in this call (the rest is read by
+        the next calls), which keeps the first refresh of a huge file responsive.
+        """
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return []
+        ident = (st.st_dev, st.st_ino)
+        if self._ident is not None and (ident != self._ident or st.st_size < self.offset):
+            self._reset()
+        self._ident = ident
+        out: list[dict] = []
+        want = st.st_size - self.offset
+        if max_bytes is not None:
+            want = min(want, max_bytes)
+        if want > 0:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self.offset)
+                    data = f.read(want)
+            except (FileNotFoundError, PermissionError):
+                return []
+            self.offset += len(data)
+            buf = self._partial + data if self._partial else data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                self._partial = buf
+            else:
+                self._partial = buf[cut + 1 :]
+                for line in buf[:cut].split(b"\n"):
+                    self._parse_into(line, out)
+        if final and self._partial.strip() and self.offset >= st.st_size:
+            try:
+                obj = json.loads(self._partial)
+            except ValueError:
+                pass  # still incomplete (or garbage): keep it, it may yet be completed
+            else:
+                if isinstance(obj, dict):
+                    out.append(obj)
+                    self.lines_read += 1
+                self._partial = b""
+        return out
+
+    def _parse_into(self, line: bytes, out: list[dict]) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            self.bad_lines += 1
+            return
+        if isinstance(obj, dict):
+            out.append(obj)
+            self.lines_read += 1
+        else:
+            self.bad_lines += 1
+
+
+class JsonFile:
+    """A JSON (or text) file that is replaced as a whole; re-read only when it changes.
+
+    Keeps the last value that parsed, so a reader racing a non-atomic writer sees the previous
+    content rather than an error.  ``get()`` returns ``None`` while the file does not exist.
+    """
+
+    def __init__(self, path: str | os.PathLike, text: bool = False):
+        self.path = Path(path)
+        self.text = text
+        self._sig: tuple | None = None
+        self._value: Any = None
+        self.version = 0  # incremented whenever the value changes
+
+    def get(self) -> Any:
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            if self._sig is not None:  # the file went away (e.g. directory reused): forget it
+                self._sig, self._value = None, None
+                self.version += 1
+            return None
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig == self._sig:
+            return self._value
+        try:
+            raw = self.path.read_bytes()
+            value = raw.decode("utf-8", "replace") if self.text else json.loads(raw)
+        except (OSError, ValueError):
+            return self._value  # half-written: keep the previous good value, try again later
+        self._sig, self._value = sig, value
+        self.version += 1
+        return value
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _num(x: Any) -> float | None:
+    """A finite float or None."""
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _int(x: Any) -> int | None:
+    v = _num(x)
+    return int(v) if v is not None else None
+
+
+def downsample(df: pd.DataFrame, max_points: int = 1500, by: str | None = None) -> pd.DataFrame:
+    """At most ``max_points`` rows (per group ``by``), evenly spaced, always keeping the last row."""
+    if df is None or df.empty:
+        return df
+    if by is not None and by in df.columns:
+        parts = [downsample(g, max_points) for _, g in df.groupby(by, sort=False)]
+        return pd.concat(parts, ignore_index=True) if parts else df
+    n = len(df)
+    if n <= max_points:
+        return df
+    step = math.ceil(n / max_points)
+    idx = list(range(0, n, step))
+    if idx[-1] != n - 1:
+        idx.append(n - 1)
+    return df.iloc[idx]
+
+
+def format_r(r: float | None) -> str:
+    """R as the dashboard prints it (the browser test parses this)."""
+    return "n/a" if r is None else f"{r:.3f}"
+
+
+def format_duration(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "unknown"
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f} s"
+    m, sec = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m} min {sec:02d} s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h} h {m:02d} min"
+    d, h = divmod(h, 24)
+    return f"{d} d {h} h"
+
+
+def _stage_order(stages: Iterable[str]) -> list[str]:
+    known = [s for s in STAGES if s in set(stages)]
+    return known + sorted(set(stages) - set(STAGES))
+
+
+# --------------------------------------------------------------------------- the run view
+
+
+@dataclass
+class _Stream:
+    """One tailed JSONL file, its accumulated rows and a version bumped on every change."""
+
+    tailer: JsonlTailer
+    ingest: Callable[[list[dict]], None]
+    clear: Callable[[], None]
+    seen_resets: int = 0
+    version: int = 0
+
+
+@dataclass
+class _Cache:
+    key: Any = None
+    value: Any = None
+
+
+class RunView:
+    """Everything the dashboard shows, derived from one run directory.
+
+    Call :meth:`refresh` (cheap: reads only what was appended) and then any of the view methods;
+    each returns plain dicts / pandas frames and caches its result until its inputs change.
+    Thread-safe: one view can be shared by several browser sessions.
+
+    Time axes are seconds since the run started (``meta.started``, else the first metrics
+    snapshot's ``t - elapsed``, else the earliest timestamp seen).
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        *,
+        eta_window_s: float = 30.0,
+        stale_after_s: float = 30.0,
+        max_spans: int = 500_000,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.run_dir = Path(run_dir)
+        self.eta_window_s = eta_window_s
+        self.stale_after_s = stale_after_s
+        self.max_spans = max_spans
+        self.clock = clock
+        self._lock = threading.RLock()
+        d = self.run_dir
+        self._meta = JsonFile(d / "meta.json")
+        self._status = JsonFile(d / "status.json")
+        self._summary = JsonFile(d / "summary.json")
+        self._tiles_plan = JsonFile(d / "tiles.json")
+        self._config = JsonFile(d / "config.yaml", text=True)
+        self._trace_parquet_sig: tuple | None = None
+        self._caches: dict[str, _Cache] = {}
+        self.last_refresh: float | None = None
+        self.refresh_seconds: float = 0.0
+
+        # accumulated rows
+        self._metrics: list[dict] = []  # flat rows (one per snapshot)
+        self._metrics_raw_last: dict | None = None
+        self._actor_rows: list[dict] = []  # long: one per snapshot x actor
+        self._tier_rows: list[dict] = []  # long: one per snapshot x tier x counter
+        self._stage_rows: list[dict] = []  # long: one per snapshot x stage
+        self._hop_rows: list[dict] = []  # long: one per snapshot x directory hop
+        self._done_tiles: dict[Any, dict] = {}  # tile id -> last tiles.jsonl record
+        self._span_chunks: list[pd.DataFrame] = []
+        self._span_count = 0
+        self._pipeline: list[dict] = []
+        self._spans_from_parquet = False
+
+        self._streams = {
+            "metrics": _Stream(JsonlTailer(d / "metrics.jsonl"), self._ingest_metrics, self._clear_metrics),
+            "tiles": _Stream(JsonlTailer(d / "tiles.jsonl"), self._ingest_tiles, self._done_tiles.clear),
+            "trace": _Stream(JsonlTailer(d / "trace.jsonl"), self._ingest_spans, self._clear_spans),
+            "pipeline": _Stream(JsonlTailer(d / "pipeline.jsonl"), self._pipeline.extend, self._pipeline.clear),
+        }
+
+    # ---------------------------------------------------------------- refresh
+
+    def refresh(self, max_bytes_per_file: int | None = 64 << 20) -> "RunView":
+        """Read what was appended since the last call.  Never raises on a malformed directory."""
+        with self._lock:
+            t0 = time.perf_counter()
+            status = self._status.get() or {}
+            final = status.get("state") in TERMINAL_STATES
+            for stream in self._streams.values():
+                recs = stream.tailer.poll(final=final, max_bytes=max_bytes_per_file)
+                if stream.tailer.resets != stream.seen_resets:
+                    stream.seen_resets = stream.tailer.resets
+                    stream.clear()
+                    stream.version += 1
+                if recs:
+                    stream.ingest(recs)
+                    stream.version += 1
+            self._maybe_read_trace_parquet()
+            self.last_refresh = self.clock()
+            self.refresh_seconds = time.perf_counter() - t0
+        return self
+
+    def _versions(self, *names: str) -> tuple:
+        out = []
+        for n in names:
+            if n in self._streams:
+                out.append(self._streams[n].version)
+            else:
+                f = {"meta": self._meta, "status": self._status, "summary": self._summary,
+                     "plan": self._tiles_plan}[n]
+                f.get()
+                out.append(f.version)
+        return tuple(out)
+
+    def _cached(self, name: str, key: Any, build: Callable[[], Any]) -> Any:
+        c = self._caches.setdefault(name, _Cache())
+        if c.key != key or c.value is None:
+            c.value = build()
+            c.key = key
+        return c.value
+
+    # ---------------------------------------------------------------- ingestion
+
+    def _clear_metrics(self) -> None:
+        self._metrics.clear()
+        self._actor_rows.clear()
+        self._tier_rows.clear()
+        self._stage_rows.clear()
+        self._hop_rows.clear()
+        self._metrics_raw_last = None
+
+    def _ingest_metrics(self, recs: list[dict]) -> None:
+        for r in recs:
+            t = _num(r.get("t"))
+            if t is None:
+                continue
+            self._metrics_raw_last = r
+            row = {"t": t, "elapsed": _num(r.get("elapsed"))}
+            for k, v in r.items():
+                if k in ("t", "elapsed"):
+                    continue
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    row[k] = _num(v)
+            self._metrics.append(row)
+            for actor, a in (r.get("actors") or {}).items():
+                if isinstance(a, dict):
+                    self._actor_rows.append({
+                        "t": t, "actor": str(actor), "tiles": _num(a.get("tiles")),
+                        "pairs": _num(a.get("pairs")), "busy_s": _num(a.get("busy_s")),
+                    })
+            for tier, c in (r.get("tiers") or {}).items():
+                if not isinstance(c, dict):
+                    continue
+                for counter, v in c.items():
+                    if counter == "hops" and isinstance(v, dict):
+                        for hop, h in v.items():
+                            if isinstance(h, dict):
+                                self._hop_rows.append({
+                                    "t": t, "tier": str(tier), "hop": str(hop),
+                                    "asks": _num(h.get("asks")), "hits": _num(h.get("hits")),
+                                })
+                        continue
+                    val = _num(v)
+                    if val is not None:
+                        self._tier_rows.append({"t": t, "tier": str(tier), "counter": str(counter), "value": val})
+            for stage, v in (r.get("stage_seconds") or {}).items():
+                val = _num(v)
+                if val is not None:
+                    self._stage_rows.append({"t": t, "stage": str(stage), "seconds": val})
+
+    def _ingest_tiles(self, recs: list[dict]) -> None:
+        for r in recs:
+            if "id" in r:
+                self._done_tiles[_tile_key(r["id"])] = r
+
+    def _clear_spans(self) -> None:
+        self._span_chunks.clear()
+        self._span_count = 0
+        self._spans_from_parquet = False
+
+    def _ingest_spans(self, recs: list[dict]) -> None:
+        rows = []
+        for r in recs:
+            t0, t1 = _num(r.get("t0")), _num(r.get("t1"))
+            if t0 is None or t1 is None:
+                continue
+            rows.append({"actor": str(r.get("actor", "?")), "stage": str(r.get("stage", "?")),
+                         "what": str(r.get("what", "")), "t0": t0, "t1": t1})
+        if rows:
+            self._add_span_chunk(pd.DataFrame(rows))
+
+    def _add_span_chunk(self, df: pd.DataFrame) -> None:
+        self._span_chunks.append(df)
+        self._span_count += len(df)
+        while self._span_count > self.max_spans and len(self._span_chunks) > 1:
+            self._span_count -= len(self._span_chunks.pop(0))
+
+    def _maybe_read_trace_parquet(self) -> None:
+        """Use trace.parquet when the run converted its trace and trace.jsonl is gone."""
+        p = self.run_dir / "trace.parquet"
+        if self._streams["trace"].tailer.lines_read and not self._spans_from_parquet:
+            return  # the JSONL trace is being (or was) tailed: it holds the same spans
+        if self._streams["trace"].tailer.exists:
+            return
+        try:
+            st = os.stat(p)
+        except OSError:
+            return
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig == self._trace_parquet_sig:
+            return
+        try:
+            df = pd.read_parquet(p)
+        except Exception:  # noqa: BLE001 - partially written or unreadable: try again later
+            return
+        self._trace_parquet_sig = sig
+        cols = {"actor", "stage", "t0", "t1"}
+        if not cols <= set(df.columns):
+            return
+        if "what" not in df.columns:
+            df["what"] = ""
+        df = df[["actor", "stage", "what", "t0", "t1"]].astype(
+            {"actor": str, "stage": str, "what": str, "t0": float, "t1": float})
+        self._clear_spans()
+        self._spans_from_parquet = True
+        self._add_span_chunk(df)
+        self._streams["trace"].version += 1
+
+    # ---------------------------------------------------------------- raw accessors
+
+    @property
+    def meta(self) -> dict:
+        m = self._meta.get()
+        return m if isinstance(m, dict) else {}
+
+    @property
+    def status(self) -> dict:
+        s = self._status.get()
+        return s if isinstance(s, dict) else {}
+
+    @property
+    def summary(self) -> dict:
+        s = self._summary.get()
+        return s if isinstance(s, dict) else {}
+
+    @property
+    def config_text(self) -> str | None:
+        return self._config.get()
+
+    @property
+    def last_metrics(self) -> dict:
+        """The last metrics snapshot as written (nested), or {}."""
+        return dict(self._metrics_raw_last or {})
+
+    def tiles_plan(self) -> pd.DataFrame:
+        """tiles.json as a frame: id, r0, r1, c0, c1, pairs, depth, order (planned position)."""
+        def build():
+            plan = self._tiles_plan.get()
+            cols = ["id", "r0", "r1", "c0", "c1", "pairs", "depth", "order"]
+            if not isinstance(plan, list):
+                return pd.DataFrame(columns=cols)
+            rows = []
+            for i, t in enumerate(plan):
+                if not isinstance(t, dict) or "id" not in t:
+                    continue
+                rows.append({"id": _tile_key(t["id"]), "r0": _num(t.get("r0")), "r1": _num(t.get("r1")),
+                             "c0": _num(t.get("c0")), "c1": _num(t.get("c1")),
+                             "pairs": _num(t.get("pairs")), "depth": _int(t.get("depth")), "order": i})
+            return pd.DataFrame(rows, columns=cols)
+        return self._cached("plan", self._versions("plan"), build)
+
+    @property
+    def started(self) -> float | None:
+        s = _num(self.meta.get("started"))
+        if s is not None:
+            return s
+        if self._metrics:
+            m = self._metrics[0]
+            if m.get("elapsed") is not None:
+                return m["t"] - m["elapsed"]
+            return m["t"]
+        if self._span_count:
+            return float(min(c["t0"].min() for c in self._span_chunks))
+        return None
+
+    def is_empty(self) -> bool:
+        """Nothing of the run exists yet (new or empty directory)."""
+        return not (self.meta or self.status or self._metrics or self._done_tiles or self.summary)
+
+    # ---------------------------------------------------------------- overview
+
+    def state(self) -> str:
+        st = self.status.get("state")
+        if isinstance(st, str) and st:
+            return st
+        if self.summary:
+            return "finished"
+        if self.is_empty():
+            return WAITING
+        return "starting" if not self._metrics else "running"
+
+    def progress(self) -> dict:
+        """Done/total counts: tiles, pairs, and any other ``X_done``/``X_total`` counters."""
+        meta, last = self.meta, (self._metrics[-1] if self._metrics else {})
+        summ = self.summary
+        plan = self.tiles_plan()
+        out: dict[str, dict] = {}
+
+        tiles_total = _first(last.get("tiles_total"), meta.get("tiles_total"), len(plan) or None)
+        pairs_total = _first(last.get("pairs_total"), meta.get("pairs_total"),
+                             plan["pairs"].sum() if len(plan) and plan["pairs"].notna().all() else None)
+        done_ids = self._done_tiles
+        tiles_done = _max(last.get("tiles_done"), len(done_ids) if done_ids else None, summ.get("tiles_done"))
+        pairs_jsonl = sum(_num(r.get("pairs")) or 0 for r in done_ids.values()) if done_ids else None
+        pairs_done = _max(last.get("pairs_done"), pairs_jsonl, summ.get("pairs_done"))
+        out["tiles"] = _prog(tiles_done, tiles_total)
+        out["pairs"] = _prog(pairs_done, pairs_total)
+        for k in last:
+            if k.endswith("_done") and k not in ("tiles_done", "pairs_done"):
+                name = k[: -len("_done")]
+                out[name] = _prog(last.get(k), last.get(name + "_total"))
+        return out
+
+    def throughput(self, window_s: float | None = None) -> dict:
+        """Recent and average rates (per second) of pairs and tiles, from the metrics snapshots."""
+        window_s = self.eta_window_s if window_s is None else window_s
+        m = self._metrics
+        res = {"pairs_per_s": None, "tiles_per_s": None, "pairs_per_s_avg": None, "tiles_per_s_avg": None,
+               "window_s": None}
+        if not m:
+            return res
+        last = m[-1]
+        t_end = last["t"]
+        # earliest snapshot within the window (at least the previous one)
+        j = len(m) - 1
+        while j > 0 and t_end - m[j - 1]["t"] <= window_s:
+            j -= 1
+        if j == len(m) - 1 and j > 0:
+            j -= 1
+        first = m[j]
+        dt = t_end - first["t"]
+        if dt > 0:
+            res["window_s"] = dt
+            for key in ("pairs", "tiles"):
+                a, b = first.get(key + "_done"), last.get(key + "_done")
+                if a is not None and b is not None:
+                    res[key + "_per_s"] = (b - a) / dt
+        el = last.get("elapsed")
+        if el:
+            for key in ("pairs", "tiles"):
+                b = last.get(key + "_done")
+                if b is not None:
+                    res[key + "_per_s_avg"] = b / el
+        return res
+
+    def eta(self) -> float | None:
+        """Seconds to completion from recent throughput; 0 when finished, None when unknown."""
+        state = self.state()
+        prog = self.progress()
+        if state == "finished":
+            return 0.0
+        if state == "failed":
+            return None
+        thr = self.throughput()
+        for key in ("pairs", "tiles"):
+            p, rate = prog.get(key, {}), thr.get(key + "_per_s")
+            if p.get("done") is None or p.get("total") is None:
+                continue
+            remaining = p["total"] - p["done"]
+            if remaining <= 0:
+                return 0.0
+            if rate and rate > 0:
+                return remaining / rate
+            avg = thr.get(key + "_per_s_avg")
+            if avg and avg > 0:
+                return remaining / avg
+        return None
+
+    def r_value(self) -> dict:
+        """R so far (summary's R once written, else the latest snapshot's) and its bound."""
+        summ, meta = self.summary, self.meta
+        last = self._metrics[-1] if self._metrics else {}
+        r = _first(summ.get("R"), last.get("R"))
+        source = "summary" if summ.get("R") is not None else ("metrics" if last.get("R") is not None else None)
+        if r is None:
+            loads, n = _num(last.get("loads")), _first(last.get("n_items"), meta.get("n_items"))
+            if loads is not None and n:
+                r, source = loads / n, "loads/n"
+        return {"R": _num(r), "bound_R": _num(_first(meta.get("bound_R"), summ.get("bound_R"))),
+                "source": source, "loads": _num(_first(summ.get("loads"), last.get("loads"))),
+                "n_items": _num(_first(last.get("n_items"), meta.get("n_items")))}
+
+    def overview(self) -> dict:
+        with self._lock:
+            meta, status = self.meta, self.status
+            now = self.clock()
+            last = self._metrics[-1] if self._metrics else None
+            updated = _max(status.get("updated"), last["t"] if last else None)
+            state = self.state()
+            started = self.started
+            finished_at = _num(status.get("finished"))
+            if last and last.get("elapsed") is not None:
+                elapsed = last["elapsed"]
+                if state not in TERMINAL_STATES and not self.is_stale() and last.get("t"):
+                    elapsed += max(0.0, now - last["t"])
+            elif started is not None:
+                elapsed = (finished_at or now) - started
+            else:
+                elapsed = None
+            if state in TERMINAL_STATES and finished_at and started:
+                elapsed = finished_at - started
+            wall = _first(self.summary.get("wall_s"), self.summary.get("wall_time"))
+            if state == "finished" and wall is not None:
+                elapsed = _num(wall)
+            return {
+                "run_dir": str(self.run_dir),
+                "state": state,
+                "error": status.get("error"),
+                "kind": meta.get("kind"),
+                "app": meta.get("app"),
+                "space": meta.get("space"),
+                "n_items": meta.get("n_items"),
+                "leaf_items": meta.get("leaf_items"),
+                "actors": [a.get("id") for a in meta.get("actors") or [] if isinstance(a, dict)],
+                "started": started,
+                "updated": updated,
+                "age_s": (now - updated) if updated else None,
+                "stale": self.is_stale(),
+                "elapsed_s": elapsed,
+                "progress": self.progress(),
+                "throughput": self.throughput(),
+                "eta_s": self.eta(),
+                **self.r_value(),
+                "bad_lines": sum(s.tailer.bad_lines for s in self._streams.values()),
+            }
+
+    def is_stale(self) -> bool:
+        """A run that says it is running but has written nothing for ``stale_after_s``
+        (it died without saying so, or this is a copy of an unfinished run)."""
+        if self.state() in TERMINAL_STATES or self.is_empty():
+            return False
+        last_t = _max(self.status.get("updated"), self._metrics[-1]["t"] if self._metrics else None,
+                      _num(self.meta.get("started")))
+        return last_t is not None and self.clock() - last_t > self.stale_after_s
+
+    # ---------------------------------------------------------------- frames
+
+    def metrics_frame(self) -> pd.DataFrame:
+        """One row per snapshot: t, elapsed, sec (since start), tiles_done, pairs_done, loads, R, ..."""
+        def build():
+            df = pd.DataFrame(self._metrics)
+            if df.empty:
+                return pd.DataFrame(columns=["t", "sec", "elapsed", "tiles_done", "pairs_done", "R"])
+            df["sec"] = df["t"] - (self.started or df["t"].iloc[0])
+            return df
+        return self._cached("metrics", self._versions("metrics", "meta"), build)
+
+    def actor_series(self, smooth_s: float = 3.0) -> pd.DataFrame:
+        """Per actor over time: cumulative tiles/pairs/busy_s and the rates derived from them.
+
+        Columns: sec, actor, tiles, pairs, busy_s, pairs_per_s, tiles_per_s, busy_frac.  Rates are
+        differences between snapshots at least ``smooth_s`` apart (smoother than 0.5 s steps).
+        Falls back to binning tiles.jsonl when the metrics carry no per-actor counters.
+        """
+        def build():
+            cols = ["sec", "actor", "tiles", "pairs", "busy_s", "pairs_per_s", "tiles_per_s", "busy_frac"]
+            start = self.started
+            if self._actor_rows:
+                df = pd.DataFrame(self._actor_rows).sort_values(["actor", "t"], kind="stable")
+                df = df.drop_duplicates(["actor", "t"], keep="last")
+                parts = []
+                for actor, g in df.groupby("actor", sort=True):
+                    g = g.reset_index(drop=True)
+                    parts.append(_rates(g, smooth_s))
+                out = pd.concat(parts, ignore_index=True)
+                out["sec"] = out["t"] - (start if start is not None else out["t"].min())
+                return out[cols]
+            tiles = self.tiles_done_frame()
+            if tiles.empty or tiles["t_end"].isna().all():
+                return pd.DataFrame(columns=cols)
+            tiles = tiles.dropna(subset=["t_end"])
+            origin = start if start is not None else tiles["t_end"].min()
+            bin_s = max(smooth_s, 1.0)
+            tiles = tiles.assign(bin=((tiles["t_end"] - origin) // bin_s) * bin_s + bin_s)
+            g = tiles.groupby(["actor", "bin"]).agg(tiles_bin=("id", "size"), pairs_bin=("pairs", "sum"))
+            g = g.reset_index().sort_values(["actor", "bin"])
+            g["tiles"] = g.groupby("actor")["tiles_bin"].cumsum()
+            g["pairs"] = g.groupby("actor")["pairs_bin"].cumsum()
+            g["pairs_per_s"] = g["pairs_bin"] / bin_s
+            g["tiles_per_s"] = g["tiles_bin"] / bin_s
+            g["busy_s"] = float("nan")
+            g["busy_frac"] = float("nan")
+            g = g.rename(columns={"bin": "sec"})
+            return g[cols]
+        return self._cached(("actors", smooth_s), self._versions("metrics", "tiles", "meta"), build)
+
+    def actor_summary(self) -> pd.DataFrame:
+        """Per actor: tiles, pairs, busy_s, idle_s, idle_frac, node, device."""
+        def build():
+            cols = ["actor", "node", "device", "tiles", "pairs", "busy_s", "idle_s", "idle_frac"]
+            meta_actors = {str(a.get("id")): a for a in self.meta.get("actors") or [] if isinstance(a, dict)}
+            last = self._metrics_raw_last or {}
+            elapsed = _num(last.get("elapsed"))
+            rows: dict[str, dict] = {}
+            for aid, a in (last.get("actors") or {}).items():
+                if isinstance(a, dict):
+                    busy = _num(a.get("busy_s"))
+                    idle = (elapsed - busy) if (elapsed is not None and busy is not None) else None
+                    rows[str(aid)] = {"actor": str(aid), "tiles": _num(a.get("tiles")), "pairs": _num(a.get("pairs")),
+                                      "busy_s": busy, "idle_s": None if idle is None else max(0.0, idle),
+                                      "idle_frac": None if idle is None or not elapsed else max(0.0, idle) / elapsed}
+            if not rows and self._done_tiles:
+                t = self.tiles_done_frame()
+                for aid, g in t.groupby("actor"):
+                    rows[str(aid)] = {"actor": str(aid), "tiles": float(len(g)), "pairs": float(g["pairs"].sum()),
+                                      "busy_s": None, "idle_s": None, "idle_frac": None}
+            for aid in meta_actors:
+                rows.setdefault(aid, {"actor": aid, "tiles": 0.0, "pairs": 0.0, "busy_s": None,
+                                      "idle_s": None, "idle_frac": None})
+            for aid, r in rows.items():
+                m = meta_actors.get(aid, {})
+                r["node"], r["device"] = m.get("node"), m.get("device")
+            return pd.DataFrame(sorted(rows.values(), key=lambda r: r["actor"]), columns=cols)
+        return self._cached("actor_summary", self._versions("metrics", "tiles", "meta"), build)
+
+    def tier_series(self) -> pd.DataFrame:
+        """Long frame: sec, tier, counter (hits, misses, bytes_in, evictions, loads, bytes...), value
+        (cumulative), rate (per second since the previous snapshot)."""
+        def build():
+            cols = ["sec", "tier", "counter", "value", "rate"]
+            if not self._tier_rows:
+                return pd.DataFrame(columns=cols)
+            df = pd.DataFrame(self._tier_rows)
+            df = df.drop_duplicates(["t", "tier", "counter"], keep="last").sort_values(["tier", "counter", "t"])
+            dv = df.groupby(["tier", "counter"])["value"].diff()
+            dt = df.groupby(["tier", "counter"])["t"].diff()
+            df["rate"] = (dv / dt).where(dt > 0)
+            df["sec"] = df["t"] - (self.started or df["t"].min())
+            return df[cols].reset_index(drop=True)
+        return self._cached("tiers", self._versions("metrics", "meta"), build)
+
+    def tier_totals(self) -> pd.DataFrame:
+        """Latest cumulative counters per tier with hit ratio: tier, hits, misses, hit_ratio, ..."""
+        def build():
+            last = self._metrics_raw_last or {}
+            tiers = last.get("tiers") or self.summary.get("tiers") or {}
+            rows = []
+            for tier, c in tiers.items():
+                if not isinstance(c, dict):
+                    continue
+                row = {"tier": str(tier)}
+                for k, v in c.items():
+                    if _num(v) is not None:
+                        row[k] = _num(v)
+                h, m = row.get("hits"), row.get("misses")
+                row["hit_ratio"] = h / (h + m) if h is not None and m is not None and (h + m) > 0 else None
+                rows.append(row)
+            return pd.DataFrame(rows)
+        return self._cached("tier_totals", self._versions("metrics", "summary"), build)
+
+    def r_series(self) -> pd.DataFrame:
+        """sec, R over time (from snapshots; R = loads / n_items when R is absent)."""
+        df = self.metrics_frame()
+        if df.empty:
+            return pd.DataFrame(columns=["sec", "R"])
+        if "R" in df.columns and df["R"].notna().any():
+            return df[["sec", "R"]].dropna()
+        if "loads" in df.columns:
+            n = _first(df["n_items"].iloc[-1] if "n_items" in df.columns else None, self.meta.get("n_items"))
+            if n:
+                return pd.DataFrame({"sec": df["sec"], "R": df["loads"] / n}).dropna()
+        return pd.DataFrame(columns=["sec", "R"])
+
+    def hop_series(self) -> pd.DataFrame:
+        """Directory (L3) hit ratio per hop over time: sec, tier, hop, asks, hits, hit_ratio.
+
+        Read from ``tiers.<tier>.hops = {"1": {"asks", "hits"}, ...}`` when the engine writes it."""
+        def build():
+            cols = ["sec", "tier", "hop", "asks", "hits", "hit_ratio"]
+            if not self._hop_rows:
+                return pd.DataFrame(columns=cols)
+            df = pd.DataFrame(self._hop_rows)
+            df["hit_ratio"] = (df["hits"] / df["asks"]).where(df["asks"] > 0)
+            df["sec"] = df["t"] - (self.started or df["t"].min())
+            return df[cols]
+        return self._cached("hops", self._versions("metrics", "meta"), build)
+
+    def stage_totals(self) -> pd.DataFrame:
+        """Latest cumulative seconds per stage (from the metrics), in pipeline order."""
+        last = (self._metrics_raw_last or {}).get("stage_seconds") or {}
+        rows = [{"stage": s, "seconds": _num(last[s])} for s in _stage_order(last) if _num(last[s]) is not None]
+        return pd.DataFrame(rows, columns=["stage", "seconds"])
+
+    def tiles_done_frame(self) -> pd.DataFrame:
+        """tiles.jsonl deduplicated by tile id (last record wins): id, actor, t_start, t_end, pairs."""
+        def build():
+            cols = ["id", "actor", "t_start", "t_end", "pairs"]
+            rows = [{"id": k, "actor": str(r.get("actor", "?")), "t_start": _num(r.get("t_start")),
+                     "t_end": _num(r.get("t_end")), "pairs": _num(r.get("pairs"))}
+                    for k, r in self._done_tiles.items()]
+            return pd.DataFrame(rows, columns=cols)
+        return self._cached("tiles_done", self._versions("tiles"), build)
+
+    def tile_states(self) -> pd.DataFrame:
+        """The quadtree leaves with their state, for the matrix view.
+
+        Columns: id, r0, r1, c0, c1, pairs, depth, order, state (done | running | pending),
+        actor (who did it / is doing it), t_end, sec_end.  Running tiles come from the optional
+        per-actor ``running`` lists in the latest metrics snapshot.  Finished tiles that are not in
+        the plan (a plan not written yet) are omitted.
+        """
+        def build():
+            plan = self.tiles_plan().copy()
+            done = self.tiles_done_frame()
+            running: dict[Any, str] = {}
+            last = self._metrics_raw_last or {}
+            if self.state() not in TERMINAL_STATES:
+                for aid, a in (last.get("actors") or {}).items():
+                    if isinstance(a, dict):
+                        for tid in a.get("running") or []:
+                            running[_tile_key(tid)] = str(aid)
+            if plan.empty:
+                return plan.assign(state=pd.Series(dtype=str), actor=pd.Series(dtype=str),
+                                   t_end=pd.Series(dtype=float), sec_end=pd.Series(dtype=float))
+            d = done.set_index("id") if not done.empty else None
+            states, actors, t_end = [], [], []
+            for tid in plan["id"]:
+                if d is not None and tid in d.index:
+                    states.append("done")
+                    actors.append(d.at[tid, "actor"])
+                    t_end.append(d.at[tid, "t_end"])
+                elif tid in running:
+                    states.append("running")
+                    actors.append(running[tid])
+                    t_end.append(None)
+                else:
+                    states.append("pending")
+                    actors.append("—")
+                    t_end.append(None)
+            plan["state"], plan["actor"] = states, actors
+            plan["t_end"] = pd.to_numeric(pd.Series(t_end, index=plan.index), errors="coerce")
+            start = self.started
+            plan["sec_end"] = plan["t_end"] - start if start is not None else float("nan")
+            return plan
+        return self._cached("tile_states", self._versions("plan", "tiles", "metrics", "status"), build)
+
+    def spans(self, window: tuple[float, float] | None = None, max_rows: int | None = 20_000) -> pd.DataFrame:
+        """Stage spans for the timeline: actor, stage, what, t0, t1, s0, s1 (seconds since start),
+        duration.  ``window=(a, b)`` in seconds since start keeps spans overlapping [a, b]; at most
+        ``max_rows`` spans are returned (the most recent)."""
+        def build_all():
+            cols = ["actor", "stage", "what", "t0", "t1"]
+            if not self._span_chunks:
+                return pd.DataFrame(columns=cols + ["s0", "s1", "duration"])
+            df = pd.concat(self._span_chunks, ignore_index=True) if len(self._span_chunks) > 1 else self._span_chunks[0]
+            if len(self._span_chunks) > 1:
+                self._span_chunks[:] = [df]  # compact: the next concat is cheap
+            df = df.copy()
+            origin = self.started if self.started is not None else df["t0"].min()
+            df["s0"], df["s1"] = df["t0"] - origin, df["t1"] - origin
+            df["duration"] = df["t1"] - df["t0"]
+            return df
+        with self._lock:
+            df = self._cached("spans", self._versions("trace", "meta"), build_all)
+        if window is not None and not df.empty:
+            a, b = window
+            df = df[(df["s1"] >= a) & (df["s0"] <= b)]
+        if max_rows is not None and len(df) > max_rows:
+            df = df.nlargest(max_rows, "t1")
+        return df
+
+    def span_extent(self) -> tuple[float, float] | None:
+        df = self.spans(max_rows=None)
+        if df.empty:
+            return None
+        return float(df["s0"].min()), float(df["s1"].max())
+
+    def pipeline_frames(self) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+        """(current operator order, latest per-op table, per-op series over time).
+
+        table columns: position, op, cost_s, pass_rate, records_in; series: sec, op, cost_s,
+        pass_rate, records_in."""
+        def build():
+            cols = ["sec", "op", "cost_s", "pass_rate", "records_in"]
+            if not self._pipeline:
+                return [], pd.DataFrame(columns=["position"] + cols[1:]), pd.DataFrame(columns=cols)
+            rows = []
+            for rec in self._pipeline:
+                t = _num(rec.get("t"))
+                for op, s in (rec.get("ops") or {}).items():
+                    if isinstance(s, dict):
+                        rows.append({"t": t, "op": str(op), "cost_s": _num(s.get("cost_s")),
+                                     "pass_rate": _num(s.get("pass_rate")), "records_in": _num(s.get("records_in"))})
+            series = pd.DataFrame(rows, columns=["t", "op", "cost_s", "pass_rate", "records_in"])
+            start = self.started
+            if start is None and series["t"].notna().any():
+                start = series["t"].min()
+            series["sec"] = series["t"] - (start or 0.0)
+            last = self._pipeline[-1]
+            order = [str(o) for o in last.get("order") or []]
+            ops = last.get("ops") or {}
+            names = order + [o for o in ops if o not in order]
+            table = pd.DataFrame([
+                {"position": i + 1, "op": o, "cost_s": _num((ops.get(o) or {}).get("cost_s")),
+                 "pass_rate": _num((ops.get(o) or {}).get("pass_rate")),
+                 "records_in": _num((ops.get(o) or {}).get("records_in"))}
+                for i, o in enumerate(names)])
+            return order, table, series[cols]
+        return self._cached("pipeline", self._versions("pipeline", "meta"), build)
+
+    def has_pipeline(self) -> bool:
+        return bool(self._pipeline)
+
+
+# --------------------------------------------------------------------------- small pure helpers
+
+
+def _tile_key(x: Any) -> Any:
+    """Tile ids compare equal whether written as 7 or "7" (JSON writers differ)."""
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, (int, float)) and float(x).is_integer():
+        return str(int(x))
+    return str(x)
+
+
+def _first(*xs: Any) -> Any:
+    for x in xs:
+        if x is not None and not (isinstance(x, float) and math.isnan(x)):
+            return x
+    return None
+
+
+def _max(*xs: Any) -> float | None:
+    vals = [_num(x) for x in xs]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+def _prog(done: Any, total: Any) -> dict:
+    d, t = _num(done), _num(total)
+    if d is not None and t is not None and t > 0:
+        d = min(d, t)
+    frac = (d / t) if (d is not None and t) else None
+    return {"done": None if d is None else int(round(d)), "total": None if t is None else int(round(t)),
+            "fraction": frac}
+
+
+def _rates(g: pd.DataFrame, smooth_s: float) -> pd.DataFrame:
+    """Rates of one actor's cumulative counters between snapshots >= smooth_s apart."""
+    t = g["t"].to_numpy()
+    import numpy as np
+
+    j = np.searchsorted(t, t - smooth_s, side="right") - 1
+    j = np.clip(j, 0, None)
+    # use the previous snapshot at least smooth_s back; for early rows, the first snapshot
+    dt = t - t[j]
+    out = g.copy()
+    for col, rate in (("pairs", "pairs_per_s"), ("tiles", "tiles_per_s"), ("busy_s", "busy_frac")):
+        v = g[col].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (v - v[j]) / dt
+        r[dt <= 0] = np.nan
+        out[rate] = r
+    out["busy_frac"] = out["busy_frac"].clip(lower=0.0, upper=1.0)
+    return out

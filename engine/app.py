@@ -1,0 +1,155 @@
+"""What a user writes: the ``PairApp`` protocol, and the wrapper behind the REPL form.
+
+An app says which items exist (``keys``), where each lives (``url``, an fsspec URL), how raw bytes
+become a host item (``parse``, CPU, numpy so the object store shares it zero-copy), how a host item
+becomes a device item (``preprocess``), how one *tile* of items is compared (``compare``: per-pair
+Python overhead is paid once per tile), and how a tile's block becomes named result fields
+(``postprocess``). ``BasePairApp`` fills in the defaults; ``FunctionApp`` turns two plain
+functions into an app so that ``engine.allpairs(keys, load=..., compare=...)`` works from a REPL.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from .space import PairSpace, Tile, Triangle
+
+Key = str
+
+
+@runtime_checkable
+class PairApp(Protocol):
+    def keys(self) -> Sequence[Key]: ...
+    def url(self, key: Key) -> str | None: ...
+    def parse(self, key: Key, raw: bytes | None) -> Any: ...
+    def preprocess(self, key: Key, item: Any, device: str) -> Any: ...
+    def compare(self, left: list, right: list, mask: np.ndarray, device: str) -> Any: ...
+    def postprocess(self, block: Any, tile: Tile, mask: np.ndarray) -> dict[str, np.ndarray]: ...
+
+
+class BasePairApp:
+    """Defaults for every stage but ``keys``, ``parse`` and ``compare_pair``/``compare``.
+
+    ``row_keys``/``col_keys`` default to ``keys`` (all pairs of one set); an app comparing
+    queries with targets overrides them and ``space``. ``check`` is the pre-flight: it sees the
+    raw bytes of each item before any compute starts and raises an error naming the file, record
+    and problem.
+    """
+
+    name = "app"
+
+    def keys(self) -> Sequence[Key]:
+        raise NotImplementedError
+
+    def row_keys(self) -> Sequence[Key]:
+        return self.keys()
+
+    def col_keys(self) -> Sequence[Key]:
+        return self.keys()
+
+    def space(self) -> PairSpace:
+        return Triangle(len(self.keys()))
+
+    def url(self, key: Key) -> str | None:
+        return None
+
+    def check(self, key: Key, raw: bytes | None) -> None:
+        return None
+
+    def parse(self, key: Key, raw: bytes | None) -> Any:
+        raise NotImplementedError
+
+    def preprocess(self, key: Key, item: Any, device: str) -> Any:
+        return item
+
+    def compare_pair(self, a: Any, b: Any, device: str) -> float:
+        raise NotImplementedError
+
+    def compare(self, left: list, right: list, mask: np.ndarray, device: str) -> Any:
+        out = np.full(mask.shape, np.nan)
+        for i, j in zip(*np.nonzero(mask)):
+            out[i, j] = self.compare_pair(left[i], right[j], device)
+        return out
+
+    def postprocess(self, block: Any, tile: Tile, mask: np.ndarray) -> dict[str, np.ndarray]:
+        if isinstance(block, dict):
+            return {k: np.asarray(v) for k, v in block.items()}
+        return {"value": np.asarray(block, dtype=np.float64)}
+
+    def fields(self) -> dict[str, str]:
+        """Result fields and their dtypes, so sinks can be created before any tile exists."""
+        return {"value": "float64"}
+
+    def item_nbytes(self, item: Any) -> int:
+        return sizeof(item)
+
+    def describe(self) -> dict:
+        return {"app": self.name}
+
+
+def sizeof(obj: Any) -> int:
+    """Bytes held by an item: numpy/torch arrays counted exactly, containers summed."""
+    if hasattr(obj, "nbytes"):
+        return int(obj.nbytes)
+    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        return int(obj.element_size() * obj.numel())
+    if isinstance(obj, (bytes, bytearray, str)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(sizeof(v) for v in obj.values()) + 64
+    if isinstance(obj, (list, tuple)):
+        return sum(sizeof(v) for v in obj) + 64
+    if hasattr(obj, "__dict__"):
+        return sizeof(vars(obj))
+    return 64
+
+
+class FunctionApp(BasePairApp):
+    """An app from plain functions: ``load(key) -> item`` and ``compare(a, b) -> float``.
+
+    With ``tile=True``, ``compare(lefts, rights) -> 2-D array`` is called once per tile.
+    """
+
+    name = "function"
+
+    def __init__(self, keys: Sequence[Key], load: Callable[[Key], Any],
+                 compare: Callable, tile: bool = False, targets: Sequence[Key] | None = None,
+                 preprocess: Callable | None = None):
+        self._keys = [str(k) for k in keys]
+        self._targets = [str(k) for k in targets] if targets is not None else None
+        if len(set(self._keys)) != len(self._keys):
+            raise ValueError("keys must be unique")
+        self._load, self._compare, self._tile = load, compare, tile
+        self._pre = preprocess
+
+    def keys(self):
+        if self._targets is None:
+            return self._keys
+        return list(dict.fromkeys(self._keys + self._targets))
+
+    def row_keys(self):
+        return self._keys
+
+    def col_keys(self):
+        return self._targets if self._targets is not None else self._keys
+
+    def space(self):
+        from .space import Rectangle
+        if self._targets is None:
+            return Triangle(len(self._keys))
+        return Rectangle(len(self._keys), len(self._targets))
+
+    def parse(self, key, raw):
+        return self._load(key)
+
+    def preprocess(self, key, item, device):
+        return self._pre(item) if self._pre else item
+
+    def compare_pair(self, a, b, device):
+        return float(self._compare(a, b))
+
+    def compare(self, left, right, mask, device):
+        if self._tile:
+            return np.asarray(self._compare(left, right), dtype=np.float64)
+        return super().compare(left, right, mask, device)

@@ -1,0 +1,140 @@
+"""Run metrics: counters per tier, per stage and per actor, and the files the dashboard reads.
+
+Actors send batched events to one ``Metrics`` actor (fire and forget). ``MetricsState`` is the
+pure aggregation (tested without Ray); the actor appends spans and finished tiles to JSON Lines and
+writes a cumulative snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
+
+Event kinds:
+  {"kind": "span", "actor", "stage", "what", "t0", "t1"}       a stage ran (load, parse, ...)
+  {"kind": "tile", "id", "actor", "t_start", "t_end", "pairs"}  a tile finished
+  {"kind": "tier", "source", "tier", "stats": {...}}           cumulative counters of one cache
+  {"kind": "loads", "source", "loads", "bytes"}                  cumulative source loads of a node
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import ray
+
+from .rundir import JsonlWriter, RunDir
+
+STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
+
+
+class MetricsState:
+    def __init__(self, n_items: int, tiles_total: int, pairs_total: int, bound_R: float | None):
+        self.n_items, self.tiles_total, self.pairs_total = n_items, tiles_total, pairs_total
+        self.bound_R = bound_R
+        self.t_start = time.time()
+        self.tiles_done = 0
+        self.pairs_done = 0
+        self.stage_seconds = defaultdict(float)
+        self.tier_sources: dict[tuple, dict] = {}
+        self.load_sources: dict[str, dict] = {}
+        self.actors: dict[str, dict] = defaultdict(lambda: {"tiles": 0, "pairs": 0, "busy_s": 0.0})
+        self.counted_tiles: set = set()
+
+    def add(self, events) -> None:
+        for ev in events:
+            kind = ev.get("kind")
+            if kind == "span":
+                self.stage_seconds[ev["stage"]] += ev["t1"] - ev["t0"]
+                if ev["stage"] in ("preprocess", "compare", "postprocess", "write"):
+                    self.actors[ev["actor"]]["busy_s"] += ev["t1"] - ev["t0"]
+            elif kind == "tile":
+                if ev["id"] in self.counted_tiles:  # a retried tile counts once
+                    continue
+                self.counted_tiles.add(ev["id"])
+                self.tiles_done += 1
+                self.pairs_done += ev["pairs"]
+                a = self.actors[ev["actor"]]
+                a["tiles"] += 1
+                a["pairs"] += ev["pairs"]
+            elif kind == "tier":
+                self.tier_sources[(ev["tier"], ev["source"])] = ev["stats"]
+            elif kind == "loads":
+                self.load_sources[ev["source"]] = {"loads": ev["loads"], "bytes": ev["bytes"]}
+
+    def tiers(self) -> dict:
+        out: dict = {}
+        for (tier, _src), stats in self.tier_sources.items():
+            agg = out.setdefault(tier, {"hits": 0, "misses": 0, "bytes_in": 0, "evictions": 0,
+                                        "waits": 0})
+            for k in agg:
+                agg[k] += stats.get(k, 0)
+        loads = sum(v["loads"] for v in self.load_sources.values())
+        out["source"] = {"loads": loads,
+                         "bytes": sum(v["bytes"] for v in self.load_sources.values())}
+        return out
+
+    def snapshot(self) -> dict:
+        tiers = self.tiers()
+        loads = tiers["source"]["loads"]
+        now = time.time()
+        return {"t": now, "elapsed": now - self.t_start, "tiles_done": self.tiles_done,
+                "tiles_total": self.tiles_total, "pairs_done": self.pairs_done,
+                "pairs_total": self.pairs_total, "loads": loads, "n_items": self.n_items,
+                "R": loads / max(1, self.n_items), "bound_R": self.bound_R, "tiers": tiers,
+                "stage_seconds": {s: round(self.stage_seconds.get(s, 0.0), 6) for s in STAGES},
+                "actors": {k: dict(v) for k, v in self.actors.items()}}
+
+
+@ray.remote(num_cpus=0, max_concurrency=1)
+class Metrics:
+    def __init__(self, run_dir: str, n_items: int, tiles_total: int, pairs_total: int,
+                 bound_R: float | None, interval: float = 0.5):
+        self.run = RunDir(run_dir)
+        self.state = MetricsState(n_items, tiles_total, pairs_total, bound_R)
+        self.metrics = JsonlWriter(self.run.file("metrics.jsonl"))
+        self.trace = JsonlWriter(self.run.file("trace.jsonl"))
+        self.tiles = JsonlWriter(self.run.file("tiles.jsonl"))
+        self.interval = interval
+        self._last = 0.0
+
+    def record(self, events: list) -> None:
+        self.state.add(events)
+        self.trace.write([{k: v for k, v in e.items() if k != "kind"}
+                          for e in events if e.get("kind") == "span"])
+        self.tiles.write([{k: v for k, v in e.items() if k != "kind"}
+                          for e in events if e.get("kind") == "tile"])
+        self.tick()
+
+    def tick(self, force: bool = False) -> dict:
+        now = time.time()
+        snap = self.state.snapshot()
+        if force or now - self._last >= self.interval:
+            self.metrics.write([snap])
+            self._last = now
+        return snap
+
+    def close(self) -> dict:
+        snap = self.tick(force=True)
+        for w in (self.metrics, self.trace, self.tiles):
+            w.close()
+        return snap
+
+
+class EventBuffer:
+    """Batches events in an actor and sends them every ``interval`` seconds (fire and forget)."""
+
+    def __init__(self, metrics, interval: float = 0.5):
+        self.metrics, self.interval = metrics, interval
+        self.events: list = []
+        self._last = time.time()
+
+    def add(self, event: dict) -> None:
+        self.events.append(event)
+        if time.time() - self._last >= self.interval:
+            self.flush()
+
+    def span(self, actor: str, stage: str, what, t0: float, t1: float) -> None:
+        self.add({"kind": "span", "actor": actor, "stage": stage, "what": str(what),
+                  "t0": t0, "t1": t1})
+
+    def flush(self):
+        self._last = time.time()
+        if self.events and self.metrics is not None:
+            batch, self.events = self.events, []
+            return self.metrics.record.remote(batch)
+        return None

@@ -1,0 +1,38 @@
+"""Starting or joining Ray, sized for the machine, on loopback unless told otherwise."""
+from __future__ import annotations
+
+import os
+
+import ray
+
+DEFAULT_OBJECT_STORE_MB = 1536
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None,
+             object_store_mb: int | None = None, quiet: bool = True) -> bool:
+    """Start an in-process local Ray (or join ``address``); returns True if this call started it.
+
+    A local Ray binds 127.0.0.1 only: Ray 2.60 otherwise binds the machine's external address.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    if ray.is_initialized():
+        return False
+    kwargs = dict(logging_level="warning" if quiet else "info", log_to_driver=True)
+    if address and address != "local":
+        ray.init(address=address, **kwargs)
+        return True
+    ray.init(num_cpus=num_cpus or os.cpu_count() or 1,
+             object_store_memory=int((object_store_mb or DEFAULT_OBJECT_STORE_MB) * 2**20),
+             include_dashboard=False, _node_ip_address="127.0.0.1", **kwargs)
+    return True
+
+
+def alive_nodes() -> list[dict]:
+    """Alive nodes with their CPU/GPU counts, head node first."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    head = ray.get_runtime_context().get_node_id()
+    nodes.sort(key=lambda n: (n["NodeID"] != head, n["NodeID"]))
+    return [{"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
+             "cpus": int(n["Resources"].get("CPU", 0)), "gpus": int(n["Resources"].get("GPU", 0)),
+             "object_store": int(n["Resources"].get("object_store_memory", 0))} for n in nodes]

@@ -1,0 +1,322 @@
+"""Sinks: where a tile's result fields go.
+
+A sink is created in the driver (``open``: make the output empty, under a ``.partial`` name),
+shipped to the device actors, which call ``write_tile`` once per finished tile (idempotent by tile
+id: writing the same tile twice gives the same bytes), and closed in the driver (``finalize``:
+merge parts, rename ``.partial`` to the final name). ``write_tile`` returns journal entries
+(location, length, CRC32 of what it wrote) so the journal, not the presence of files, says what is
+done.
+
+* ``DenseMatrix``: one zarr v3 array per field, chunks equal to leaf tiles, so a tile writes whole
+  chunks only (and, for symmetric spaces, the mirrored chunk too). Readable with
+  ``dask.array.from_zarr``.
+* ``TopK(k)``: the k best columns per row (and per column for symmetric spaces); ties go to the
+  lower column index. Each tile writes its candidates as a Parquet part; ``finalize`` merges.
+* ``Threshold(t)``: an edge list of pairs with value >= t (or <= t), as Parquet.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .space import PairSpace, Tile
+
+
+@dataclass
+class SinkContext:
+    """What a sink needs to know about the run, fixed before the first tile."""
+
+    out_dir: str
+    space: PairSpace
+    leaf: int
+    row_keys: Sequence[str]
+    col_keys: Sequence[str]
+    fields: dict  # name -> dtype string
+
+
+def crc32_of(arr: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
+
+
+def _atomic_replace_dir(src: str, dst: str) -> None:
+    if os.path.exists(dst):
+        shutil.rmtree(dst)
+    os.replace(src, dst)
+
+
+class Sink:
+    name = "sink"
+
+    def open(self, ctx: SinkContext, resume: bool = False) -> None:
+        self.ctx = ctx
+
+    def write_tile(self, tile: Tile, fields: dict[str, np.ndarray], mask: np.ndarray) -> list[dict]:
+        raise NotImplementedError
+
+    def verify(self, entry: dict) -> bool:
+        """Does what the journal says was written still read back with the same CRC?"""
+        return True
+
+    def finalize(self) -> Any:
+        return None
+
+
+class DenseMatrix(Sink):
+    """Full matrices in zarr v3, one array per field; non-pairs hold ``fill``."""
+
+    name = "dense"
+
+    def __init__(self, fields: Sequence[str] | None = None, fill: float = float("nan"),
+                 diagonal: dict | float | None = None, filename: str = "matrix.zarr"):
+        self.fields = list(fields) if fields else None
+        self.fill = fill
+        self.diagonal = diagonal
+        self.filename = filename
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.ctx.out_dir, self.filename)
+
+    @property
+    def partial(self) -> str:
+        return self.path + ".partial"
+
+    def _fields(self) -> list[str]:
+        return self.fields or list(self.ctx.fields)
+
+    def open(self, ctx: SinkContext, resume: bool = False) -> None:
+        import zarr
+        self.ctx = ctx
+        if resume and os.path.exists(self.partial):
+            return
+        if os.path.exists(self.partial):
+            shutil.rmtree(self.partial)
+        group = zarr.open_group(self.partial, mode="w", zarr_format=3)
+        shape = (ctx.space.n_rows, ctx.space.n_cols)
+        chunks = (max(1, min(ctx.leaf, shape[0] or 1)), max(1, min(ctx.leaf, shape[1] or 1)))
+        for name in self._fields():
+            dtype = np.dtype(ctx.fields.get(name, "float64"))
+            fill = self.fill if dtype.kind == "f" else 0
+            group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill)
+        group.attrs.update({"row_keys": list(ctx.row_keys), "col_keys": list(ctx.col_keys),
+                            "space": ctx.space.describe(), "leaf": ctx.leaf})
+        self._arrays = None
+
+    def _open_arrays(self):
+        import zarr
+        if getattr(self, "_arrays", None) is None:
+            group = zarr.open_group(self.partial, mode="r+")
+            self._arrays = {name: group[name] for name in self._fields()}
+        return self._arrays
+
+    def _diag_value(self, name: str):
+        if isinstance(self.diagonal, dict):
+            return self.diagonal.get(name)
+        return self.diagonal
+
+    def _regions(self, tile: Tile, values: np.ndarray, mask: np.ndarray, name: str):
+        """The chunk-aligned regions a tile owns, with the data to put there."""
+        arr = np.where(mask, values, self.fill if values.dtype.kind == "f" else 0).astype(values.dtype)
+        if not self.ctx.space.symmetric:
+            return [((tile.r0, tile.r1, tile.c0, tile.c1), arr)]
+        if tile.r0 == tile.c0:  # diagonal tile: both halves of the chunk come from this tile
+            full = np.where(mask, arr, arr.T) if arr.shape[0] == arr.shape[1] else arr
+            diag = self._diag_value(name)
+            if diag is not None:
+                np.fill_diagonal(full, diag)
+            return [((tile.r0, tile.r1, tile.c0, tile.c1), full)]
+        return [((tile.r0, tile.r1, tile.c0, tile.c1), arr),
+                ((tile.c0, tile.c1, tile.r0, tile.r1), np.ascontiguousarray(arr.T))]
+
+    def write_tile(self, tile, fields, mask):
+        arrays = self._open_arrays()
+        entries = []
+        for name in self._fields():
+            values = np.asarray(fields[name])
+            crc, length = 0, 0
+            for (r0, r1, c0, c1), data in self._regions(tile, values, mask, name):
+                target = arrays[name]
+                data = data.astype(target.dtype, copy=False)
+                target[r0:r1, c0:c1] = data
+                crc = zlib.crc32(np.ascontiguousarray(data).tobytes(), crc)
+                length += data.nbytes
+            entries.append({"sink": self.name, "location": f"{self.filename}/{name}",
+                            "region": [tile.r0, tile.r1, tile.c0, tile.c1],
+                            "length": length, "crc32": crc & 0xFFFFFFFF})
+        return entries
+
+    def verify(self, entry):
+        arrays = self._open_arrays()
+        name = entry["location"].split("/", 1)[1]
+        r0, r1, c0, c1 = entry["region"]
+        regions = [(r0, r1, c0, c1)]
+        if self.ctx.space.symmetric and r0 != c0:
+            regions.append((c0, c1, r0, r1))
+        crc = 0
+        for a0, a1, b0, b1 in regions:
+            crc = zlib.crc32(np.ascontiguousarray(arrays[name][a0:a1, b0:b1]).tobytes(), crc)
+        return (crc & 0xFFFFFFFF) == entry["crc32"]
+
+    def finalize(self):
+        self._arrays = None
+        _atomic_replace_dir(self.partial, self.path)
+        return self.path
+
+
+class _PartsSink(Sink):
+    """A sink whose tiles each write one Parquet part, merged at the end."""
+
+    filename = "parts.parquet"
+
+    @property
+    def parts_dir(self) -> str:
+        return os.path.join(self.ctx.out_dir, self.filename + ".parts")
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.ctx.out_dir, self.filename)
+
+    def open(self, ctx, resume=False):
+        self.ctx = ctx
+        if not resume and os.path.exists(self.parts_dir):
+            shutil.rmtree(self.parts_dir)
+        os.makedirs(self.parts_dir, exist_ok=True)
+
+    def _write_part(self, tile: Tile, table) -> dict:
+        import pyarrow.parquet as pq
+        path = os.path.join(self.parts_dir, f"tile-{tile.id:08d}.parquet")
+        tmp = path + ".tmp"
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:
+            raw = fh.read()
+        os.replace(tmp, path)
+        return {"sink": self.name, "location": os.path.relpath(path, self.ctx.out_dir),
+                "length": len(raw), "crc32": zlib.crc32(raw) & 0xFFFFFFFF}
+
+    def verify(self, entry):
+        path = os.path.join(self.ctx.out_dir, entry["location"])
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return False
+        return len(raw) == entry["length"] and (zlib.crc32(raw) & 0xFFFFFFFF) == entry["crc32"]
+
+    def _read_parts(self):
+        import pyarrow.parquet as pq
+        import pyarrow as pa
+        files = sorted(f for f in os.listdir(self.parts_dir) if f.endswith(".parquet"))
+        tables = [pq.read_table(os.path.join(self.parts_dir, f)) for f in files]
+        return pa.concat_tables(tables) if tables else None
+
+
+def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
+    ii, jj = np.nonzero(mask)
+    return ii + tile.r0, jj + tile.c0, values[ii, jj]
+
+
+class TopK(_PartsSink):
+    """The k best targets per query (per row; per item on both sides for symmetric spaces)."""
+
+    name = "topk"
+    filename = "topk.parquet"
+
+    def __init__(self, k: int, field: str = "value", largest: bool = True):
+        if k < 1:
+            raise ValueError(f"TopK needs k >= 1, got {k}")
+        self.k, self.field, self.largest = int(k), field, largest
+
+    def _select(self, q, t, v):
+        """Keep the k best per query: by value, then by lower target index."""
+        import pandas as pd
+        df = pd.DataFrame({"qi": q, "ti": t, "score": v})
+        df = df.sort_values(["qi", "score", "ti"], ascending=[True, not self.largest, True],
+                            kind="mergesort")
+        return df.groupby("qi", sort=False).head(self.k)
+
+    def write_tile(self, tile, fields, mask):
+        import pyarrow as pa
+        q, t, v = _pairs_of(tile, np.asarray(fields[self.field]), mask)
+        if self.ctx.space.symmetric:
+            q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
+        df = self._select(q, t, v)
+        table = pa.table({"qi": df.qi.to_numpy(np.int64), "ti": df.ti.to_numpy(np.int64),
+                          "score": df.score.to_numpy()})
+        return [self._write_part(tile, table)]
+
+    def finalize(self):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        table = self._read_parts()
+        if table is None:
+            df = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        else:
+            df = self._select(table["qi"].to_numpy(), table["ti"].to_numpy(),
+                              table["score"].to_numpy())
+        df = df.reset_index(drop=True)
+        df["rank"] = df.groupby("qi").cumcount() + 1
+        rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        qkeys = rows if not self.ctx.space.symmetric else rows
+        df.insert(0, "query", qkeys[df.qi.to_numpy()] if len(df) else [])
+        df.insert(1, "target", cols[df.ti.to_numpy()] if len(df) else [])
+        tmp = self.path + ".tmp"
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+        os.replace(tmp, self.path)
+        return self.path
+
+
+class Threshold(_PartsSink):
+    """Pairs whose ``field`` is >= t (``above=True``) or <= t, as a Parquet edge list."""
+
+    name = "threshold"
+    filename = "edges.parquet"
+
+    def __init__(self, t: float, field: str = "value", above: bool = True):
+        self.t, self.field, self.above = float(t), field, above
+
+    def write_tile(self, tile, fields, mask):
+        import pyarrow as pa
+        q, t, v = _pairs_of(tile, np.asarray(fields[self.field]), mask)
+        keep = v >= self.t if self.above else v <= self.t
+        table = pa.table({"i": q[keep].astype(np.int64), "j": t[keep].astype(np.int64),
+                          "value": v[keep]})
+        return [self._write_part(tile, table)]
+
+    def finalize(self):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import pandas as pd
+        table = self._read_parts()
+        df = (table.to_pandas() if table is not None
+              else pd.DataFrame({"i": np.zeros(0, np.int64), "j": np.zeros(0, np.int64),
+                                 "value": np.zeros(0)}))
+        df = df.sort_values(["i", "j"], kind="mergesort").reset_index(drop=True)
+        rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        df.insert(0, "a", rows[df.i.to_numpy()] if len(df) else [])
+        df.insert(1, "b", cols[df.j.to_numpy()] if len(df) else [])
+        tmp = self.path + ".tmp"
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+        os.replace(tmp, self.path)
+        return self.path
+
+
+def make_sink(spec) -> Sink:
+    """A sink from a config entry: 'dense', {'type': 'topk', 'k': 5}, or a Sink instance."""
+    if isinstance(spec, Sink):
+        return spec
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    spec = dict(spec)
+    kind = spec.pop("type")
+    if kind == "dense":
+        return DenseMatrix(**spec)
+    if kind == "topk":
+        return TopK(**spec)
+    if kind == "threshold":
+        return Threshold(**spec)
+    raise ValueError(f"unknown sink {kind!r}: choose dense, topk or threshold")

@@ -1,0 +1,286 @@
+"""The actors that move items and compute tiles.
+
+``load_item`` (a Ray task on the item's node): fetch the raw bytes through fsspec and parse them.
+
+``NodeCache`` (one per node): the L2 host tier. It submits the load tasks itself so that it owns
+the parsed objects (an object dies with its owner; a device actor's death must not empty the host
+tier), keeps their ObjectRefs under a byte/item budget and evicts by the scheduler's advice.
+A second request for an item being loaded gets the same ObjectRef: one load.
+
+``DeviceActor`` (one per device: a GPU, or a CPU slot): pulls tiles from the scheduler, keeps
+``in_flight`` of them under way so the next tile's items load while this one computes, holds
+preprocessed items in its L1 (``TileCache``), runs compare/postprocess/write off the event loop,
+and reports each finished tile to the scheduler's journal.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+
+import numpy as np
+import ray
+
+from .cache import BudgetCache, TileCache
+from .errors import InputError, PairflowError, root_cause
+from .metrics import EventBuffer
+from .policy import INF, LRUEviction, NextUseEviction
+from .space import Tile
+
+
+def fetch(url: str) -> bytes:
+    """The raw bytes at an fsspec URL (no decompression: parsers decide)."""
+    import fsspec
+    try:
+        with fsspec.open(url, "rb", compression=None) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(url, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(url, "is a directory, not a file") from None
+    except OSError as exc:
+        raise InputError(url, f"cannot read: {exc}") from None
+
+
+def load_and_parse(app, key: str):
+    t0 = time.time()
+    url = app.url(key)
+    raw = fetch(url) if url else None
+    t1 = time.time()
+    item = app.parse(key, raw)
+    t2 = time.time()
+    info = {"nbytes": int(app.item_nbytes(item)), "raw_bytes": len(raw) if raw else 0,
+            "load": (t0, t1), "parse": (t1, t2)}
+    return item, info
+
+
+@ray.remote(num_cpus=1)
+def load_item(app, key: str):
+    return load_and_parse(app, key)
+
+
+@ray.remote
+def check_items(app, keys: list[str]) -> list[str]:
+    """Pre-flight: every item's raw bytes checked before any compute; returns problems."""
+    problems = []
+    for key in keys:
+        try:
+            url = app.url(key)
+            app.check(key, fetch(url) if url else None)
+        except InputError as exc:
+            problems.append(str(exc))
+        except Exception as exc:  # an app's own check failing is still a named problem
+            problems.append(f"{app.url(key) or key}: {type(exc).__name__}: {exc}")
+    return problems
+
+
+class _AdvisedEviction(NextUseEviction):
+    """Next-use eviction from advice fetched just before evicting (an actor cannot block)."""
+
+    def __init__(self):
+        self.advice: dict = {}
+        super().__init__(lambda keys: {k: self.advice.get(k, INF) for k in keys})
+
+
+def make_eviction(kind: str):
+    if kind == "lru":
+        return LRUEviction()
+    if kind == "next_use":
+        return _AdvisedEviction()
+    raise ValueError(f"unknown eviction {kind!r}: choose 'next_use' or 'lru'")
+
+
+@ray.remote(num_cpus=0)
+class NodeCache:
+    def __init__(self, node: str, node_id: str | None, app, item_keys: list[str],
+                 budget_bytes: int | None, budget_items: int | None, eviction: str,
+                 scheduler, metrics):
+        self.node, self.node_id = node, node_id
+        self.app = app
+        self.item_keys = item_keys
+        self.evictor = make_eviction(eviction)
+        self.cache = BudgetCache(budget_bytes, budget_items, self.evictor)
+        self.scheduler, self.metrics = scheduler, metrics
+        self.events = EventBuffer(metrics)
+        self.loads = 0
+        self.load_bytes = 0
+        self.app_ref = ray.put(app)
+
+    def _submit(self, item: int):
+        opts = {"num_returns": 2}
+        if self.node_id:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
+        return load_item.options(**opts).remote(self.app_ref, self.item_keys[item])
+
+    async def get(self, items: list[int]) -> dict:
+        out = {}
+        fresh = []
+        for item in items:
+            ref = self.cache.lookup(item)
+            if ref is None:
+                item_ref, info_ref = self._submit(item)
+                self.cache.put(item, item_ref, 0, pin=True)  # pinned until its size is known
+                self.loads += 1
+                fresh.append((item, info_ref))
+                ref = item_ref
+            out[item] = [ref]  # wrapped: the caller awaits it, this actor does not fetch it
+        for item, info_ref in fresh:
+            asyncio.ensure_future(self._account(item, info_ref))
+        self._report()
+        return out
+
+    async def _account(self, item: int, info_ref) -> None:
+        try:
+            info = await info_ref
+        except Exception:
+            # a failed load: forget it so no one is handed a broken ref twice
+            if item in self.cache:
+                self.cache.unpin(item)
+                self.cache.discard(item)
+            return
+        key = self.item_keys[item]
+        self.events.span(f"{self.node}/loader", "load", key, *info["load"])
+        self.events.span(f"{self.node}/loader", "parse", key, *info["parse"])
+        self.load_bytes += info["raw_bytes"]
+        if item in self.cache:
+            self.cache.unpin(item)
+            self.cache.fill(item, self.cache.peek(item), info["nbytes"])  # may evict
+        await self._shrink()
+        self._report()
+
+    async def _shrink(self) -> None:
+        if isinstance(self.evictor, _AdvisedEviction) and self.cache._over():
+            self.evictor.advice = await self.scheduler.next_uses.remote(self.cache.keys())
+        if self.cache.shrink():
+            self.scheduler.l2_update.remote(self.node, self.cache.keys())
+
+    def _report(self) -> None:
+        self.scheduler.l2_update.remote(self.node, self.cache.keys())
+        self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
+                         "stats": self.cache.stats.to_dict()})
+        self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,
+                         "bytes": self.load_bytes})
+
+    def stats(self) -> dict:
+        self._report()
+        self.events.flush()
+        return {"loads": self.loads, "bytes": self.load_bytes, **self.cache.stats.to_dict(),
+                "resident": len(self.cache), "resident_bytes": self.cache.nbytes}
+
+
+@ray.remote(num_cpus=0)
+class DeviceActor:
+    def __init__(self, actor_id: str, node: str, app, space, row_items, col_items,
+                 item_keys: list[str], node_cache, scheduler, metrics, sinks: list,
+                 l1_bytes: int | None, l1_items: int | None, in_flight: int, device: str,
+                 eviction: str, tiles: list[dict]):
+        self.id, self.node = actor_id, node
+        self.app, self.space = app, space
+        self.row_items = np.asarray(row_items)
+        self.col_items = np.asarray(col_items)
+        self.item_keys = item_keys
+        self.node_cache, self.scheduler = node_cache, scheduler
+        self.sinks = sinks
+        self.in_flight = max(1, in_flight)
+        self.device = device
+        self.tiles = [Tile(**t) for t in tiles]
+        self.evictor = make_eviction(eviction)
+        self.l1 = TileCache(BudgetCache(l1_bytes, l1_items, self.evictor), self._load,
+                            app.item_nbytes)
+        self.events = EventBuffer(metrics)
+        self.tiles_done = 0
+
+    async def _load(self, items: list[int]) -> dict:
+        refs = await self.node_cache.get.remote(items)
+        hosts = await asyncio.gather(*(refs[i][0] for i in items))
+        out = {}
+        for item, host in zip(items, hosts):
+            key = self.item_keys[item]
+            t0 = time.time()
+            out[item] = await asyncio.to_thread(self.app.preprocess, key, host, self.device)
+            self.events.span(self.id, "preprocess", key, t0, time.time())
+        return out
+
+    def _work(self, tile: Tile, values: dict) -> list:
+        """compare -> postprocess -> write, off the event loop (kernels release the GIL)."""
+        left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
+        right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
+        mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+        t0 = time.time()
+        block = self.app.compare(left, right, mask, self.device)
+        t1 = time.time()
+        fields = self.app.postprocess(block, tile, mask)
+        t2 = time.time()
+        entries = []
+        for sink in self.sinks:
+            entries.extend(sink.write_tile(tile, fields, mask))
+        t3 = time.time()
+        what = f"tile {tile.id}"
+        self.events.span(self.id, "compare", what, t0, t1)
+        self.events.span(self.id, "postprocess", what, t1, t2)
+        self.events.span(self.id, "write", what, t2, t3)
+        return entries
+
+    async def _process(self, t: int, advice: dict) -> None:
+        tile = self.tiles[t]
+        items = np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
+                                          self.col_items[tile.c0:tile.c1]])).tolist()
+        if isinstance(self.evictor, _AdvisedEviction):
+            self.evictor.advice.update({int(k): v for k, v in advice.items()})
+        t_start = time.time()
+        values = await self.l1.acquire(items)
+        try:
+            entries = await asyncio.to_thread(self._work, tile, values)
+        finally:
+            self.l1.release(items)
+        await self.scheduler.complete.remote(self.id, t, entries)
+        self.tiles_done += 1
+        self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
+                         "t_end": time.time(), "pairs": tile.pairs})
+        self._report_tier()
+
+    def _report_tier(self) -> None:
+        self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
+                         "stats": self.l1.stats.to_dict()})
+
+    async def run(self) -> dict:
+        running: set = set()
+        finished = False
+        try:
+            while True:
+                while not finished and len(running) < self.in_flight:
+                    reply = await self.scheduler.request.remote(self.id, self.node,
+                                                                self.l1.resident())
+                    if "tile" in reply:
+                        running.add(asyncio.ensure_future(
+                            self._process(reply["tile"], reply["next_use"])))
+                    elif "wait" in reply:
+                        if not running:
+                            await asyncio.sleep(reply["wait"])
+                        break
+                    else:
+                        finished = True
+                if not running:
+                    if finished:
+                        break
+                    continue
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    fut.result()
+        except BaseException as exc:
+            for fut in running:
+                fut.cancel()
+            cause = root_cause(exc)
+            message = str(cause) if isinstance(cause, (InputError, PairflowError)) else \
+                f"{type(cause).__name__}: {cause}\n{traceback.format_exc()}"
+            await self.scheduler.fail.remote(self.id, message)
+            self.events.flush()
+            if isinstance(cause, InputError):
+                raise cause
+            raise PairflowError(f"device actor {self.id} failed: {message}") from None
+        self._report_tier()
+        ref = self.events.flush()
+        if ref is not None:
+            await ref
+        return {"actor": self.id, "tiles": self.tiles_done, "l1": self.l1.stats.to_dict()}
