@@ -204,13 +204,15 @@ def _int(x: Any) -> int | None:
     return int(v) if v is not None else None
 
 
-def downsample(df: pd.DataFrame, max_points: int = 1500, by: str | None = None) -> pd.DataFrame:
+def downsample(df: pd.DataFrame, max_points: int = 1500, by: str | list[str] | None = None) -> pd.DataFrame:
     """At most ``max_points`` rows (per group ``by``), evenly spaced, always keeping the last row."""
     if df is None or df.empty:
         return df
-    if by is not None and by in df.columns:
-        parts = [downsample(g, max_points) for _, g in df.groupby(by, sort=False)]
-        return pd.concat(parts, ignore_index=True) if parts else df
+    if by is not None:
+        keys = [by] if isinstance(by, str) else list(by)
+        if all(k in df.columns for k in keys):
+            parts = [downsample(g, max_points) for _, g in df.groupby(keys, sort=False)]
+            return pd.concat(parts, ignore_index=True) if parts else df
     n = len(df)
     if n <= max_points:
         return df
@@ -438,8 +440,11 @@ class RunView:
     def _add_span_chunk(self, df: pd.DataFrame) -> None:
         self._span_chunks.append(df)
         self._span_count += len(df)
-        while self._span_count > self.max_spans and len(self._span_chunks) > 1:
-            self._span_count -= len(self._span_chunks.pop(0))
+        if self._span_count > self.max_spans:  # keep the most recent spans, with some slack
+            keep = max(1, int(self.max_spans * 0.8))
+            all_ = pd.concat(self._span_chunks, ignore_index=True).iloc[-keep:]
+            self._span_chunks[:] = [all_.reset_index(drop=True)]
+            self._span_count = len(all_)
 
     def _maybe_read_trace_parquet(self) -> None:
         """Use trace.parquet when the run converted its trace and trace.jsonl is gone."""
@@ -868,23 +873,17 @@ class RunView:
             if plan.empty:
                 return plan.assign(state=pd.Series(dtype=str), actor=pd.Series(dtype=str),
                                    t_end=pd.Series(dtype=float), sec_end=pd.Series(dtype=float))
-            d = done.set_index("id") if not done.empty else None
-            states, actors, t_end = [], [], []
-            for tid in plan["id"]:
-                if d is not None and tid in d.index:
-                    states.append("done")
-                    actors.append(d.at[tid, "actor"])
-                    t_end.append(d.at[tid, "t_end"])
-                elif tid in running:
-                    states.append("running")
-                    actors.append(running[tid])
-                    t_end.append(None)
-                else:
-                    states.append("pending")
-                    actors.append("—")
-                    t_end.append(None)
-            plan["state"], plan["actor"] = states, actors
-            plan["t_end"] = pd.to_numeric(pd.Series(t_end, index=plan.index), errors="coerce")
+            if not done.empty:
+                plan = plan.merge(done[["id", "actor", "t_end"]], on="id", how="left")
+            else:
+                plan["actor"], plan["t_end"] = None, float("nan")
+            is_done = plan["t_end"].notna() | plan["actor"].notna()
+            run_actor = plan["id"].map(running)
+            plan["state"] = "pending"
+            plan.loc[run_actor.notna() & ~is_done, "state"] = "running"
+            plan.loc[is_done, "state"] = "done"
+            plan["actor"] = plan["actor"].where(is_done, run_actor).fillna("—").astype(str)
+            plan["t_end"] = pd.to_numeric(plan["t_end"], errors="coerce")
             start = self.started
             plan["sec_end"] = plan["t_end"] - start if start is not None else float("nan")
             return plan

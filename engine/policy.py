@@ -131,7 +131,7 @@ class TilePolicy:
         if sorted(self.order) != list(range(len(self.tiles))):
             raise ValueError("a plan must list every tile exactly once")
         self.position = {t: pos for pos, t in enumerate(self.order)}
-        self.tile_items = [items.tile_items(t) for t in self.tiles]
+        self.tile_items = [tuple(int(i) for i in items.tile_items(t)) for t in self.tiles]
         self.window = max(1, window)
         self.locality = locality
         self.assigned = np.zeros(len(self.tiles), bool)
@@ -140,7 +140,7 @@ class TilePolicy:
         uses: dict[int, list[int]] = {}
         for pos, t in enumerate(self.order):
             for it in self.tile_items[t]:
-                uses.setdefault(int(it), []).append(pos)
+                uses.setdefault(it, []).append(pos)
         self._uses = {it: deque(p) for it, p in uses.items()}
 
     # -- handing out work -------------------------------------------------------------------
@@ -159,20 +159,29 @@ class TilePolicy:
             pos += 1
         return out
 
-    def next_tile(self, l1: Iterable[int] = (), l2: Iterable[int] = ()) -> int | None:
-        """The tile to give an actor whose L1 holds ``l1`` and whose node's L2 holds ``l2``."""
+    def next_tile(self, l1=(), l2=()) -> int | None:
+        """The tile to give an actor whose L1 holds ``l1`` and whose node's L2 holds ``l2``.
+
+        ``l1``/``l2`` are any containers answering ``in`` (sets, dicts, caches).
+        """
         cands = self._candidates()
         if not cands:
             return None
         best = cands[0]
         if self.locality and len(cands) > 1:
-            l1s, l2s = set(l1), set(l2)
-            def cost(t):
-                its = self.tile_items[t]
-                l1_miss = sum(1 for i in its if int(i) not in l1s)
-                loads = sum(1 for i in its if int(i) not in l1s and int(i) not in l2s)
-                return (loads, l1_miss, self.position[t])
-            best = min(cands, key=cost)
+            l1s = l1 if hasattr(l1, "__contains__") and not isinstance(l1, list) else set(l1)
+            l2s = l2 if hasattr(l2, "__contains__") and not isinstance(l2, list) else set(l2)
+            best_cost = None
+            for t in cands:
+                l1_miss = loads = 0
+                for i in self.tile_items[t]:
+                    if i not in l1s:
+                        l1_miss += 1
+                        if i not in l2s:
+                            loads += 1
+                cost = (loads, l1_miss, self.position[t])
+                if best_cost is None or cost < best_cost:
+                    best, best_cost = t, cost
         self.assign(best)
         return best
 
@@ -185,10 +194,10 @@ class TilePolicy:
             self.assigned[t] = False
             self._cursor = min(self._cursor, self.position[t])
             for it in self.tile_items[t]:
-                dq = self._uses[int(it)]
+                dq = self._uses[it]
                 if self.position[t] not in dq:
                     dq.appendleft(self.position[t])
-                    self._uses[int(it)] = deque(sorted(dq))
+                    self._uses[it] = deque(sorted(dq))
 
     def complete(self, t: int) -> None:
         self.assigned[t] = True

@@ -64,14 +64,13 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
             node = a // actors_per_node
             if len(running[a]) >= in_flight:
                 _finish(running[a].popleft(), l1[a], l2[node], policy)
-            t = policy.next_tile(l1[a].keys(), l2[node].keys())
+            t = policy.next_tile(l1[a], l2[node])
             if t is None:
                 while running[a]:
                     _finish(running[a].popleft(), l1[a], l2[node], policy)
                 finished[a] = True
                 continue
             for it in policy.tile_items[t]:
-                it = int(it)
                 if it in l1[a]:
                     l1[a].lookup(it)
                     l1_hits += 1
@@ -88,8 +87,8 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
                 l1[a].pin(it)
             # L2 pins only protect items while they are copied into L1
             for it in policy.tile_items[t]:
-                if l2[node].pins(int(it)):
-                    l2[node].unpin(int(it))
+                if l2[node].pins(it):
+                    l2[node].unpin(it)
             l2[node].shrink()
             running[a].append(t)
             pairs += policy.tiles[t].pairs
@@ -99,7 +98,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
 
 def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> None:
     for it in policy.tile_items[t]:
-        l1.unpin(int(it))
+        l1.unpin(it)
     policy.complete(t)
     l1.shrink()
 

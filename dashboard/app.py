@@ -1,0 +1,385 @@
+"""pairflow live job dashboard (Streamlit).
+
+    pairflow dashboard RUN_DIR                      # serves on 127.0.0.1:8501
+    streamlit run dashboard/app.py -- RUN_DIR [--refresh 1.0]
+
+Reads only the run directory (see docs/run-directory.md) through :mod:`dashboard.rundir`; never
+imports Ray or the engine.  One :class:`~dashboard.rundir.RunView` per run directory is shared by
+all browser sessions and refreshed incrementally (only bytes appended since the last refresh are
+read) inside a fragment that reruns every ``--refresh`` seconds.
+
+The first line of every view is a machine-readable status line, e.g.
+``state: running · tiles done: 12 / 36 · pairs done: 66 / 276 · R: 1.234 · ETA: 5 s``,
+which the browser tests read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+try:
+    from dashboard.rundir import STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r
+except ImportError:  # run as a plain script from a source checkout that is not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from dashboard.rundir import STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r
+
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
+STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
+STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#2ca02c"]
+
+alt.data_transformers.disable_max_rows()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="dashboard/app.py", description="pairflow run dashboard")
+    p.add_argument("run_dir", nargs="?", default=os.environ.get("PAIRFLOW_RUN_DIR", "."),
+                   help="the run directory to show (may not exist yet)")
+    p.add_argument("--refresh", type=float, default=float(os.environ.get("PAIRFLOW_DASHBOARD_REFRESH", "1.0")),
+                   help="seconds between refreshes (default 1.0)")
+    args, _unknown = p.parse_known_args(argv)
+    args.refresh = min(max(args.refresh, 0.2), 60.0)
+    return args
+
+
+@st.cache_resource(show_spinner=False)
+def get_view(run_dir: str) -> RunView:
+    return RunView(run_dir)
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _n(x, digits: int = 0) -> str:
+    if x is None or (isinstance(x, float) and pd.isna(x)):
+        return "?"
+    return f"{x:,.{digits}f}"
+
+
+def _rate(x) -> str:
+    if x is None:
+        return "—"
+    if x >= 100:
+        return f"{x:,.0f}/s"
+    return f"{x:.2f}/s"
+
+
+def _ts(t) -> str:
+    if t is None:
+        return "—"
+    return _dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def status_line(ov: dict) -> str:
+    """The machine-readable first line of every view (the browser tests parse it)."""
+    prog = ov["progress"]
+    parts = [f"state: {ov['state']}"]
+    for name in ("tiles", "pairs"):
+        p = prog.get(name, {})
+        if p.get("done") is not None or p.get("total") is not None:
+            parts.append(f"{name} done: {_n(p.get('done')).replace(',', '')} / {_n(p.get('total')).replace(',', '')}")
+    for name, p in prog.items():
+        if name not in ("tiles", "pairs"):
+            parts.append(f"{name} done: {p.get('done')} / {p.get('total')}")
+    parts.append(f"R: {format_r(ov['R'])}")
+    if ov["state"] not in TERMINAL_STATES and ov["state"] != "waiting for run":
+        parts.append(f"ETA: {format_duration(ov['eta_s'])}")
+    return " · ".join(f"`{p}`" for p in parts)
+
+
+def header(view: RunView, ov: dict) -> None:
+    st.markdown(status_line(ov))
+    state = ov["state"]
+    if state == "waiting for run":
+        st.info(f"waiting for run: nothing written yet in `{ov['run_dir']}` "
+                "(meta.json, status.json and metrics.jsonl appear when the run starts). This page refreshes by itself.")
+    elif state == "failed":
+        st.error("run failed: " + (str(ov["error"]).strip().splitlines() or ["(no error text in status.json)"])[0])
+        if ov["error"]:
+            st.code(str(ov["error"]), language=None)
+    elif ov["stale"]:
+        st.warning(f"no update for {format_duration(ov['age_s'])}: the run may have died without "
+                   "recording it, or this is a copy of an unfinished run.")
+    if ov["bad_lines"]:
+        st.caption(f"{ov['bad_lines']} malformed line(s) skipped")
+
+
+def chart(c, **kw) -> None:
+    st.altair_chart(c, width="stretch", **kw)
+
+
+# --------------------------------------------------------------------------- views
+
+
+def view_overview(view: RunView, ov: dict) -> None:
+    st.subheader("overview")
+    prog, thr = ov["progress"], ov["throughput"]
+    cols = st.columns(6)
+    cols[0].metric("state", ov["state"])
+    t, p = prog.get("tiles", {}), prog.get("pairs", {})
+    cols[1].metric("tiles", f"{_n(t.get('done'))} / {_n(t.get('total'))}")
+    cols[2].metric("pairs", f"{_n(p.get('done'))} / {_n(p.get('total'))}")
+    cols[3].metric("ETA", format_duration(ov["eta_s"]) if ov["state"] not in TERMINAL_STATES else "—")
+    cols[4].metric("throughput", _rate(thr.get("pairs_per_s") if thr.get("pairs_per_s") is not None
+                                       else thr.get("pairs_per_s_avg")), help="pairs per second, recent window")
+    cols[5].metric("R", format_r(ov["R"]), help="item loads / n items")
+    for name, pr in prog.items():
+        if pr.get("fraction") is not None:
+            st.progress(min(1.0, pr["fraction"]), text=f"{name}: {_n(pr['done'])} / {_n(pr['total'])} "
+                                                       f"({100 * pr['fraction']:.1f} %)")
+    info = {
+        "app": ov["app"], "kind": ov["kind"],
+        "space": ", ".join(f"{k}={v}" for k, v in (ov["space"] or {}).items() if k != "pairs") or None,
+        "items": ov["n_items"], "leaf items": ov["leaf_items"],
+        "actors": ", ".join(map(str, ov["actors"])) or None,
+        "started": _ts(ov["started"]), "elapsed": format_duration(ov["elapsed_s"]),
+        "last update": _ts(ov["updated"]),
+        "tiles/s (recent)": _rate(thr.get("tiles_per_s")),
+        "pairs/s (average)": _rate(thr.get("pairs_per_s_avg")),
+    }
+    st.dataframe(pd.DataFrame({"": list(info), "value": [("—" if v is None else str(v)) for v in info.values()]}),
+                 hide_index=True, width="content")
+    m = view.metrics_frame()
+    if not m.empty and "pairs_done" in m.columns:
+        df = downsample(m[["sec", "pairs_done", "tiles_done"]].dropna(subset=["pairs_done"]))
+        chart(alt.Chart(df, title="pairs done").mark_line().encode(
+            x=alt.X("sec:Q", title="seconds since start"), y=alt.Y("pairs_done:Q", title="pairs done"),
+            tooltip=["sec", "pairs_done", "tiles_done"]).properties(height=220))
+    with st.expander("config.yaml"):
+        txt = view.config_text
+        st.code(txt if txt else "(config.yaml not written yet)", language="yaml")
+    if view.summary:
+        with st.expander("summary.json"):
+            st.json(view.summary)
+
+
+def view_devices(view: RunView, ov: dict) -> None:
+    st.subheader("devices")
+    summ = view.actor_summary()
+    series = view.actor_series()
+    if summ.empty and series.empty:
+        st.info("no per-actor data yet (metrics.jsonl `actors` or tiles.jsonl)")
+        return
+    st.markdown(" · ".join(f"`{r.actor}: {_n(r.tiles)} tiles`" for r in summ.itertuples()))
+    if not series.empty:
+        df = downsample(series.dropna(subset=["pairs_per_s"]), by="actor")
+        chart(alt.Chart(df, title="throughput per actor (pairs/s)").mark_line().encode(
+            x=alt.X("sec:Q", title="seconds since start"), y=alt.Y("pairs_per_s:Q", title="pairs/s"),
+            color="actor:N", tooltip=["actor", "sec", "pairs_per_s", "tiles"]).properties(height=240))
+        if series["busy_frac"].notna().any():
+            df = downsample(series.dropna(subset=["busy_frac"]), by="actor")
+            df = df.assign(idle_frac=1.0 - df["busy_frac"])
+            chart(alt.Chart(df, title="idle fraction per actor").mark_line().encode(
+                x=alt.X("sec:Q", title="seconds since start"),
+                y=alt.Y("idle_frac:Q", title="idle fraction", scale=alt.Scale(domain=[0, 1])),
+                color="actor:N", tooltip=["actor", "sec", "idle_frac"]).properties(height=180))
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(alt.Chart(summ, title="tiles per actor").mark_bar().encode(
+            x=alt.X("actor:N"), y=alt.Y("tiles:Q"), color="actor:N", tooltip=["actor", "tiles", "pairs"])
+              .properties(height=220))
+    with c2:
+        if summ["idle_s"].notna().any():
+            df = summ.melt(id_vars="actor", value_vars=["busy_s", "idle_s"], var_name="time", value_name="seconds")
+            chart(alt.Chart(df, title="busy / idle seconds").mark_bar().encode(
+                x="actor:N", y="seconds:Q", color=alt.Color("time:N", scale=alt.Scale(range=["#1f77b4", "#cfd8dc"])),
+                tooltip=["actor", "time", "seconds"]).properties(height=220))
+        else:
+            st.caption("idle time needs `busy_s` per actor in metrics.jsonl")
+    st.dataframe(summ, hide_index=True, width="stretch")
+
+
+def view_cache(view: RunView, ov: dict) -> None:
+    st.subheader("cache")
+    st.markdown(f"`R: {format_r(ov['R'])}` · `bound R: {format_r(ov['bound_R'])}` · "
+                f"`loads: {_n(ov['loads'])}` · `n: {_n(ov['n_items'])}`")
+    st.caption("R = item loads / n (the number that decides speed); bound = 1 + n/(2S) for a host cache of "
+               "S items. " + (f"R from {ov['source']}." if ov["source"] else ""))
+    totals = view.tier_totals()
+    if not totals.empty:
+        st.dataframe(totals, hide_index=True, width="stretch")
+    rs = view.r_series()
+    if not rs.empty:
+        base = alt.Chart(downsample(rs), title="R over time").mark_line().encode(
+            x=alt.X("sec:Q", title="seconds since start"), y=alt.Y("R:Q", title="R"), tooltip=["sec", "R"])
+        if ov["bound_R"] is not None:
+            rule = alt.Chart(pd.DataFrame({"bound": [ov["bound_R"]]})).mark_rule(strokeDash=[6, 4], color="gray") \
+                .encode(y="bound:Q", tooltip=["bound"])
+            base = base + rule
+        chart(base.properties(height=200))
+    ts = view.tier_series()
+    if ts.empty:
+        st.info("no per-tier counters yet (metrics.jsonl `tiers`)")
+    else:
+        mode = st.radio("tier counters", ["per second", "cumulative"], horizontal=True, key="tier_mode")
+        y = "rate" if mode == "per second" else "value"
+        df = downsample(ts.dropna(subset=[y]), max_points=600, by=["tier", "counter"])
+        counters = [c for c in ["hits", "misses", "bytes_in", "evictions", "loads", "bytes"] if c in set(df["counter"])]
+        counters += sorted(set(df["counter"]) - set(counters))
+        cols = st.columns(min(3, max(1, len(counters))))
+        for i, counter in enumerate(counters):
+            d = df[df["counter"] == counter]
+            with cols[i % len(cols)]:
+                chart(alt.Chart(d, title=f"{counter} ({mode})").mark_line().encode(
+                    x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter),
+                    color="tier:N", tooltip=["tier", "sec", y]).properties(height=180))
+    hops = view.hop_series()
+    if hops.empty:
+        st.caption("directory hit ratio per hop: not reported by this run (metrics `tiers.L3.hops`)")
+    else:
+        chart(alt.Chart(downsample(hops.dropna(subset=["hit_ratio"]), by="hop"),
+                        title="directory hit ratio per hop").mark_line().encode(
+            x=alt.X("sec:Q", title="seconds since start"),
+            y=alt.Y("hit_ratio:Q", scale=alt.Scale(domain=[0, 1])), color="hop:N",
+            tooltip=["tier", "hop", "sec", "asks", "hits", "hit_ratio"]).properties(height=200))
+
+
+def view_matrix(view: RunView, ov: dict) -> None:
+    st.subheader("matrix")
+    tiles = view.tile_states()
+    if tiles.empty:
+        st.info("no quadtree yet (tiles.json is written at start)")
+        return
+    counts = tiles["state"].value_counts()
+    st.markdown(f"`leaves: {len(tiles)}` · `done: {int(counts.get('done', 0))}` · "
+                f"`running: {int(counts.get('running', 0))}` · `pending: {int(counts.get('pending', 0))}`")
+    by = st.radio("colour by", ["state", "actor"], horizontal=True, key="matrix_colour")
+    space = ov["space"] or {}
+    n_rows = space.get("n_rows") or tiles["r1"].max()
+    n_cols = space.get("n_cols") or tiles["c1"].max()
+    if by == "state":
+        color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
+    else:
+        actors = sorted(a for a in tiles["actor"].unique() if a != "—")
+        color = alt.Color("actor:N", scale=alt.Scale(domain=actors + ["—"],
+                                                     range=_palette(len(actors)) + ["#eceff1"]))
+    size = 560
+    aspect = float(n_rows) / float(n_cols) if n_cols else 1.0
+    c = alt.Chart(tiles).mark_rect(stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("c0:Q", title="column item", scale=alt.Scale(domain=[0, float(n_cols)], nice=False)), x2="c1:Q",
+        y=alt.Y("r0:Q", title="row item", scale=alt.Scale(domain=[0, float(n_rows)], nice=False, reverse=True)),
+        y2="r1:Q", color=color,
+        tooltip=["id", "state", "actor", "r0", "r1", "c0", "c1", "pairs", "depth", "order",
+                 alt.Tooltip("sec_end:Q", title="done at (s)", format=".1f")],
+    ).properties(width=size, height=max(120, int(size * min(aspect, 2.0))))
+    st.altair_chart(c, width="content")
+
+
+def view_timeline(view: RunView, ov: dict) -> None:
+    st.subheader("timeline")
+    extent = view.span_extent()
+    if extent is None:
+        st.info("no stage spans yet (trace.jsonl, or trace.parquet once the run has ended)")
+        return
+    lo, hi = extent
+    c1, c2, c3 = st.columns([1, 1, 2])
+    follow = c1.toggle("follow the end", value=True, key="tl_follow")
+    width = c2.number_input("window (s)", min_value=0.5, max_value=1e6, value=30.0, step=5.0, key="tl_width")
+    if follow:
+        end = hi
+    else:
+        end = c3.slider("window end (s since start)", min_value=float(lo), max_value=float(max(hi, lo + 1e-3)),
+                        value=float(hi), key="tl_end")
+    start = max(lo, end - width)
+    spans = view.spans(window=(start, end), max_rows=5000)
+    stages = [s for s in STAGES if s in set(spans["stage"])] + sorted(set(spans["stage"]) - set(STAGES))
+    st.markdown(f"`spans: {len(spans)} in window` · `window: {start:.1f}–{end:.1f} s`")
+    if not spans.empty:
+        n_actors = spans["actor"].nunique()
+        c = alt.Chart(spans).mark_bar().encode(
+            x=alt.X("s0:Q", title="seconds since start", scale=alt.Scale(domain=[start, end], nice=False)),
+            x2="s1:Q",
+            y=alt.Y("actor:N", title=None),
+            yOffset=alt.YOffset("stage:N", sort=stages),
+            color=alt.Color("stage:N", sort=stages, scale=alt.Scale(domain=stages, range=_stage_colors(stages))),
+            tooltip=["actor", "stage", "what", alt.Tooltip("s0:Q", format=".3f"),
+                     alt.Tooltip("duration:Q", format=".3f")],
+        ).properties(height=max(160, 22 * len(stages) * n_actors))
+        chart(c)
+    totals = view.stage_totals()
+    if not totals.empty:
+        chart(alt.Chart(totals, title="seconds per stage (all actors, cumulative)").mark_bar().encode(
+            x="seconds:Q", y=alt.Y("stage:N", sort=list(totals["stage"])),
+            color=alt.Color("stage:N", scale=alt.Scale(domain=list(totals["stage"]),
+                                                       range=_stage_colors(list(totals["stage"])))),
+            tooltip=["stage", "seconds"]).properties(height=30 * len(totals) + 40))
+
+
+def view_pipelines(view: RunView, ov: dict) -> None:
+    st.subheader("pipelines")
+    if not view.has_pipeline():
+        st.info("this run has no operator pipeline or farm data (pipeline.jsonl not present)")
+        return
+    order, table, series = view.pipeline_frames()
+    st.markdown("`order: " + " → ".join(order) + "`")
+    st.dataframe(table, hide_index=True, width="stretch")
+    if not series.empty:
+        c1, c2 = st.columns(2)
+        with c1:
+            chart(alt.Chart(downsample(series.dropna(subset=["cost_s"]), by="op"), title="cost per record (s)")
+                  .mark_line(point=True).encode(x=alt.X("sec:Q", title="seconds since start"), y="cost_s:Q",
+                                                color="op:N", tooltip=["op", "sec", "cost_s"]).properties(height=220))
+        with c2:
+            chart(alt.Chart(downsample(series.dropna(subset=["pass_rate"]), by="op"), title="pass rate")
+                  .mark_line(point=True).encode(x=alt.X("sec:Q", title="seconds since start"),
+                                                y=alt.Y("pass_rate:Q", scale=alt.Scale(domain=[0, 1])),
+                                                color="op:N", tooltip=["op", "sec", "pass_rate"])
+                  .properties(height=220))
+
+
+RENDER = {"overview": view_overview, "devices": view_devices, "cache": view_cache, "matrix": view_matrix,
+          "timeline": view_timeline, "pipelines": view_pipelines}
+
+
+def _palette(n: int) -> list[str]:
+    base = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf"]
+    return [base[i % len(base)] for i in range(n)]
+
+
+def _stage_colors(stages: list[str]) -> list[str]:
+    out = []
+    for s in stages:
+        out.append(STAGE_COLORS[STAGES.index(s)] if s in STAGES else _palette(len(out) + 7)[-1])
+    return out
+
+
+# --------------------------------------------------------------------------- page
+
+
+def main() -> None:
+    args = parse_args(sys.argv[1:])
+    run_dir = str(Path(args.run_dir).expanduser().resolve())
+    st.set_page_config(page_title=f"pairflow · {Path(run_dir).name}", layout="wide")
+    view = get_view(run_dir)
+    with st.sidebar:
+        st.markdown("### pairflow")
+        st.caption(run_dir)
+        choice = st.radio("view", VIEWS, key="view", bind="query-params")
+        live = st.toggle("live refresh", value=True, key="live", help=f"every {args.refresh:g} s")
+
+    @st.fragment(run_every=args.refresh if live else None)
+    def body() -> None:
+        view.refresh()
+        ov = view.overview()
+        header(view, ov)
+        if ov["state"] == "waiting for run":
+            return
+        try:
+            RENDER.get(choice or "overview", view_overview)(view, ov)
+        except Exception as e:  # noqa: BLE001 - a view must not take the page down with a traceback
+            st.warning(f"{choice} view: cannot draw this yet ({type(e).__name__}: {e})")
+        st.caption(f"refreshed {_dt.datetime.now().strftime('%H:%M:%S')} · read in "
+                   f"{1000 * view.refresh_seconds:.1f} ms")
+
+    body()
+
+
+main()

@@ -1,0 +1,380 @@
+"""Reading sequence files (FASTA, FASTQ, GenBank; plain, gzip, bgzip) into records.
+
+Why it looks like this
+----------------------
+* The engine fetches an item's bytes itself (through fsspec, on I/O threads) and hands them to
+  ``parse(key, raw)``; so :func:`read_records` takes the bytes when it has them and fetches only
+  when called on its own.  The same function serves local paths, ``s3://``, ``memory://`` ….
+* pysam (htslib's kseq) parses FASTA/FASTQ in C, but it reads only paths.  The bytes are
+  decompressed here and written to a temporary file in ``/dev/shm`` (memory, not disk) for it.
+  Decompressing in Python rather than in htslib gives clear errors for truncated or corrupt gzip
+  (htslib prints to stderr and raises "unknown problem parsing") and reads bgzip for free, since
+  bgzip is multi-member gzip.
+* htslib is lenient where silence would corrupt results: it drops sequence lines before the first
+  header, yields a truncated last FASTQ record without quality, and accepts empty names.  Those
+  are checked here, so bad input stops the run before compute with the file, the record and the
+  problem in one message (:class:`InputError`), as the design asks.
+* GenBank goes through Biopython's scanner with features skipped (the sequence is all an item
+  needs; skipping features made the 162-locus Klebsiella file ~6x faster to read).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import posixpath
+import re
+import tempfile
+import zlib
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Literal
+
+__all__ = [
+    "SequenceRecord",
+    "InputError",
+    "read_records",
+    "iter_items",
+    "file_stem",
+    "detect_format",
+]
+
+FORMATS = ("fasta", "fastq", "genbank")
+_FMT_ALIASES = {
+    "auto": "auto",
+    "fasta": "fasta", "fa": "fasta", "fna": "fasta", "faa": "fasta",
+    "fastq": "fastq", "fq": "fastq",
+    "genbank": "genbank", "gb": "genbank", "gbk": "genbank", "gbff": "genbank",
+}
+_COMPRESSION_SUFFIXES = (".gz", ".bgz", ".bgzf", ".bz2", ".xz")
+_SEQUENCE_SUFFIXES = (
+    ".fasta", ".fas", ".fa", ".fna", ".ffn", ".faa", ".frn", ".mfa", ".fsa", ".seq",
+    ".fastq", ".fq", ".gbk", ".gb", ".gbff", ".genbank",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceRecord:
+    """One record: ``name`` is the header's first word (GenBank: the LOCUS name), ``sequence`` the
+    letters as bytes (what kernels take), ``quality`` the FASTQ quality string (None otherwise),
+    ``description`` the rest of the header line (FASTA/FASTQ; GenBank: DEFINITION)."""
+
+    name: str
+    sequence: bytes
+    quality: bytes | None = None
+    description: str = ""
+
+    def __len__(self) -> int:
+        return len(self.sequence)
+
+
+class InputError(ValueError):
+    """Bad input, with where it is: ``"FILE: record NAME (#i): PROBLEM"``.
+
+    ``record`` is the record's name (None when unknown or not applicable), ``index`` its 1-based
+    position in the file (None when not applicable), ``problem`` what is wrong.  It subclasses
+    ValueError so generic handlers still catch it, and it pickles with its fields (Ray ships
+    exceptions between processes, and the default exception pickling would lose them).
+    """
+
+    def __init__(self, file, problem: str, record: str | None = None, index: int | None = None):
+        self.file = str(file)
+        self.problem = problem
+        self.record = record
+        self.index = index
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = ""
+        if self.record is not None and self.index is not None:
+            where = f"record {self.record} (#{self.index}): "
+        elif self.record is not None:
+            where = f"record {self.record}: "
+        elif self.index is not None:
+            where = f"record #{self.index}: "
+        return f"{self.file}: {where}{self.problem}"
+
+    def __reduce__(self):
+        return (type(self), (self.file, self.problem, self.record, self.index))
+
+
+# --------------------------------------------------------------------------------------------
+# bytes -> text
+
+
+def _fetch(url: str) -> bytes:
+    import fsspec
+
+    try:
+        with fsspec.open(url, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InputError(url, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(url, "is a directory, not a file") from None
+    except PermissionError:
+        raise InputError(url, "permission denied") from None
+    except OSError as e:
+        raise InputError(url, f"cannot read file: {e}") from e
+
+
+def _decompress(name: str, raw: bytes) -> bytes:
+    """Undo gzip/bgzip/bzip2/xz by magic number (not by suffix: names lie, magic does not)."""
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            return gzip.decompress(raw)  # multi-member: reads bgzip too, and checks every CRC
+        if raw[:3] == b"BZh":
+            return bz2.decompress(raw)
+        if raw[:6] == b"\xfd7zXZ\x00":
+            return lzma.decompress(raw)
+    except EOFError:
+        raise InputError(name, "truncated compressed file (data ends before the end-of-stream marker)") from None
+    except (gzip.BadGzipFile, zlib.error, OSError, lzma.LZMAError) as e:
+        raise InputError(name, f"corrupt compressed file: {e}") from None
+    if raw[:4] == b"\x28\xb5\x2f\xfd":
+        raise InputError(name, "zstd-compressed files are not supported; use gzip or bgzip")
+    return raw
+
+
+_CONTROL = bytes(range(0, 9)) + b"\x0b\x0e\x0f" + bytes(range(0x10, 0x20)) + b"\x7f"
+_SEQ_LINE = re.compile(rb"^[A-Za-z*.\-]+\r?$")
+
+
+def _looks_binary(head: bytes) -> bool:
+    if any(b in head for b in (b"\x00",)) or len(head.translate(None, _CONTROL)) != len(head):
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 4  # a multi-byte character cut at the end of the sample is fine
+    return False
+
+
+def detect_format(data: bytes) -> str:
+    """"fasta", "fastq" or "genbank" from the first non-blank line of decompressed ``data``.
+
+    Raises ValueError with the reason when it is none of them (the caller adds the file name).
+    """
+    head = data[:65536]
+    if _looks_binary(head):
+        raise ValueError("not a sequence file (binary content)")
+    stripped = head.lstrip()
+    if not stripped:
+        raise ValueError("empty file (no records)")
+    if stripped[:1] == b">":
+        return "fasta"
+    if stripped[:1] == b"@":
+        return "fastq"
+    if stripped[:5] == b"LOCUS":
+        return "genbank"
+    first = stripped.split(b"\n", 1)[0]
+    if _SEQ_LINE.match(first):
+        raise ValueError("missing header: sequence data before the first '>' (FASTA) or '@' (FASTQ) header line")
+    shown = first[:40].decode("utf-8", "replace")
+    raise ValueError(
+        f"not a sequence file: expected FASTA '>', FASTQ '@' or GenBank 'LOCUS' at the start, found {shown!r}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# parsers
+
+
+def _tmpdir() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
+    import pysam
+
+    fd, path = tempfile.mkstemp(prefix="pairflow-", suffix=".fq" if fmt == "fastq" else ".fa", dir=_tmpdir())
+    records: list[SequenceRecord] = []
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:
+            with pysam.FastxFile(path) as fx:
+                for entry in fx:
+                    i = len(records) + 1
+                    rname = entry.name
+                    seq = entry.sequence or ""
+                    qual = entry.quality
+                    if not rname:
+                        raise InputError(name, "missing header name (nothing after '>' or '@')", index=i)
+                    if fmt == "fastq":
+                        if qual is None:
+                            raise InputError(name, "missing quality line (truncated FASTQ record?)", rname, i)
+                        if len(qual) != len(seq):
+                            raise InputError(
+                                name, f"quality length {len(qual)} differs from sequence length {len(seq)}", rname, i
+                            )
+                    try:
+                        sbytes = seq.encode("ascii")
+                    except UnicodeEncodeError:
+                        raise InputError(name, "non-ASCII character in sequence", rname, i) from None
+                    records.append(
+                        SequenceRecord(
+                            rname,
+                            sbytes,
+                            qual.encode("ascii", "replace") if qual is not None else None,
+                            entry.comment or "",
+                        )
+                    )
+        except InputError:
+            raise
+        except UnicodeDecodeError as e:
+            raise InputError(name, f"not valid UTF-8 text ({e.reason})", index=len(records) + 1) from None
+        except (ValueError, OSError) as e:
+            msg = str(e).replace(path, name)
+            if "truncated quality" in msg:
+                msg = "quality string longer or shorter than the sequence (pysam: truncated quality string)"
+            raise InputError(name, msg, index=len(records) + 1) from None
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return records
+
+
+_LOCUS = re.compile(r"^LOCUS\s+(\S+)\s+(\d+)\s+(?:bp|aa)", re.MULTILINE)
+
+
+def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
+    from Bio.GenBank.Scanner import GenBankScanner
+
+    text = data.decode("utf-8", "replace")
+    records: list[SequenceRecord] = []
+    try:
+        for rec in GenBankScanner(debug=0).parse_records(io.StringIO(text), do_features=False):
+            i = len(records) + 1
+            try:
+                seq = bytes(rec.seq)
+            except ValueError:  # Bio.Seq.UndefinedSequenceError: no ORIGIN section
+                seq = b""
+            rname = rec.name if rec.name and rec.name != "<unknown name>" else None
+            if rname is None:
+                raise InputError(name, "missing LOCUS name", index=i)
+            records.append(SequenceRecord(rname, seq, None, rec.description or ""))
+    except InputError:
+        raise
+    except ValueError as e:
+        raise InputError(name, f"malformed GenBank: {e}", index=len(records) + 1) from None
+    # Biopython only warns when the file is cut inside a record's sequence; the LOCUS lines say
+    # how long each sequence should be, and a complete file ends with '//'.
+    if records and not text.rstrip().endswith("//"):
+        r = records[-1]
+        raise InputError(name, "truncated GenBank file (last record does not end with '//')", r.name, len(records))
+    expected = [(m.group(1), int(m.group(2))) for m in _LOCUS.finditer(text)]
+    if len(expected) == len(records):
+        for i, ((locus, n), r) in enumerate(zip(expected, records), 1):
+            if len(r.sequence) and len(r.sequence) != n:
+                raise InputError(name, f"sequence has {len(r.sequence)} letters but LOCUS says {n}", r.name, i)
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+
+
+def read_records(
+    url_or_path,
+    raw: bytes | None = None,
+    fmt: str = "auto",
+    *,
+    allow_empty: bool = False,
+) -> list[SequenceRecord]:
+    """All records of one sequence file, or :class:`InputError` saying what is wrong with it.
+
+    ``raw`` is the file's bytes when the caller already has them (the engine's fetch); without it
+    the file is read with fsspec.  ``fmt`` ("auto", "fasta", "fastq", "genbank") overrides the
+    detection by content; a file whose content contradicts a forced format is an error.  Records
+    with an empty sequence are errors unless ``allow_empty`` (a k-mer set of nothing would make the
+    item silently unrelated to everything).
+    """
+    name = os.fspath(url_or_path) if not isinstance(url_or_path, str) else url_or_path
+    want = _FMT_ALIASES.get(str(fmt).lower())
+    if want is None:
+        raise ValueError(f"unknown format {fmt!r}; expected 'auto' or one of {', '.join(FORMATS)}")
+    if raw is None:
+        raw = _fetch(name)
+    raw = bytes(raw) if not isinstance(raw, bytes) else raw
+    if not raw:
+        raise InputError(name, "empty file (no records)")
+    data = _decompress(name, raw)
+    try:
+        found = detect_format(data)
+    except ValueError as e:
+        raise InputError(name, str(e)) from None
+    if want != "auto" and want != found:
+        raise InputError(name, f"format {want} was requested but the content looks like {found}")
+    if found == "genbank":
+        records = _parse_genbank(name, data)
+    else:
+        records = _parse_fastx(name, data, found)
+    if not records:
+        raise InputError(name, "no records found")
+    if not allow_empty:
+        for i, r in enumerate(records, 1):
+            if not r.sequence:
+                raise InputError(name, "empty sequence", r.name, i)
+    return records
+
+
+def file_stem(url: str) -> str:
+    """The item key of a file: its base name without compression and sequence-format suffixes
+    (``s3://b/x/K12.fasta.gz`` -> ``K12``), so keys stay stable when files are recompressed."""
+    base = posixpath.basename(str(url).split("?", 1)[0].rstrip("/"))
+    low = base.lower()
+    for suf in _COMPRESSION_SUFFIXES:
+        if low.endswith(suf):
+            base, low = base[: -len(suf)], low[: -len(suf)]
+            break
+    for suf in _SEQUENCE_SUFFIXES:
+        if low.endswith(suf) and len(base) > len(suf):
+            base = base[: -len(suf)]
+            break
+    return base
+
+
+def iter_items(
+    urls: Iterable,
+    item: Literal["file", "record"] = "file",
+    *,
+    fmt: str = "auto",
+    allow_empty: bool = False,
+) -> Iterator[tuple[str, list[SequenceRecord]]]:
+    """Yield ``(key, records)`` per item: per file (key = :func:`file_stem`, all its records — a
+    genome with several chromosomes or contigs is one item) or per record (key =
+    ``"stem/recordname"``, a one-record list — e.g. each of the 162 loci of one GenBank file).
+
+    Two items with the same key would overwrite each other in every result, so a duplicate is an
+    :class:`InputError` naming both sources.  For ``item="file"`` the keys are checked before any
+    file is read; for ``item="record"`` when the duplicate is reached (call ``list()`` on the result
+    to check everything before compute).
+    """
+    if item not in ("file", "record"):
+        raise ValueError(f"item must be 'file' or 'record', got {item!r}")
+    urls = [u if isinstance(u, str) else os.fspath(u) for u in urls]
+    seen: dict[str, str] = {}
+    if item == "file":
+        for u in urls:
+            key = file_stem(u)
+            if key in seen:
+                raise InputError(u, f"duplicate item key {key!r}: same file stem as {seen[key]}")
+            seen[key] = u
+        for u in urls:
+            yield file_stem(u), read_records(u, fmt=fmt, allow_empty=allow_empty)
+        return
+    for u in urls:
+        stem = file_stem(u)
+        for i, r in enumerate(read_records(u, fmt=fmt, allow_empty=allow_empty), 1):
+            key = f"{stem}/{r.name}"
+            where = f"{u} record {r.name} (#{i})"
+            if key in seen:
+                raise InputError(u, f"duplicate item key {key!r}: also {seen[key]}", r.name, i)
+            seen[key] = where
+            yield key, [r]

@@ -1,0 +1,114 @@
+"""Cache semantics: budget, pins, eviction order, one-load-per-key and transactions."""
+import asyncio
+
+import pytest
+
+from engine.cache import BudgetCache, TileCache
+from engine.policy import LRUEviction, NextUseEviction
+
+
+def test_lru_eviction_under_item_budget():
+    c = BudgetCache(budget_items=2)
+    c.put("a", 1, 10)
+    c.put("b", 2, 10)
+    c.lookup("a")
+    assert c.put("c", 3, 10) == ["b"]
+    assert c.keys() == ["a", "c"]
+    assert (c.stats.hits, c.stats.misses, c.stats.evictions) == (1, 0, 1)
+
+
+def test_byte_budget_and_pins():
+    c = BudgetCache(budget_bytes=25)
+    c.put("a", 1, 10, pin=True)
+    c.put("b", 2, 10)
+    evicted = c.put("c", 3, 10)
+    assert evicted == ["b"], "pinned entries are never evicted"
+    c.unpin("a")
+    assert c.put("d", 4, 10) == ["a"]
+    with pytest.raises(KeyError):
+        c.unpin("d")
+
+
+def test_next_use_eviction_prefers_items_never_used_again():
+    uses = {"a": 5, "b": float("inf"), "c": 1}
+    c = BudgetCache(budget_items=2, eviction=NextUseEviction(lambda ks: {k: uses[k] for k in ks}))
+    c.put("a", 1, 1)
+    c.put("b", 1, 1)
+    c.put("c", 1, 1)
+    assert set(c.keys()) == {"a", "c"}, "b is needed by no pending tile"
+    uses["d"] = 3
+    c.put("d", 1, 1)
+    assert set(c.keys()) == {"c", "d"}, "a's next use (5) is the latest"
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def test_concurrent_requests_share_one_load():
+    loads = []
+
+    async def loader(keys):
+        loads.append(list(keys))
+        await asyncio.sleep(0.05)
+        return {k: k * 10 for k in keys}
+
+    async def main():
+        tc = TileCache(BudgetCache(budget_items=10), loader, lambda v: 1)
+        r1, r2 = await asyncio.gather(tc.acquire([1, 2]), tc.acquire([2, 3]))
+        assert r1 == {1: 10, 2: 20} and r2 == {2: 20, 3: 30}
+        tc.release([1, 2])
+        tc.release([2, 3])
+        assert tc.stats.waits == 1
+        return tc
+
+    tc = run(main())
+    assert sorted(k for batch in loads for k in batch) == [1, 2, 3], "key 2 loaded once"
+
+
+def test_pinned_entries_survive_pressure_and_release_frees_them():
+    async def loader(keys):
+        await asyncio.sleep(0.01)
+        return {k: k for k in keys}
+
+    async def main():
+        tc = TileCache(BudgetCache(budget_items=2), loader, lambda v: 1)
+        await tc.acquire([1, 2])
+        got = await tc.acquire([3])  # over budget while 1 and 2 are pinned: budget is soft
+        assert got == {3: 3}
+        assert set(tc.resident()) == {1, 2, 3}
+        tc.release([1, 2])
+        tc.release([3])
+        assert len(tc.resident()) == 2
+    run(main())
+
+
+def test_a_tile_acquires_all_keys_in_one_step():
+    """Two tiles racing for overlapping keys never interleave half-acquired states."""
+    order = []
+
+    async def loader(keys):
+        order.append(tuple(keys))
+        await asyncio.sleep(0)
+        return {k: k for k in keys}
+
+    async def main():
+        tc = TileCache(BudgetCache(budget_items=100), loader, lambda v: 1)
+        await asyncio.gather(tc.acquire([1, 2, 3]), tc.acquire([3, 4, 5]))
+        return tc
+
+    run(main())
+    assert order == [(1, 2, 3), (4, 5)], "the second tile joins key 3's load and loads the rest"
+
+
+def test_a_failed_load_reaches_every_waiter_and_leaves_nothing_behind():
+    async def loader(keys):
+        await asyncio.sleep(0.01)
+        raise ValueError("bad file")
+
+    async def main():
+        tc = TileCache(BudgetCache(budget_items=4), loader, lambda v: 1)
+        res = await asyncio.gather(tc.acquire([1]), tc.acquire([1]), return_exceptions=True)
+        assert all(isinstance(r, ValueError) for r in res)
+        assert tc.resident() == [] and len(tc.cache) == 0
+    run(main())

@@ -1,0 +1,80 @@
+"""The scheduling and eviction policy, by simulated load counts (no Ray)."""
+import numpy as np
+import pytest
+
+from engine.policy import (ItemMap, LRUEviction, NextUseEviction, StripePlan, TilePolicy,
+                           ZOrderPlan, bound_R)
+from engine.simulate import simulate
+from engine.space import Rectangle, Triangle, leaves
+
+
+@pytest.mark.parametrize("plan", [StripePlan(10, 2), StripePlan(None), ZOrderPlan()])
+def test_plans_list_every_tile_once(plan):
+    tiles = leaves(Triangle(37), 3)
+    order = plan.order(tiles, ItemMap.shared(37))
+    assert sorted(order) == list(range(len(tiles)))
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.10, 0.25, 0.50])
+def test_planned_R_approaches_the_model(fraction):
+    n = 400
+    s = int(fraction * n)
+    planned = simulate(Triangle(n), 2, s, plan="stripe", eviction="next_use")
+    baseline = simulate(Triangle(n), 2, s, plan="zorder", eviction="lru")
+    model = 1 + n / (2 * s)
+    assert planned.R <= 1.1 * model, (planned.R, model)
+    assert planned.R < baseline.R, "the plan must beat Z-order with LRU"
+    assert planned.pairs == n * (n - 1) // 2
+
+
+def test_everything_cached_loads_each_item_once():
+    r = simulate(Triangle(60), 4, 60, actors_per_node=2, in_flight=2)
+    assert r.loads == 60 and r.R == 1.0
+
+
+def test_rectangle_stripes_the_smaller_side():
+    # 5 queries against 300 targets, cache of 50: keep the queries resident, stream targets once
+    r = simulate(Rectangle(5, 300), 1, 50, plan="stripe", eviction="next_use")
+    assert r.loads == 305
+
+
+def test_policy_prefers_tiles_already_in_l1():
+    tiles = leaves(Triangle(8), 2)
+    items = ItemMap.shared(8)
+    pol = TilePolicy(tiles, items, ZOrderPlan().order(tiles, items), window=len(tiles))
+    first = pol.next_tile()
+    assert first == 0
+    # an actor holding items 6 and 7 gets the tile made only of them
+    t = pol.next_tile(l1=[6, 7])
+    assert (tiles[t].r0, tiles[t].c0) == (6, 6)
+
+
+def test_next_use_orders_eviction():
+    tiles = leaves(Triangle(6), 1)
+    items = ItemMap.shared(6)
+    order = ZOrderPlan().order(tiles, items)
+    pol = TilePolicy(tiles, items, order)
+    for _ in range(len(tiles) - 1):
+        pol.complete(pol.next_tile())
+    uses = pol.next_uses(range(6))
+    last = tiles[order[-1]]
+    needed = {last.r0, last.c0}
+    assert all(np.isinf(uses[i]) == (i not in needed) for i in range(6))
+    ev = NextUseEviction(pol.next_uses)
+    victims = ev.victims([last.r0, 0 if last.r0 else 1])
+    assert victims[0] != last.r0, "an item with no pending pair is evicted first"
+    assert LRUEviction().victims([3, 1, 2]) == [3, 1, 2]
+
+
+def test_requeue_puts_a_lost_tile_back():
+    tiles = leaves(Triangle(5), 1)
+    items = ItemMap.shared(5)
+    pol = TilePolicy(tiles, items, ZOrderPlan().order(tiles, items))
+    t = pol.next_tile()
+    pol.requeue(t)
+    assert pol.next_tile() == t
+
+
+def test_bound():
+    assert bound_R(100, 25) == 3.0
+    assert bound_R(100, 100) == 1.0
