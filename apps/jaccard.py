@@ -45,6 +45,22 @@ def _records(url: str, raw: bytes):
     return _records_cached(url, len(raw), zlib.crc32(raw[:65536]), raw)
 
 
+_ACGT = np.zeros(256, bool)
+_ACGT[list(b"ACGTacgt")] = True
+
+
+def _has_valid_kmer(seqs, k: int) -> bool:
+    """Is there a window of k A/C/G/T letters? (the pre-flight: no k-mer set is built)"""
+    for seq in seqs:
+        ok = _ACGT[np.frombuffer(bytes(seq), np.uint8)]
+        if len(ok) < k:
+            continue
+        bounds = np.concatenate([[-1], np.flatnonzero(~ok), [len(ok)]])
+        if (np.diff(bounds) - 1).max() >= k:
+            return True
+    return False
+
+
 class JaccardApp(BasePairApp):
     name = "jaccard"
 
@@ -92,8 +108,7 @@ class JaccardApp(BasePairApp):
         return [r.sequence for r in records if r.name == record]
 
     def check(self, key, raw):
-        kset = canonical_kmers(self._sequences(key, raw), self.k)
-        if len(kset.hashes) == 0:
+        if not _has_valid_kmer(self._sequences(key, raw), self.k):
             where = self._key_record[key]
             raise InputError(self._key_url[key],
                              f"no valid {self.k}-mer (every window of {self.k} letters holds a "

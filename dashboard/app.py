@@ -145,7 +145,7 @@ def view_overview(view: RunView, ov: dict) -> None:
         "pairs/s (average)": _rate(thr.get("pairs_per_s_avg")),
     }
     st.dataframe(pd.DataFrame({"": list(info), "value": [("—" if v is None else str(v)) for v in info.values()]}),
-                 hide_index=True, width="content")
+                 hide_index=True, width=720)
     m = view.metrics_frame()
     if not m.empty and "pairs_done" in m.columns:
         df = downsample(m[["sec", "pairs_done", "tiles_done"]].dropna(subset=["pairs_done"]))
@@ -218,17 +218,20 @@ def view_cache(view: RunView, ov: dict) -> None:
     if ts.empty:
         st.info("no per-tier counters yet (metrics.jsonl `tiers`)")
     else:
-        mode = st.radio("tier counters", ["per second", "cumulative"], horizontal=True, key="tier_mode")
+        mode = st.radio("tier counters", ["per second", "cumulative"], horizontal=True, key="tier_mode",
+                        help="per second: change over the last 2 s (hit ratio: of the accesses in that window)")
         y = "rate" if mode == "per second" else "value"
         df = downsample(ts.dropna(subset=[y]), max_points=600, by=["tier", "counter"])
-        counters = [c for c in ["hits", "misses", "bytes_in", "evictions", "loads", "bytes"] if c in set(df["counter"])]
+        counters = [c for c in ["hit_ratio", "hits", "misses", "bytes_in", "evictions", "loads", "bytes"]
+                    if c in set(df["counter"])]
         counters += sorted(set(df["counter"]) - set(counters))
         cols = st.columns(min(3, max(1, len(counters))))
         for i, counter in enumerate(counters):
             d = df[df["counter"] == counter]
+            yscale = alt.Scale(domain=[0, 1]) if counter == "hit_ratio" else alt.Scale()
             with cols[i % len(cols)]:
                 chart(alt.Chart(d, title=f"{counter} ({mode})").mark_line().encode(
-                    x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter),
+                    x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter, scale=yscale),
                     color="tier:N", tooltip=["tier", "sec", y]).properties(height=180))
     hops = view.hop_series()
     if hops.empty:
@@ -306,10 +309,10 @@ def view_timeline(view: RunView, ov: dict) -> None:
     totals = view.stage_totals()
     if not totals.empty:
         chart(alt.Chart(totals, title="seconds per stage (all actors, cumulative)").mark_bar().encode(
-            x="seconds:Q", y=alt.Y("stage:N", sort=list(totals["stage"])),
-            color=alt.Color("stage:N", scale=alt.Scale(domain=list(totals["stage"]),
-                                                       range=_stage_colors(list(totals["stage"])))),
-            tooltip=["stage", "seconds"]).properties(height=30 * len(totals) + 40))
+            x="seconds:Q", y=alt.Y("stage:N", sort=list(totals["stage"]), axis=alt.Axis(labelOverlap=False)),
+            color=alt.Color("stage:N", legend=None, scale=alt.Scale(domain=list(totals["stage"]),
+                                                                    range=_stage_colors(list(totals["stage"])))),
+            tooltip=["stage", "seconds"]).properties(height=34 * len(totals) + 20))
 
 
 def view_pipelines(view: RunView, ov: dict) -> None:

@@ -44,6 +44,7 @@ def build_command(run_dir: str | os.PathLike, host: str = DEFAULT_HOST, port: in
         "--server.fileWatcherType", "none",
         "--server.runOnSave", "false",
         "--global.developmentMode", "false",
+        "--client.toolbarMode", "viewer",
         "--",
         str(Path(run_dir).expanduser().resolve()),
     ]

@@ -71,6 +71,7 @@ class JsonlTailer:
         self.bad_lines = 0
         self.lines_read = 0
         self._partial = b""
+        self._head = b""  # first bytes of the file, to notice it was recreated
         self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the file being tailed
 
     @property
@@ -85,7 +86,19 @@ class JsonlTailer:
     def _reset(self) -> None:
         self.offset = 0
         self._partial = b""
+        self._head = b""
+        self.lines_read = 0
         self.resets += 1
+
+    def _same_head(self) -> bool:
+        """The first bytes are still those read first (a file recreated under a reused inode is not)."""
+        if not self._head:
+            return True
+        try:
+            with open(self.path, "rb") as f:
+                return f.read(len(self._head)) == self._head
+        except OSError:
+            return True
 
     def poll(self, final: bool = False, max_bytes: int | None = None) -> list[dict]:
         """Return the records of newly completed lines.
@@ -97,9 +110,13 @@ class JsonlTailer:
         try:
             st = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
+            if self._ident is not None:  # it existed and went away: whatever came from it is void
+                self._reset()
+                self._ident = None
             return []
         ident = (st.st_dev, st.st_ino)
-        if self._ident is not None and (ident != self._ident or st.st_size < self.offset):
+        if self._ident is not None and (ident != self._ident or st.st_size < self.offset
+                                         or not self._same_head()):
             self._reset()
         self._ident = ident
         out: list[dict] = []
@@ -113,6 +130,8 @@ class JsonlTailer:
                     data = f.read(want)
             except (FileNotFoundError, PermissionError):
                 return []
+            if self.offset == 0:
+                self._head = data[:64]
             self.offset += len(data)
             buf = self._partial + data if self._partial else data
             cut = buf.rfind(b"\n")
@@ -427,6 +446,9 @@ class RunView:
         self._spans_from_parquet = False
 
     def _ingest_spans(self, recs: list[dict]) -> None:
+        if self._spans_from_parquet:  # a new trace.jsonl after a converted one: a new run
+            self._clear_spans()
+            self._trace_parquet_sig = None
         rows = []
         for r in recs:
             t0, t1 = _num(r.get("t0")), _num(r.get("t1"))
@@ -449,10 +471,8 @@ class RunView:
     def _maybe_read_trace_parquet(self) -> None:
         """Use trace.parquet when the run converted its trace and trace.jsonl is gone."""
         p = self.run_dir / "trace.parquet"
-        if self._streams["trace"].tailer.lines_read and not self._spans_from_parquet:
-            return  # the JSONL trace is being (or was) tailed: it holds the same spans
         if self._streams["trace"].tailer.exists:
-            return
+            return  # the JSONL trace is being tailed: it holds the same spans
         try:
             st = os.stat(p)
         except OSError:
@@ -664,13 +684,14 @@ class RunView:
             if state == "finished" and wall is not None:
                 elapsed = _num(wall)
             return {
+                **self.r_value(),
                 "run_dir": str(self.run_dir),
                 "state": state,
                 "error": status.get("error"),
                 "kind": meta.get("kind"),
                 "app": meta.get("app"),
                 "space": meta.get("space"),
-                "n_items": meta.get("n_items"),
+                "n_items": _first(meta.get("n_items"), self.r_value()["n_items"]),
                 "leaf_items": meta.get("leaf_items"),
                 "actors": [a.get("id") for a in meta.get("actors") or [] if isinstance(a, dict)],
                 "started": started,
@@ -681,7 +702,6 @@ class RunView:
                 "progress": self.progress(),
                 "throughput": self.throughput(),
                 "eta_s": self.eta(),
-                **self.r_value(),
                 "bad_lines": sum(s.tailer.bad_lines for s in self._streams.values()),
             }
 
@@ -774,21 +794,39 @@ class RunView:
             return pd.DataFrame(sorted(rows.values(), key=lambda r: r["actor"]), columns=cols)
         return self._cached("actor_summary", self._versions("metrics", "tiles", "meta"), build)
 
-    def tier_series(self) -> pd.DataFrame:
+    def tier_series(self, smooth_s: float = 2.0) -> pd.DataFrame:
         """Long frame: sec, tier, counter (hits, misses, bytes_in, evictions, loads, bytes...), value
-        (cumulative), rate (per second since the previous snapshot)."""
+        (cumulative), rate (per second over the last ``smooth_s``), and for tiers that count hits and
+        misses a pseudo-counter ``hit_ratio`` (value: cumulative ratio, rate: ratio over the window)."""
         def build():
+            import numpy as np
+
             cols = ["sec", "tier", "counter", "value", "rate"]
             if not self._tier_rows:
                 return pd.DataFrame(columns=cols)
             df = pd.DataFrame(self._tier_rows)
             df = df.drop_duplicates(["t", "tier", "counter"], keep="last").sort_values(["tier", "counter", "t"])
-            dv = df.groupby(["tier", "counter"])["value"].diff()
-            dt = df.groupby(["tier", "counter"])["t"].diff()
-            df["rate"] = (dv / dt).where(dt > 0)
-            df["sec"] = df["t"] - (self.started or df["t"].min())
-            return df[cols].reset_index(drop=True)
-        return self._cached("tiers", self._versions("metrics", "meta"), build)
+            parts = []
+            for (tier, counter), g in df.groupby(["tier", "counter"], sort=True):
+                dv, dt = _window_delta(g["t"], g["value"], smooth_s)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    r = np.where(dt > 0, dv / np.where(dt > 0, dt, 1), np.nan)
+                parts.append(g.assign(rate=r))
+            for tier, g in df[df["counter"].isin(["hits", "misses"])].groupby("tier"):
+                w = g.pivot_table(index="t", columns="counter", values="value", aggfunc="last").dropna()
+                if not {"hits", "misses"} <= set(w.columns) or w.empty:
+                    continue
+                h, m, t = w["hits"].to_numpy(), w["misses"].to_numpy(), w.index.to_numpy()
+                dh, _ = _window_delta(t, h, smooth_s)
+                dm, _ = _window_delta(t, m, smooth_s)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    cum = np.where(h + m > 0, h / np.where(h + m > 0, h + m, 1), np.nan)
+                    win = np.where(dh + dm > 0, dh / np.where(dh + dm > 0, dh + dm, 1), np.nan)
+                parts.append(pd.DataFrame({"t": t, "tier": tier, "counter": "hit_ratio", "value": cum, "rate": win}))
+            out = pd.concat(parts, ignore_index=True)
+            out["sec"] = out["t"] - (self.started or out["t"].min())
+            return out[cols]
+        return self._cached(("tiers", smooth_s), self._versions("metrics", "meta"), build)
 
     def tier_totals(self) -> pd.DataFrame:
         """Latest cumulative counters per tier with hit ratio: tier, hits, misses, hit_ratio, ..."""
@@ -991,20 +1029,26 @@ def _prog(done: Any, total: Any) -> dict:
             "fraction": frac}
 
 
-def _rates(g: pd.DataFrame, smooth_s: float) -> pd.DataFrame:
-    """Rates of one actor's cumulative counters between snapshots >= smooth_s apart."""
-    t = g["t"].to_numpy()
+def _window_delta(t, v, smooth_s: float):
+    """(dv, dt) of cumulative series v(t) against the last sample at least ``smooth_s`` earlier
+    (the first sample for early rows); dt = 0 where there is no earlier sample."""
     import numpy as np
 
-    j = np.searchsorted(t, t - smooth_s, side="right") - 1
-    j = np.clip(j, 0, None)
-    # use the previous snapshot at least smooth_s back; for early rows, the first snapshot
-    dt = t - t[j]
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(v, dtype=float)
+    j = np.clip(np.searchsorted(t, t - smooth_s, side="right") - 1, 0, None)
+    return v - v[j], t - t[j]
+
+
+def _rates(g: pd.DataFrame, smooth_s: float) -> pd.DataFrame:
+    """Rates of one actor's cumulative counters between snapshots >= smooth_s apart."""
+    import numpy as np
+
     out = g.copy()
     for col, rate in (("pairs", "pairs_per_s"), ("tiles", "tiles_per_s"), ("busy_s", "busy_frac")):
-        v = g[col].to_numpy(dtype=float)
+        dv, dt = _window_delta(g["t"], g[col], smooth_s)
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = (v - v[j]) / dt
+            r = dv / dt
         r[dt <= 0] = np.nan
         out[rate] = r
     out["busy_frac"] = out["busy_frac"].clip(lower=0.0, upper=1.0)

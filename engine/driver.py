@@ -172,8 +172,11 @@ class _Run:
         cfg, app = self.cfg, self.app
         self._write_config()
         self.rundir.set_status("starting")
+        self.phases: dict[str, float] = {}
         try:
+            t0 = time.time()
             self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+            self.phases["ray_init_s"] = time.time() - t0
             self._prepare()
         except BaseException as exc:
             cause = root_cause(exc)
@@ -231,12 +234,15 @@ class _Run:
         if cfg.leaf_items is None or cfg.host_cache_items is None:
             sample = [row_keys[0], col_keys[-1]]
             probe = _measure_task.remote(app_ref, sample, plan_nodes[0][2])
+        t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
+        self.phases["preflight_s"] = time.time() - t0
         if problems:
             more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
             raise InputError(problems[0].split(":")[0], "\n".join(problems[:10]) + more) \
                 if len(problems) > 1 else _input_error_from(problems[0])
         self.measured = ray.get(probe) if probe is not None else {}
+        self.phases["measure_s"] = time.time() - t0
 
         per_node_tiles = max(c for _, c, _ in plan_nodes) * cfg.in_flight
         store = nodes[0]["object_store"] or 2**30
@@ -292,7 +298,7 @@ class _Run:
                 "tiles_total": len(tiles), "pairs_total": space.total, "actors": actors_meta,
                 "host_cache_items": host_items_eff, "bound_R": self.bound,
                 "plan": cfg.plan, "eviction": cfg.eviction, "in_flight": cfg.in_flight,
-                "measured": self.measured, "started": self.t_start,
+                "measured": self.measured, "started": self.t_start, "phases": self.phases,
                 "sinks": [s.name for s in self.sinks]}
         write_json(self.rundir.file("meta.json"), meta)
         self.meta = meta
@@ -363,6 +369,7 @@ class _Run:
             "tiers": snap["tiers"], "stage_seconds": snap["stage_seconds"],
             "actors": actor_stats, "node_caches": cache_stats, "outputs": outputs,
             "measured": self.measured, "app_info": self.app.describe(),
+            "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
         }
         write_json(self.rundir.file("summary.json"), summary)
         _trace_to_parquet(self.rundir)

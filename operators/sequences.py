@@ -240,7 +240,23 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     return records
 
 
-_LOCUS = re.compile(r"^LOCUS\s+(\S+)\s+(\d+)\s+(?:bp|aa)", re.MULTILINE)
+_LOCUS = re.compile(r"LOCUS\s+\S+\s+(\d+)\s+(?:bp|aa)")
+
+
+def _locus_lengths(text: str) -> list[int]:
+    """Sequence lengths declared by the LOCUS lines, in order.  (A multi-line regex over the
+    whole text took 70 ms on the 8 MB Klebsiella file; finding line starts first takes ~1 ms.)"""
+    starts = [0] if text.startswith("LOCUS") else []
+    i = text.find("\nLOCUS")
+    while i >= 0:
+        starts.append(i + 1)
+        i = text.find("\nLOCUS", i + 1)
+    out = []
+    for p in starts:
+        m = _LOCUS.match(text, p)
+        if m:
+            out.append(int(m.group(1)))
+    return out
 
 
 def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
@@ -268,9 +284,9 @@ def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
     if records and not text.rstrip().endswith("//"):
         r = records[-1]
         raise InputError(name, "truncated GenBank file (last record does not end with '//')", r.name, len(records))
-    expected = [(m.group(1), int(m.group(2))) for m in _LOCUS.finditer(text)]
+    expected = _locus_lengths(text)
     if len(expected) == len(records):
-        for i, ((locus, n), r) in enumerate(zip(expected, records), 1):
+        for i, (n, r) in enumerate(zip(expected, records), 1):
             if len(r.sequence) and len(r.sequence) != n:
                 raise InputError(name, f"sequence has {len(r.sequence)} letters but LOCUS says {n}", r.name, i)
     return records

@@ -48,15 +48,14 @@ def test_mask_shape_checked():
 
 
 @settings(derandomize=True, max_examples=60, deadline=None)
-@given(
-    small=st.sets(st.integers(0, 5000), max_size=40),
-    big=st.sets(st.integers(0, 5000), min_size=400, max_size=2000),
-)
-def test_galloping_path(small, big):
-    a = np.array(sorted(small), dtype=np.uint64)
-    b = np.array(sorted(big), dtype=np.uint64)
-    assert len(b) >= GALLOP_RATIO * len(a)  # the sizes above always take the galloping branch
-    assert intersection_count(a, b) == len(small & big) == intersection_count(b, a)
+@given(seed=st.integers(0, 2**32 - 1), n_small=st.integers(0, 40), n_big=st.integers(400, 3000))
+def test_galloping_path(seed, n_small, n_big):
+    rng = np.random.default_rng(seed)
+    big = np.unique(rng.integers(0, 5000, n_big)).astype(np.uint64)
+    small = np.unique(rng.integers(0, 5000, n_small)).astype(np.uint64)
+    assert len(big) >= GALLOP_RATIO * len(small)  # these sizes always take the galloping branch
+    want = len(set(small.tolist()) & set(big.tolist()))
+    assert intersection_count(small, big) == want == intersection_count(big, small)
 
 
 def test_read_only_inputs():
@@ -111,7 +110,7 @@ def test_real_genomes_match_intersect1d(ragout_path):
             assert got[i, j] == np.intersect1d(a, b, assume_unique=True).size
     assert got[0, 0] == items[0].size
     j = jaccard_from_counts(got, [x.size for x in items], [x.size for x in items])
-    assert np.allclose(np.diag(j), 1.0) and 0.3 < j[0, 1] < 0.99  # same species, different strains
+    assert np.allclose(np.diag(j), 1.0) and 0.1 < j[0, 1] < 0.9  # H. pylori strains are diverse: J ~ 0.24
 
 
 def test_jaccard_from_counts():

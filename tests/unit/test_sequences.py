@@ -1,0 +1,283 @@
+"""read_records / iter_items on real files, on files made here, and on every kind of bad input."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+from operators.sequences import InputError, SequenceRecord, file_stem, iter_items, read_records
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def shm_leftovers() -> set[str]:
+    return {f for f in os.listdir("/dev/shm") if f.startswith("pairflow-")} if os.path.isdir("/dev/shm") else set()
+
+
+# ---------------------------------------------------------------------------------------- real data
+
+
+def test_ragout_gz_fasta(ragout_path):
+    path = ragout_path("V.Cholerae", "H1")
+    recs = read_records(path)
+    assert len(recs) == 2  # two chromosomes, one item
+    assert all(isinstance(r, SequenceRecord) and isinstance(r.sequence, bytes) for r in recs)
+    assert sum(len(r) for r in recs) > 3_500_000
+    assert recs[0].name.startswith("gi|") and "cholerae" in recs[0].description
+    # same result from bytes already fetched, with the format forced
+    assert read_records(str(path), raw=path.read_bytes(), fmt="fasta") == recs
+
+
+def test_lambda(lambda_path):
+    (rec,) = read_records(lambda_path)
+    assert len(rec.sequence) == 48502 and set(rec.sequence) <= set(b"ACGT")
+
+
+def test_klebsiella_genbank(klebsiella_path):
+    recs = read_records(klebsiella_path)
+    assert len(recs) == 162
+    assert len({r.name for r in recs}) == 162
+    assert recs[0].name == "AB924547" and len(recs[0].sequence) == 24985
+    locus = re.findall(r"^LOCUS\s+\S+\s+(\d+) bp", klebsiella_path.read_text(), re.M)
+    assert [len(r) for r in recs] == [int(n) for n in locus]
+    # gzip-compressed GenBank is detected by content too
+    assert read_records("k.gbk.gz", raw=gzip.compress(klebsiella_path.read_bytes(), compresslevel=1))[5] == recs[5]
+
+
+# ------------------------------------------------------------------------------ files made here
+
+FASTQ = "@r1 first read\nACGTN\n+\nIIII#\n@r2\nAC\nGT\n+\nII\nII\n"
+
+
+def test_fastq(tmp_path):
+    recs = read_records(write(tmp_path / "reads.fq", FASTQ))
+    assert recs == [
+        SequenceRecord("r1", b"ACGTN", b"IIII#", "first read"),
+        SequenceRecord("r2", b"ACGT", b"IIII", ""),
+    ]
+
+
+def test_fsspec_memory_url():
+    import fsspec
+
+    with fsspec.open("memory://pairflow-test/x.fa", "wb") as f:
+        f.write(b">a\nACGT\n>b\nGG\n")
+    assert [r.name for r in read_records("memory://pairflow-test/x.fa")] == ["a", "b"]
+
+
+def test_bgzip(tmp_path):
+    import pysam
+
+    # enough data for several BGZF blocks (64 KB each): multi-member gzip
+    body = "".join(f">r{i}\n{'ACGT' * 5000}\n" for i in range(20))
+    plain = write(tmp_path / "x.fa", body)
+    bgz = tmp_path / "x.fa.gz"
+    pysam.tabix_compress(str(plain), str(bgz))
+    raw = bgz.read_bytes()
+    assert raw.count(b"\x1f\x8b\x08\x04") > 2  # several BGZF members
+    assert read_records(bgz) == read_records(plain)
+    assert len(read_records(bgz)) == 20
+
+
+def test_crlf_and_lowercase(tmp_path):
+    recs = read_records(write(tmp_path / "w.fa", b">r1 d\r\nacgt\r\nNN\r\n"))
+    assert recs == [SequenceRecord("r1", b"acgtNN", None, "d")]
+
+
+def test_temporary_files_are_removed(tmp_path):
+    before = shm_leftovers()
+    read_records(write(tmp_path / "ok.fa", ">a\nAC\n"))
+    with pytest.raises(InputError):
+        read_records(write(tmp_path / "bad.fq", "@a\nACGT\n+\nII\n"))
+    assert shm_leftovers() == before
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+def assert_error(exc: pytest.ExceptionInfo, file, *words, record=None, index=None):
+    msg = str(exc.value)
+    assert isinstance(exc.value, InputError) and isinstance(exc.value, ValueError)
+    assert msg.startswith(str(file) + ": "), msg
+    for w in words:
+        assert w in msg, (w, msg)
+    if record is not None:
+        assert exc.value.record == record and f"record {record}" in msg
+    if index is not None:
+        assert exc.value.index == index and f"#{index}" in msg
+
+
+def test_missing_file(tmp_path):
+    p = tmp_path / "nope.fa"
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "not found")
+
+
+def test_directory_is_not_a_file(tmp_path):
+    with pytest.raises(InputError) as e:
+        read_records(tmp_path)
+    assert_error(e, tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n \n\t\n", gzip.compress(b"")])
+def test_empty_file(tmp_path, content):
+    p = write(tmp_path / "empty.fa.gz", content)
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "empty")
+
+
+def test_binary_junk(tmp_path):
+    p = write(tmp_path / "junk.fa", bytes(range(256)) * 4)
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "not a sequence file")
+
+
+def test_text_that_is_not_sequences(tmp_path):
+    p = write(tmp_path / "notes.txt", "hello world\nthis is not a genome\n")
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "not a sequence file", "hello world")
+
+
+def test_missing_header(tmp_path):
+    p = write(tmp_path / "headless.fa", "ACGTACGT\n>r1\nACGT\n")
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "missing header")
+
+
+def test_missing_header_name(tmp_path):
+    p = write(tmp_path / "noname.fa", ">r1\nACGT\n>\nACGT\n")
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "missing header name", index=2)
+
+
+def test_empty_record(tmp_path):
+    p = write(tmp_path / "hole.fa", ">r1\nACGT\n>r2\n>r3\nGG\n")
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "empty sequence", record="r2", index=2)
+    assert [len(r) for r in read_records(p, allow_empty=True)] == [4, 0, 2]
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(b">r1\n" + b"ACGT" * 50_000 + b"\n")
+    p = write(tmp_path / "cut.fa.gz", data[: len(data) // 2])
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "truncated")
+
+
+def test_corrupt_gzip(tmp_path):
+    data = bytearray(gzip.compress(b">r1\n" + b"ACGT" * 1000 + b"\n"))
+    data[-8] ^= 0xFF  # break the CRC32
+    p = write(tmp_path / "bad.fa.gz", bytes(data))
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "corrupt")
+
+
+@pytest.mark.parametrize(
+    "content, index",
+    [
+        ("@r1\nACGT\n+\nII\n@r2\nAC\n+\nII\n", 1),  # quality too short (pysam notices)
+        ("@r1\nACGT\n+\nIIIIII\n", 1),  # quality too long (pysam notices)
+        ("@r1\nAC\n+\nII\n@r2\nACGT\n+\nII", 2),  # last record's quality too short
+    ],
+)
+def test_fastq_quality_length_mismatch(tmp_path, content, index):
+    p = write(tmp_path / "q.fq", content)
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "quality", index=index)
+
+
+def test_fastq_missing_quality(tmp_path):
+    p = write(tmp_path / "cut.fq", "@r1\nACGT\n+\nIIII\n@r2\nACG")
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "missing quality", record="r2", index=2)
+
+
+@pytest.mark.filterwarnings("ignore::Bio.BiopythonParserWarning")
+def test_truncated_genbank(tmp_path, klebsiella_path):
+    text = klebsiella_path.read_text()
+    p = write(tmp_path / "cut.gbk", text[: len(text) // 2])
+    with pytest.raises(InputError) as e:
+        read_records(p)
+    assert_error(e, p, "GenBank")
+
+
+def test_forced_format_must_match(tmp_path):
+    p = write(tmp_path / "x.fa", ">r1\nACGT\n")
+    with pytest.raises(InputError) as e:
+        read_records(p, fmt="fastq")
+    assert_error(e, p, "fastq", "fasta")
+    with pytest.raises(ValueError, match="format"):
+        read_records(p, fmt="bam")
+
+
+def test_input_error_pickles():
+    e = pickle.loads(pickle.dumps(InputError("a.fa", "empty sequence", "r2", 2)))
+    assert (e.file, e.record, e.index, e.problem) == ("a.fa", "r2", 2, "empty sequence")
+    assert str(e) == "a.fa: record r2 (#2): empty sequence"
+    assert str(InputError("a.fa", "empty file")) == "a.fa: empty file"
+
+
+# ----------------------------------------------------------------------------------------- items
+
+
+@pytest.mark.parametrize(
+    "url, stem",
+    [
+        ("/d/K12.fasta.gz", "K12"),
+        ("s3://bucket/x/ecoli.fa", "ecoli"),
+        ("reads.fq.bgz", "reads"),
+        ("loci.gbk", "loci"),
+        ("http://h/genome.fna.gz?x=1", "genome"),
+        ("plain", "plain"),
+        ("a.b.fasta", "a.b"),
+    ],
+)
+def test_file_stem(url, stem):
+    assert file_stem(url) == stem
+
+
+def test_items_per_file_and_per_record(tmp_path):
+    a = write(tmp_path / "a.fa", ">x\nACGT\n>y\nGG\n")
+    b = write(tmp_path / "b.fasta.gz", gzip.compress(b">x\nTT\n"))
+    per_file = list(iter_items([a, b]))
+    assert [k for k, _ in per_file] == ["a", "b"]
+    assert [len(r) for _, r in per_file] == [2, 1]
+    per_record = list(iter_items([a, b], item="record"))
+    assert [k for k, _ in per_record] == ["a/x", "a/y", "b/x"]
+    assert all(len(r) == 1 for _, r in per_record)
+
+
+def test_duplicate_file_stems_fail_before_reading(tmp_path):
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    a = write(tmp_path / "d1" / "g.fa", ">x\nACGT\n")
+    b = tmp_path / "d2" / "g.fa.gz"  # does not even exist: keys are checked first
+    with pytest.raises(InputError) as e:
+        next(iter_items([a, b]))
+    assert_error(e, b, "duplicate", str(a))
+
+
+def test_duplicate_record_names(tmp_path):
+    p = write(tmp_path / "dup.fa", ">x\nACGT\n>y\nGG\n>x\nTT\n")
+    with pytest.raises(InputError) as e:
+        list(iter_items([p], item="record"))
+    assert_error(e, p, "duplicate", "(#1)", record="x", index=3)
