@@ -4,9 +4,9 @@
     streamlit run dashboard/app.py -- RUN_DIR [--refresh 1.0]
 
 Reads only the run directory (see docs/run-directory.md) through :mod:`dashboard.rundir`; never
-imports Ray or the engine.  One :class:`~dashboard.rundir.RunView` per run directory is shared by
-all browser sessions and refreshed incrementally (only bytes appended since the last refresh are
-read) inside a fragment that reruns every ``--refresh`` seconds.
+imports Ray or the engine.  One :class:`~dashboard.rundir.RunView` per run directory
+(``shared_view``) is shared by all browser sessions and refreshed incrementally (only the bytes
+appended since the last refresh are read) inside a fragment that reruns every ``--refresh`` seconds.
 
 The first line of every view is a machine-readable status line, e.g.
 ``state: running · tiles done: 12 / 36 · pairs done: 66 / 276 · R: 1.234 · ETA: 5 s``,
@@ -26,10 +26,12 @@ import pandas as pd
 import streamlit as st
 
 try:
-    from dashboard.rundir import STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r
+    from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r,
+                                  shared_view)
 except ImportError:  # run as a plain script from a source checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from dashboard.rundir import STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r
+    from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r,
+                                  shared_view)
 
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
 STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
@@ -47,11 +49,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args, _unknown = p.parse_known_args(argv)
     args.refresh = min(max(args.refresh, 0.2), 60.0)
     return args
-
-
-@st.cache_resource(show_spinner=False)
-def get_view(run_dir: str) -> RunView:
-    return RunView(run_dir)
 
 
 # --------------------------------------------------------------------------- formatting
@@ -361,7 +358,7 @@ def main() -> None:
     args = parse_args(sys.argv[1:])
     run_dir = str(Path(args.run_dir).expanduser().resolve())
     st.set_page_config(page_title=f"pairflow · {Path(run_dir).name}", layout="wide")
-    view = get_view(run_dir)
+    view = shared_view(run_dir)  # one per server process, refreshed incrementally
     with st.sidebar:
         st.markdown("### pairflow")
         st.caption(run_dir)

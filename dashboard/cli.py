@@ -1,6 +1,6 @@
 """``pairflow dashboard RUN_DIR [--host 127.0.0.1] [--port 8501] [--refresh 1.0]``.
 
-Starts Streamlit on the dashboard app, bound to the loopback interface unless ``--host`` says
+Starts Streamlit (``streamlit run dashboard/app.py``, through dashboard/serve.py) on the dashboard app, bound to the loopback interface unless ``--host`` says
 otherwise.  ``main`` replaces the current process with Streamlit (``os.execv``) so that signals
 reach the server directly; ``main(argv, exec_=False)`` runs it as a child and returns its exit code.
 """
@@ -34,9 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_command(run_dir: str | os.PathLike, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                   refresh: float | None = None, python: str | None = None) -> list[str]:
-    """The Streamlit command line ``main`` runs (also used by the tests)."""
+    """The command line ``main`` runs (also used by the tests).
+
+    ``python -m dashboard.serve OPTIONS -- RUN_DIR`` is ``python -m streamlit run dashboard/app.py
+    OPTIONS -- RUN_DIR`` with the app's imports and the first read of the run directory done while
+    the server starts (see dashboard/serve.py)."""
     cmd = [
-        python or sys.executable, "-m", "streamlit", "run", str(APP),
+        python or sys.executable, "-m", "dashboard.serve",  # = `python -m streamlit run app.py`, pre-warmed
         "--server.address", host,
         "--server.port", str(port),
         "--server.headless", "true",

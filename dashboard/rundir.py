@@ -35,6 +35,7 @@ __all__ = [
     "JsonlTailer",
     "JsonFile",
     "RunView",
+    "shared_view",
     "STAGES",
     "TERMINAL_STATES",
     "downsample",
@@ -1053,3 +1054,18 @@ def _rates(g: pd.DataFrame, smooth_s: float) -> pd.DataFrame:
         out[rate] = r
     out["busy_frac"] = out["busy_frac"].clip(lower=0.0, upper=1.0)
     return out
+
+
+_SHARED: dict[str, RunView] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_view(run_dir: str | os.PathLike, **kw: Any) -> RunView:
+    """The process-wide :class:`RunView` of a run directory (one per resolved path), shared by all
+    browser sessions of a dashboard server and pre-filled by dashboard/serve.py at start."""
+    key = str(Path(run_dir).expanduser().resolve())
+    with _SHARED_LOCK:
+        v = _SHARED.get(key)
+        if v is None:
+            v = _SHARED[key] = RunView(key, **kw)
+        return v

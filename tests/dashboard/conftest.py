@@ -24,6 +24,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives a real Chromium (Playwright) against a Streamlit server")
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    timings = getattr(config, "_dashboard_timings", None)
+    if timings:
+        terminalreporter.section("dashboard timings (measured, not asserted)")
+        for name, kv in timings.items():
+            terminalreporter.write_line(f"{name}: " + ", ".join(f"{k}={v}" for k, v in kv.items()))
+        terminalreporter.write_line(f"(also in {ARTIFACTS / 'timings.json'})")
+
+
 class ProducerHandle:
     """What a test needs from a run that writes a run directory in the background."""
 

@@ -426,7 +426,7 @@ def test_helpers():
 
 def test_cli_command_defaults_to_loopback(tmp_path):
     cmd = cli.build_command(tmp_path, port=9999)
-    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"] and cmd[4].endswith("app.py")
+    assert cmd[:3] == [sys.executable, "-m", "dashboard.serve"]
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "9999"
     assert cmd[cmd.index("--server.headless") + 1] == "true"
@@ -438,6 +438,15 @@ def test_cli_command_defaults_to_loopback(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
     assert cli.main([str(f)], exec_=False) == 2
+
+
+def test_serve_finds_run_dir_after_double_dash():
+    from dashboard.serve import run_dir_from_args
+
+    assert run_dir_from_args(["--server.port", "1", "--", "/r"]) == "/r"
+    assert run_dir_from_args(["--", "--refresh", "2", "/r"]) == "/r"
+    assert run_dir_from_args(["--", "--refresh=2", "/r"]) == "/r"
+    assert run_dir_from_args(["--server.port", "1"]) is None
 
 
 def test_dashboard_imports_nothing_of_ours_but_itself():

@@ -1,0 +1,19 @@
+# The two commands. Both set everything up first (venv, pip packages, Debian tools and data).
+.PHONY: setup run test test-fast bench
+
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	.venv/bin/pairflow $(ARGS)
+
+# All tests, slow and multi-node ones included (that is what CI runs).
+test: setup
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/python -m pytest -p no:cacheprovider tests $(ARGS)
+
+# Unit tests only: no Ray, a few seconds.
+test-fast: setup
+	.venv/bin/python -m pytest -q tests/unit $(ARGS)
+
+bench: setup
+	.venv/bin/python benchmarks/allpairs.py $(ARGS)

@@ -1,0 +1,85 @@
+"""Exact Jaccard on real genomes equals a brute-force reference and agrees with mash."""
+import glob
+import os
+
+import numpy as np
+import pytest
+
+from tests.oracles import (KLEBSIELLA, LAMBDA, RAGOUT, canonical_kmers, jaccard_matrix,
+                           mash_jaccard, read_sequences)
+
+pytestmark = pytest.mark.ray
+
+
+def run_jaccard(urls, runs, k=21, item="file", **opts):
+    from apps.jaccard import JaccardApp
+    from engine import DenseMatrix
+    from engine.driver import allpairs
+    app = JaccardApp(urls, k=k, item=item)
+    sink = DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0})
+    opts.setdefault("progress", False)
+    return app, allpairs(app=app, sink=sink, runs_root=runs, wait=True, **opts)
+
+
+@pytest.fixture(scope="module")
+def klebsiella_oracle():
+    records = read_sequences(KLEBSIELLA, "genbank")
+    sets = [canonical_kmers([s], 21) for _, s in records]
+    sim, inter = jaccard_matrix(sets)
+    return [n for n, _ in records], sim, inter, sets
+
+
+def test_klebsiella_loci_equal_bruteforce_and_mash(ray_local, runs, klebsiella_oracle, tmp_path):
+    names, sim, inter, _ = klebsiella_oracle
+    assert len(names) == 162
+    app, res = run_jaccard([KLEBSIELLA], runs, item="record")
+    assert [k.split("/", 1)[1] for k in app.keys()] == names
+    got = res.matrix("similarity")
+    np.testing.assert_allclose(got, sim, rtol=0, atol=1e-12)
+    assert np.array_equal(res.matrix("intersection")[np.triu_indices(162, 1)],
+                          inter[np.triu_indices(162, 1)])
+    np.testing.assert_allclose(res.matrix("distance"), 1 - sim, atol=1e-12)
+    # mash, one record per sketch, a sketch larger than any union: exact up to hash collisions
+    fasta = tmp_path / "loci.fa"
+    fasta.write_text("".join(f">{n}\n{s}\n" for n, s in read_sequences(KLEBSIELLA, "genbank")))
+    mash = mash_jaccard([str(fasta)], 21, str(tmp_path), individual=True)
+    idx = {n: i for i, n in enumerate(names)}
+    diffs = [abs(v - got[idx[a], idx[b]]) for (a, b), v in mash.items()]
+    assert len(diffs) == 162 * 162
+    assert max(diffs) <= 1e-6
+    # the run reports what it did
+    s = res.summary
+    assert s["tiles_journaled"] == s["tiles_total"] and s["R"] >= 1.0
+    assert os.path.exists(os.path.join(res.run_dir, "metrics.jsonl"))
+
+
+@pytest.mark.slow
+def test_ragout_genomes_equal_bruteforce_and_mash(ray_local, runs, tmp_path):
+    paths = sorted(glob.glob(os.path.join(RAGOUT, "*/references/*.fasta.gz")))
+    assert len(paths) == 16
+    app, res = run_jaccard(paths, runs)
+    got = res.matrix("similarity")
+    mash = mash_jaccard(paths, 21, str(tmp_path), sketch_size=10_000_000)
+    idx = {p: i for i, p in enumerate(paths)}
+    assert max(abs(v - got[idx[a], idx[b]]) for (a, b), v in mash.items()) <= 1e-6
+    sets = []
+    for p in paths:
+        sets.append(canonical_kmers([s for _, s in read_sequences(p)], 21))
+    sim, inter = jaccard_matrix(sets)
+    del sets
+    np.testing.assert_allclose(got, sim, rtol=0, atol=1e-12)
+    assert np.array_equal(np.triu(res.matrix("intersection"), 1), np.triu(inter, 1))
+
+
+def test_lambda_phage_records_and_k_edges(ray_local, runs, tmp_path):
+    """k = 1 and k = 31 on lambda phage pieces (records of one file as items)."""
+    (_, seq), = read_sequences(LAMBDA)
+    pieces = [seq[i:i + 4000] for i in range(0, 40000, 4000)]
+    pieces[3] = pieces[3][:1500] + "N" * 40 + pieces[3][1500:].lower()
+    fasta = tmp_path / "pieces.fa"
+    fasta.write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(pieces)))
+    for k in (1, 31):
+        sets = [canonical_kmers([p], k) for p in pieces]
+        sim, _ = jaccard_matrix(sets)
+        _, res = run_jaccard([str(fasta)], runs, k=k, item="record", leaf_items=3)
+        np.testing.assert_allclose(res.matrix("similarity"), sim, atol=1e-12)

@@ -1,0 +1,90 @@
+"""Independent references the tests compare pairflow with. Nothing here imports pairflow.
+
+The brute-force Jaccard oracle is plain Python: sequences read with Biopython, split at every
+letter other than A/C/G/T, every window taken by slicing, canonical k-mer = the smaller of the
+k-mer and its reverse complement (as strings), sets intersected with ``&``.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import shutil
+import subprocess
+
+DATA = os.environ.get("PAIRFLOW_DATA")
+DATA_ROOT = os.path.join(DATA, "root") if DATA else os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".data", "root")
+RAGOUT = os.path.join(DATA_ROOT, "usr/share/doc/ragout/examples")
+KAPTIVE = os.path.join(DATA_ROOT, "usr/share/kaptive/reference_database")
+KLEBSIELLA = os.path.join(KAPTIVE, "Klebsiella_k_locus_primary_reference.gbk")
+LAMBDA = os.path.join(DATA_ROOT, "usr/share/doc/bowtie2/examples/reference/lambda_virus.fa.gz")
+
+_RC = str.maketrans("ACGT", "TGCA")
+_SPLIT = re.compile("[^ACGT]+")
+
+
+def read_sequences(path: str, fmt: str | None = None) -> list[tuple[str, str]]:
+    from Bio import SeqIO
+    fmt = fmt or ("genbank" if path.endswith((".gbk", ".gb")) else "fasta")
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        return [(r.id if fmt == "fasta" else r.name, str(r.seq)) for r in SeqIO.parse(fh, fmt)]
+
+
+def canonical_kmers(seqs, k: int) -> set:
+    out = set()
+    for seq in seqs:
+        for segment in _SPLIT.split(seq.upper()):
+            if len(segment) < k:
+                continue
+            rc = segment.translate(_RC)[::-1]
+            n = len(segment) - k + 1
+            # window i of the segment pairs with window n-1-i of its reverse complement
+            out.update(min(segment[i:i + k], rc[n - 1 - i:n - 1 - i + k]) for i in range(n))
+    return out
+
+
+def jaccard_matrix(sets: list[set]):
+    import numpy as np
+    n = len(sets)
+    sim = np.eye(n)
+    inter = np.zeros((n, n), np.int64)
+    for i in range(n):
+        for j in range(i + 1, n):
+            x = len(sets[i] & sets[j])
+            inter[i, j] = inter[j, i] = x
+            sim[i, j] = sim[j, i] = x / (len(sets[i]) + len(sets[j]) - x)
+    return sim, inter
+
+
+def mash_jaccard(inputs: list[str], k: int, workdir: str, individual: bool = False,
+                 sketch_size: int | None = None) -> dict:
+    """Exact Jaccard from Debian's mash: {(name_a, name_b): x / y} from the shared-hashes column.
+
+    With a sketch at least as large as every union (``sketch_size``; default: total bases, an
+    upper bound) mash keeps every hash, so x / y is the exact Jaccard up to 64-bit hash
+    collisions. ``individual=True`` sketches each record of one multi-FASTA (names = record ids).
+    """
+    mash = shutil.which("mash")
+    assert mash, "Debian's mash must be installed (scripts/setup.sh does it)"
+    if sketch_size is None:
+        sketch_size = sum(len(s) for p in inputs for _, s in read_sequences(p)) + 1
+    sketch = os.path.join(workdir, "all")
+    cmd = [mash, "sketch", "-k", str(k), "-s", str(sketch_size), "-p", "2", "-o", sketch]
+    if individual:
+        cmd += ["-i"] + inputs
+    else:
+        lst = os.path.join(workdir, "inputs.txt")
+        with open(lst, "w") as fh:
+            fh.write("\n".join(inputs) + "\n")
+        cmd += ["-l", lst]
+    subprocess.run(cmd, check=True, capture_output=True)
+    out = subprocess.run([mash, "dist", "-p", "2", sketch + ".msh", sketch + ".msh"],
+                         check=True, capture_output=True, text=True).stdout
+    result = {}
+    for line in out.splitlines():
+        a, b, _dist, _p, shared = line.split("\t")
+        x, y = shared.split("/")
+        result[(a, b)] = int(x) / int(y)
+    return result
