@@ -66,6 +66,7 @@ def main() -> None:
             codes = canonical_kmers(seqs, a.k).hashes
             t_u, _ = best(lambda: np.unique(np.concatenate([codes, codes])), 1)
             row["np_unique_s"] = t_u
+            print(f"  np.unique of {2 * codes.size:,} codes: {t_u:.2f} s")
         res["genomes"][name] = row
         items[name] = ks.hashes
         print(f"{name:<22}{mb:>6.2f}{t_read:>9.3f}{t_radix:>9.3f}{t_np:>10.3f}{ks.hashes.size:>11,}")

@@ -34,6 +34,7 @@ except ImportError:  # run as a plain script from a source checkout that is not 
                                   shared_view)
 
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
+MAX_RECTS = int(os.environ.get("PAIRFLOW_DASHBOARD_MAX_RECTS", "20000"))  # leaves drawn one by one
 STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
 STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#2ca02c"]
 
@@ -262,13 +263,28 @@ def view_matrix(view: RunView, ov: dict) -> None:
                                                      range=_palette(len(actors)) + ["#eceff1"]))
     size = 560
     aspect = float(n_rows) / float(n_cols) if n_cols else 1.0
+    height = max(120, int(size * min(aspect, 2.0)))
+    xs = alt.Scale(domain=[0, float(n_cols)], nice=False)
+    ys = alt.Scale(domain=[0, float(n_rows)], nice=False, reverse=True)
+    if len(tiles) > MAX_RECTS:  # too many leaves to draw one by one: a coarse grid of fraction done
+        bins = view.matrix_bins()
+        st.caption(f"{len(tiles):,} leaves drawn as a {bins['r0'].nunique()}×{bins['c0'].nunique()} grid "
+                   "(colour: fraction of pairs done)")
+        c = alt.Chart(bins).mark_rect().encode(
+            x=alt.X("c0:Q", title="column item", scale=xs), x2="c1:Q",
+            y=alt.Y("r0:Q", title="row item", scale=ys), y2="r1:Q",
+            color=alt.Color("fraction_done:Q", scale=alt.Scale(domain=[0, 1], scheme="greens")),
+            tooltip=["r0", "r1", "c0", "c1", "leaves", "pairs", "pairs_done", "running",
+                     alt.Tooltip("fraction_done:Q", format=".1%")],
+        ).properties(width=size, height=height)
+        st.altair_chart(c, width="content")
+        return
     c = alt.Chart(tiles).mark_rect(stroke="white", strokeWidth=0.5).encode(
-        x=alt.X("c0:Q", title="column item", scale=alt.Scale(domain=[0, float(n_cols)], nice=False)), x2="c1:Q",
-        y=alt.Y("r0:Q", title="row item", scale=alt.Scale(domain=[0, float(n_rows)], nice=False, reverse=True)),
-        y2="r1:Q", color=color,
+        x=alt.X("c0:Q", title="column item", scale=xs), x2="c1:Q",
+        y=alt.Y("r0:Q", title="row item", scale=ys), y2="r1:Q", color=color,
         tooltip=["id", "state", "actor", "r0", "r1", "c0", "c1", "pairs", "depth", "order",
                  alt.Tooltip("sec_end:Q", title="done at (s)", format=".1f")],
-    ).properties(width=size, height=max(120, int(size * min(aspect, 2.0))))
+    ).properties(width=size, height=height)
     st.altair_chart(c, width="content")
 
 
@@ -367,8 +383,13 @@ def main() -> None:
 
     @st.fragment(run_every=args.refresh if live else None)
     def body() -> None:
-        view.refresh()
-        ov = view.overview()
+        try:
+            view.refresh()
+            ov = view.overview()
+        except Exception as e:  # noqa: BLE001 - an unreadable directory must not become a traceback page
+            st.markdown("`state: unreadable`")
+            st.warning(f"cannot read {run_dir}: {type(e).__name__}: {e}")
+            return
         header(view, ov)
         if ov["state"] == "waiting for run":
             return

@@ -307,12 +307,14 @@ class RunView:
         eta_window_s: float = 30.0,
         stale_after_s: float = 30.0,
         max_spans: int = 500_000,
+        max_snapshots: int = 10_000,
         clock: Callable[[], float] = time.time,
     ):
         self.run_dir = Path(run_dir)
         self.eta_window_s = eta_window_s
         self.stale_after_s = stale_after_s
         self.max_spans = max_spans
+        self.max_snapshots = max_snapshots
         self.clock = clock
         self._lock = threading.RLock()
         d = self.run_dir
@@ -435,6 +437,16 @@ class RunView:
                 val = _num(v)
                 if val is not None:
                     self._stage_rows.append({"t": t, "stage": str(stage), "seconds": val})
+        while len(self._metrics) > max(self.max_snapshots, 4):
+            self._thin_metrics()
+
+    def _thin_metrics(self) -> None:
+        """Keep memory bounded on long runs: drop every other snapshot of the older half (counters
+        are cumulative, so rates over the remaining snapshots stay right, only coarser)."""
+        cut = len(self._metrics) // 2
+        keep = {m["t"] for i, m in enumerate(self._metrics) if i >= cut or i % 2 == 0}
+        for rows in (self._metrics, self._actor_rows, self._tier_rows, self._stage_rows, self._hop_rows):
+            rows[:] = [r for r in rows if r["t"] in keep]
 
     def _ingest_tiles(self, recs: list[dict]) -> None:
         for r in recs:
@@ -928,6 +940,36 @@ class RunView:
             return plan
         return self._cached("tile_states", self._versions("plan", "tiles", "metrics", "status"), build)
 
+    def matrix_bins(self, max_cells_per_side: int = 64) -> pd.DataFrame:
+        """The leaves summed into a coarse grid, for a pair space with too many leaves to draw.
+
+        Columns: r0, r1, c0, c1 (bin bounds), leaves, pairs, pairs_done, fraction_done, running.
+        A leaf counts in the bin holding its centre."""
+        tiles = self.tile_states()
+        cols = ["r0", "r1", "c0", "c1", "leaves", "pairs", "pairs_done", "fraction_done", "running"]
+        if tiles.empty:
+            return pd.DataFrame(columns=cols)
+        space = self.meta.get("space") or {}
+        n_rows = float(_first(space.get("n_rows"), tiles["r1"].max()))
+        n_cols = float(_first(space.get("n_cols"), tiles["c1"].max()))
+        import numpy as np
+
+        g = max_cells_per_side
+        bh, bw = max(1.0, math.ceil(n_rows / g)), max(1.0, math.ceil(n_cols / g))
+        br = np.floor(((tiles["r0"] + tiles["r1"]) / 2) / bh)
+        bc = np.floor(((tiles["c0"] + tiles["c1"]) / 2) / bw)
+        pairs = tiles["pairs"].fillna(1.0)
+        df = pd.DataFrame({"br": br, "bc": bc, "pairs": pairs,
+                           "pairs_done": pairs.where(tiles["state"] == "done", 0.0),
+                           "running": (tiles["state"] == "running").astype(int)})
+        agg = df.groupby(["br", "bc"]).agg(leaves=("pairs", "size"), pairs=("pairs", "sum"),
+                                           pairs_done=("pairs_done", "sum"), running=("running", "sum"))
+        agg = agg.reset_index()
+        agg["r0"], agg["r1"] = agg["br"] * bh, np.minimum((agg["br"] + 1) * bh, n_rows)
+        agg["c0"], agg["c1"] = agg["bc"] * bw, np.minimum((agg["bc"] + 1) * bw, n_cols)
+        agg["fraction_done"] = (agg["pairs_done"] / agg["pairs"]).where(agg["pairs"] > 0, 0.0)
+        return agg[cols]
+
     def spans(self, window: tuple[float, float] | None = None, max_rows: int | None = 20_000) -> pd.DataFrame:
         """Stage spans for the timeline: actor, stage, what, t0, t1, s0, s1 (seconds since start),
         duration.  ``window=(a, b)`` in seconds since start keeps spans overlapping [a, b]; at most
@@ -994,6 +1036,25 @@ class RunView:
 
     def has_pipeline(self) -> bool:
         return bool(self._pipeline)
+
+
+def _locked(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(self, *a, **kw):
+        with self._lock:
+            return fn(self, *a, **kw)
+    return wrapper
+
+
+# every public reader takes the view's lock: browser sessions share one view and refresh it
+for _name in ("overview", "progress", "throughput", "eta", "r_value", "state", "is_empty", "is_stale",
+              "metrics_frame", "actor_series", "actor_summary", "tier_series", "tier_totals", "r_series",
+              "hop_series", "stage_totals", "tiles_done_frame", "tile_states", "matrix_bins", "spans",
+              "span_extent", "pipeline_frames", "has_pipeline", "tiles_plan"):
+    setattr(RunView, _name, _locked(getattr(RunView, _name)))
+del _name
 
 
 # --------------------------------------------------------------------------- small pure helpers

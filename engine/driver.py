@@ -302,6 +302,9 @@ class _Run:
                 "sinks": [s.name for s in self.sinks]}
         write_json(self.rundir.file("meta.json"), meta)
         self.meta = meta
+        t0 = time.time()
+        ray.get([a.ready.remote() for a in self.actors + self.node_caches])
+        self.phases["actors_s"] = time.time() - t0
         self.t_compute = time.time()
         self.run_refs = [a.run.remote() for a in self.actors]
         self.rundir.set_status("running")

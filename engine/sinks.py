@@ -106,6 +106,28 @@ class DenseMatrix(Sink):
         group.attrs.update({"row_keys": list(ctx.row_keys), "col_keys": list(ctx.col_keys),
                             "space": ctx.space.describe(), "leaf": ctx.leaf})
         self._arrays = None
+        self._fill_tileless_diagonal(group)
+
+    def _fill_tileless_diagonal(self, group) -> None:
+        """A diagonal block holding no pair (a 1x1 block of a Triangle) has no tile to write its
+        diagonal value: write it now, before any tile runs (so no write can race with it)."""
+        space = self.ctx.space
+        if not space.symmetric or self.diagonal is None:
+            return
+        leaf = self.ctx.leaf
+        for b0 in range(0, space.n_rows, leaf):
+            b1 = min(b0 + leaf, space.n_rows)
+            if space.count(b0, b1, b0, b1) > 0:
+                continue
+            for name in self._fields():
+                diag = self._diag_value(name)
+                if diag is None:
+                    continue
+                arr = group[name]
+                block = np.full((b1 - b0, b1 - b0), self.fill if arr.dtype.kind == "f" else 0,
+                                dtype=arr.dtype)
+                np.fill_diagonal(block, diag)
+                arr[b0:b1, b0:b1] = block
 
     def _open_arrays(self):
         import zarr

@@ -162,6 +162,9 @@ class NodeCache:
         self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,
                          "bytes": self.load_bytes})
 
+    def ready(self) -> bool:
+        return True
+
     def stats(self) -> dict:
         self._report()
         self.events.flush()
@@ -190,6 +193,13 @@ class DeviceActor:
                             app.item_nbytes)
         self.events = EventBuffer(metrics)
         self.tiles_done = 0
+
+    def ready(self) -> bool:
+        """Construction done (the app unpickled, its kernels imported)."""
+        warm = getattr(self.app, "warmup", None)
+        if warm is not None:
+            warm(self.device)
+        return True
 
     async def _load(self, items: list[int]) -> dict:
         refs = await self.node_cache.get.remote(items)

@@ -222,7 +222,7 @@ def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix
     k = _check_k(k)
     if sort not in ("radix", "numpy"):
         raise ValueError(f"sort must be 'radix' or 'numpy', got {sort!r}")
-    if isinstance(seqs, (bytes, bytearray, memoryview, str)):
+    if isinstance(seqs, (bytes, bytearray, memoryview, str)) or (isinstance(seqs, np.ndarray) and seqs.ndim == 1):
         seqs = [seqs]
     parts = [_as_bytes(s) for s in seqs]
     lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))

@@ -318,7 +318,8 @@ def validate(
         if bad:
             pos = min(s.index(c) for c in bad)
             shown = "".join(sorted(bad))
-            hint = (" (the matrix has only A/C/G/T; use 'nuc44' for IUPAC codes such as N)"
+            hint = (" (a match/mismatch matrix scores only its alphabet, ACGT unless ',alphabet:...' "
+                    "says otherwise; use 'nuc44' to score IUPAC codes such as N)"
                     if scoring.matrix.startswith("match:") and bad & _IUPAC_NUCLEOTIDE else "")
             raise ValueError(
                 f"{what} {label}: letter {s[pos]!r} at position {pos + 1} is not in the "

@@ -42,13 +42,15 @@ __all__ = [
 METHODS = ("striped", "scan")
 _WIDTHS = (8, 16, 32, 64)
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_PROFILE_BYTES = 64 << 20
 
 # Starting at 8 bits pays off only when most pairs score below ~127: unrelated sequences long
 # enough that SIMD work, not call overhead, dominates.  Measured here (AVX2, one core): globins45
-# all-vs-all ran 1.07 Gcells/s starting at 8 bits against 1.67 at 16 (64% of the pairs saturate
-# and are redone), random unrelated 300-600-residue proteins 7.4 against 6.2.  So "auto" starts a
-# pair at 8 bits only when both sequences are at least this long, and gives up on 8 bits for a
-# query once more than a quarter of its first pairs have saturated.
+# # all-vs-all ran 1.07 Gcells/s starting at 8 bits against 1.69 at 16 (64% of the pairs saturate
+# and are redone), globins45 x 7LESS_DROME (2,554 aa) 15.7 against 9.8, random unrelated
+# 300-600-residue proteins 7.6 against 6.4.  So "auto" starts a pair at 8 bits only when its longer
+# sequence (the profile) is at least this long, and gives up on 8 bits for a query once more than
+# a quarter of its first pairs have saturated.
 _AUTO8_MIN_LEN = 250
 _AUTO8_PROBE = 4
 _AUTO8_MAX_SAT_RATE = 0.25
@@ -234,16 +236,18 @@ def sw_scores(
     Each sequence's parasail profile is built at most once per call and reused across all its
     pairs.  Scores are symmetric for the symmetric matrices used here, so each pair is computed
     with the longer sequence as the profile: SIMD runs down the profile, and a short profile
-    leaves most of each vector step idle.
+    leaves most of each vector step idle (globins45 against 7LESS_DROME at 16 bits: 4.5 Gcells/s
+    with the globins as profiles, 10.1 with 7LESS_DROME).
 
     ``method`` and ``width`` change speed, never results.  ``width`` is the first integer width
     tried (8, 16, 32 or "auto"); a saturated pair is redone one width up.  ``method`` is "striped",
     "scan" or "auto".  Striped is fastest on unrelated pairs and scan on closely related ones
-    (striped's lazy-F loop reruns on long gaps of high scores): measured here, unrelated proteins
-    ran 5.9 vs 3.8 Gcells/s and similar DNA alleles 2.6 vs 3.5.  "auto" tries striped first (at 8
-    bits when both sequences are long) and uses scan for every retry after a saturation, since a
-    saturated pair is a high-scoring, related one; a query whose pairs keep saturating goes
-    straight to scan at 16 bits.
+    (striped's lazy-F correction loop runs long when high scores make vertical gaps pay): measured here, unrelated proteins
+    ran 6.4 vs 4.0 Gcells/s and similar DNA alleles 2.6 vs 3.7.  "auto" tries striped first (at 8
+    bits when the longer sequence has 250 letters or more) and uses scan for every retry after a
+    saturation, since a saturated pair is a high-scoring, related one; a query whose pairs keep
+    saturating 8 bits goes straight to scan at 16.  It was the fastest, or within 5% of it, on
+    every workload of ``benchmarks/sw_micro.py``.
 
     When ``open == extend`` (linear gaps, e.g. 0/0 or BLAST-style 0/2) scan is used whatever
     ``method`` says: parasail 1.3.4's striped kernels return wrong scores there (found by the
@@ -299,7 +303,7 @@ def sw_scores(
             kern = first_kern
             if width == "auto":
                 w = 16
-                if min(lq, lt) >= _AUTO8_MIN_LEN:
+                if max(lq, lt) >= _AUTO8_MIN_LEN:
                     if tried8 < _AUTO8_PROBE or sat8 <= _AUTO8_MAX_SAT_RATE * tried8:
                         w = 8
                     else:
@@ -551,18 +555,30 @@ def sw_reference_batch(q: str, targets: Sequence[str], scoring: Scoring, *, xp=N
     lens = np.array([len(t) for t in ts], dtype=np.int64)
 
     o, e = int(scoring.open), int(scoring.extend)
-    prof_np = table.astype(np.int64)[:, tc]                     # prof[c] = scores of letter c vs every cell
+    # prof[c] = scores of letter c against every target cell, for the letters q uses.  Gathered
+    # once when that fits in _PROFILE_BYTES, otherwise row by row (one extra gather per row) so a
+    # big batch costs O(targets x length) memory, not 24 times that.
+    letters = sorted(set(qc))
+    if len(letters) * b * n * 8 <= _PROFILE_BYTES:
+        slot = {c: i for i, c in enumerate(letters)}
+        prof = table.astype(np.int64)[letters][:, tc]
+        rows = [slot[c] for c in qc]
+    else:
+        prof, rows = None, qc
     valid = np.arange(n)[None, :] < lens[:, None]
     if getattr(xp, "__name__", "").endswith("numpy"):
-        colmax = _rows_numpy(qc, prof_np, o, e)
+        colmax = _rows_numpy(rows, prof, table, tc, o, e)
         return np.where(valid, colmax, 0).max(axis=1)
-    colmax = _rows_xp(qc, xp.asarray(prof_np), o, e, xp)
+    colmax = _rows_xp(rows, None if prof is None else xp.asarray(prof), xp.asarray(table.astype(np.int64)),
+                      xp.asarray(tc), o, e, xp)
     return xp.max(xp.where(xp.asarray(valid), colmax, xp.zeros_like(colmax)), axis=1)
 
 
-def _rows_numpy(qc, prof, o: int, e: int) -> np.ndarray:
+def _rows_numpy(rows, prof, table, tc, o: int, e: int) -> np.ndarray:
     """The row loop with preallocated buffers: ~2x faster than the generic one, same arithmetic."""
-    _, b, n = prof.shape
+    b, n = tc.shape
+    table64 = table.astype(np.int64)
+    sub = np.empty((b, n), dtype=np.int64)
     h_prev = np.zeros((b, n + 1), dtype=np.int64)               # column 0 is the H = 0 boundary
     h_next = np.zeros((b, n + 1), dtype=np.int64)
     f = np.full((b, n), -o, dtype=np.int64)                     # any value <= e - o works for row 0
@@ -573,11 +589,13 @@ def _rows_numpy(qc, prof, o: int, e: int) -> np.ndarray:
     ramp_k = np.arange(1, n, dtype=np.int64) * e                 # k*e for k = 1..n-1
     o_ramp_j = o + np.arange(0, n, dtype=np.int64) * e           # o + (j-1)*e for j = 1..n
     colmax = np.zeros((b, n), dtype=np.int64)                    # best H seen in each column
-    for c in qc:
+    for c in rows:
+        if prof is None:
+            np.take(table64[c], tc, out=sub)
         np.subtract(h_prev[:, 1:], o, out=tmp)
         np.subtract(f, e, out=f)
         np.maximum(f, tmp, out=f)                                # vertical gaps
-        np.add(h_prev[:, :-1], prof[c], out=h_t)
+        np.add(h_prev[:, :-1], sub if prof is None else prof[c], out=h_t)
         np.maximum(h_t, f, out=h_t)
         np.maximum(h_t, 0, out=h_t)                              # H~: everything but horizontal gaps
         np.add(h_t[:, :-1], ramp_k, out=a[:, 1:])
@@ -589,9 +607,10 @@ def _rows_numpy(qc, prof, o: int, e: int) -> np.ndarray:
     return colmax
 
 
-def _rows_xp(qc, prof, o: int, e: int, xp):
+def _rows_xp(rows, prof, table, tc, o: int, e: int, xp):
     """The same recurrence in array-API calls only (no out=, no accumulate), for torch/cupy."""
-    _, b, n = prof.shape
+    b, n = tc.shape
+    flat = xp.reshape(tc, (-1,))
     i64 = xp.int64
     ramp_k = xp.asarray(np.arange(1, n, dtype=np.int64) * e)
     o_ramp_j = xp.asarray(o + np.arange(0, n, dtype=np.int64) * e)
@@ -599,9 +618,10 @@ def _rows_xp(qc, prof, o: int, e: int, xp):
     h_prev = xp.zeros((b, n + 1), dtype=i64)
     f = xp.full((b, n), -o, dtype=i64)
     colmax = xp.zeros((b, n), dtype=i64)
-    for c in qc:
+    for c in rows:
+        sub = prof[c, ...] if prof is not None else xp.reshape(xp.take(table[c, ...], flat, axis=0), (b, n))
         f = xp.maximum(h_prev[:, 1:] - o, f - e)
-        h_t = xp.maximum(xp.maximum(h_prev[:, :-1] + prof[c, ...], f), xp.zeros_like(f))
+        h_t = xp.maximum(xp.maximum(h_prev[:, :-1] + sub, f), xp.zeros_like(f))
         a = xp.concat([zero_col, h_t[:, :-1] + ramp_k], axis=1)
         h = xp.maximum(h_t, _prefix_max(a, xp) - o_ramp_j)
         colmax = xp.maximum(colmax, h)

@@ -6,10 +6,11 @@ Why it looks like this
   ``parse(key, raw)``; so :func:`read_records` takes the bytes when it has them and fetches only
   when called on its own.  The same function serves local paths, ``s3://``, ``memory://`` ….
 * pysam (htslib's kseq) parses FASTA/FASTQ in C, but it reads only paths.  The bytes are
-  decompressed here and written to a temporary file in ``/dev/shm`` (memory, not disk) for it.
-  Decompressing in Python rather than in htslib gives clear errors for truncated or corrupt gzip
-  (htslib prints to stderr and raises "unknown problem parsing") and reads bgzip for free, since
-  bgzip is multi-member gzip.
+  decompressed here and written to a temporary file for it, in ``/dev/shm`` (memory) when it has
+  room, else the temp dir; the file is removed on every path out.  Decompressing in Python rather
+  than in htslib gives clear errors for truncated or corrupt gzip (htslib prints to stderr and
+  raises "unknown problem parsing"), reads bgzip for free (it is multi-member gzip) and bzip2/xz
+  by their magic numbers.
 * htslib is lenient where silence would corrupt results: it drops sequence lines before the first
   header, yields a truncated last FASTQ record without quality, and accepts empty names.  Those
   are checked here, so bad input stops the run before compute with the file, the record and the
@@ -31,6 +32,8 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Literal
+
+from engine.errors import InputError as _EngineInputError
 
 __all__ = [
     "SequenceRecord",
@@ -70,34 +73,19 @@ class SequenceRecord:
         return len(self.sequence)
 
 
-class InputError(ValueError):
-    """Bad input, with where it is: ``"FILE: record NAME (#i): PROBLEM"``.
+class InputError(_EngineInputError):
+    """Bad input, with where it is: ``"FILE: record 'NAME' (#i): PROBLEM"``.
 
-    ``record`` is the record's name (None when unknown or not applicable), ``index`` its 1-based
-    position in the file (None when not applicable), ``problem`` what is wrong.  It subclasses
-    ValueError so generic handlers still catch it, and it pickles with its fields (Ray ships
-    exceptions between processes, and the default exception pickling would lose them).
+    It *is* the engine's :class:`engine.errors.InputError` (a ValueError that pickles with its
+    fields across Ray), so the driver reports it as bad input before compute; this subclass only
+    adds the case of a record known by position but not by name (an empty header, a record pysam
+    could not parse).  As in the engine, ``index`` is 0-based and shown 1-based as ``#i``.
     """
 
     def __init__(self, file, problem: str, record: str | None = None, index: int | None = None):
-        self.file = str(file)
-        self.problem = problem
-        self.record = record
-        self.index = index
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        where = ""
-        if self.record is not None and self.index is not None:
-            where = f"record {self.record} (#{self.index}): "
-        elif self.record is not None:
-            where = f"record {self.record}: "
-        elif self.index is not None:
-            where = f"record #{self.index}: "
-        return f"{self.file}: {where}{self.problem}"
-
-    def __reduce__(self):
-        return (type(self), (self.file, self.problem, self.record, self.index))
+        super().__init__(str(file), problem, record, index)
+        if record is None and index is not None:
+            self.args = (f"{self.file}: record #{index + 1}: {problem}",)
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,23 +170,49 @@ def detect_format(data: bytes) -> str:
 # parsers
 
 
-def _tmpdir() -> str | None:
+def _tmpdirs(size: int) -> list[str | None]:
+    """Where to put pysam's copy: /dev/shm (memory) first when it has room to spare — it is often
+    small (64 MB in Docker) and Ray's object store lives there too — then the default temp dir."""
+    dirs: list[str | None] = []
     shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    try:
+        st = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > 4 * size + (256 << 20):
+            dirs.append(shm)
+    except OSError:
+        pass
+    dirs.append(None)
+    return dirs
+
+
+def _write_temp(name: str, data: bytes, suffix: str) -> str:
+    last: OSError | None = None
+    for d in _tmpdirs(len(data)):
+        try:
+            fd, path = tempfile.mkstemp(prefix="pairflow-", suffix=suffix, dir=d)
+        except OSError as e:
+            last = e
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return path
+        except OSError as e:
+            last = e
+            os.unlink(path)
+    raise OSError(f"{name}: cannot write a temporary copy for pysam: {last}") from last
 
 
 def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     import pysam
 
-    fd, path = tempfile.mkstemp(prefix="pairflow-", suffix=".fq" if fmt == "fastq" else ".fa", dir=_tmpdir())
+    path = _write_temp(name, data, ".fq" if fmt == "fastq" else ".fa")
     records: list[SequenceRecord] = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
         try:
             with pysam.FastxFile(path) as fx:
                 for entry in fx:
-                    i = len(records) + 1
+                    i = len(records)
                     rname = entry.name
                     seq = entry.sequence or ""
                     qual = entry.quality
@@ -226,12 +240,12 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
         except InputError:
             raise
         except UnicodeDecodeError as e:
-            raise InputError(name, f"not valid UTF-8 text ({e.reason})", index=len(records) + 1) from None
+            raise InputError(name, f"not valid UTF-8 text ({e.reason})", index=len(records)) from None
         except (ValueError, OSError) as e:
             msg = str(e).replace(path, name)
             if "truncated quality" in msg:
                 msg = "quality string longer or shorter than the sequence (pysam: truncated quality string)"
-            raise InputError(name, msg, index=len(records) + 1) from None
+            raise InputError(name, msg, index=len(records)) from None
     finally:
         try:
             os.unlink(path)
@@ -266,7 +280,7 @@ def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
     records: list[SequenceRecord] = []
     try:
         for rec in GenBankScanner(debug=0).parse_records(io.StringIO(text), do_features=False):
-            i = len(records) + 1
+            i = len(records)
             try:
                 seq = bytes(rec.seq)
             except ValueError:  # Bio.Seq.UndefinedSequenceError: no ORIGIN section
@@ -278,15 +292,15 @@ def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
     except InputError:
         raise
     except ValueError as e:
-        raise InputError(name, f"malformed GenBank: {e}", index=len(records) + 1) from None
+        raise InputError(name, f"malformed GenBank: {e}", index=len(records)) from None
     # Biopython only warns when the file is cut inside a record's sequence; the LOCUS lines say
     # how long each sequence should be, and a complete file ends with '//'.
     if records and not text.rstrip().endswith("//"):
         r = records[-1]
-        raise InputError(name, "truncated GenBank file (last record does not end with '//')", r.name, len(records))
+        raise InputError(name, "truncated GenBank file (last record does not end with '//')", r.name, len(records) - 1)
     expected = _locus_lengths(text)
     if len(expected) == len(records):
-        for i, (n, r) in enumerate(zip(expected, records), 1):
+        for i, (n, r) in enumerate(zip(expected, records)):
             if len(r.sequence) and len(r.sequence) != n:
                 raise InputError(name, f"sequence has {len(r.sequence)} letters but LOCUS says {n}", r.name, i)
     return records
@@ -334,7 +348,7 @@ def read_records(
     if not records:
         raise InputError(name, "no records found")
     if not allow_empty:
-        for i, r in enumerate(records, 1):
+        for i, r in enumerate(records):
             if not r.sequence:
                 raise InputError(name, "empty sequence", r.name, i)
     return records
@@ -387,9 +401,9 @@ def iter_items(
         return
     for u in urls:
         stem = file_stem(u)
-        for i, r in enumerate(read_records(u, fmt=fmt, allow_empty=allow_empty), 1):
+        for i, r in enumerate(read_records(u, fmt=fmt, allow_empty=allow_empty)):
             key = f"{stem}/{r.name}"
-            where = f"{u} record {r.name} (#{i})"
+            where = f"{u} record {r.name!r} (#{i + 1})"
             if key in seen:
                 raise InputError(u, f"duplicate item key {key!r}: also {seen[key]}", r.name, i)
             seen[key] = where

@@ -415,6 +415,48 @@ def test_directory_reused_for_a_new_run(tmp_path):
 # --------------------------------------------------------------------------- helpers and CLI
 
 
+def test_metrics_thinned_on_long_runs(tmp_path):
+    _meta(tmp_path)
+    _jl(tmp_path / "metrics.jsonl", *[_snap(1000.0 + 0.5 * i, i, tiers={"L1": {"hits": i, "misses": i}},
+                                            actors={"dev-0": {"tiles": i, "pairs": i, "busy_s": 0.4 * i}})
+                                      for i in range(2000)])
+    v = RunView(tmp_path, max_snapshots=500).refresh()
+    m = v.metrics_frame()
+    assert len(m) <= 500 and m["pairs_done"].iloc[-1] == 1999 and m["pairs_done"].iloc[0] == 0
+    assert m["t"].is_monotonic_increasing
+    assert set(v.tier_series()["sec"]) <= set(m["sec"]) and len(v.actor_series()) == len(m)
+    assert v.throughput()["pairs_per_s"] == pytest.approx(2.0)  # recent snapshots kept at full rate
+
+
+def test_matrix_bins(finished_run):
+    v = RunView(finished_run).refresh()
+    b = v.matrix_bins(max_cells_per_side=4)
+    assert len(b) <= 16 and b["pairs"].sum() == v.progress()["pairs"]["total"]
+    assert (b["fraction_done"] == 1.0).all()
+
+
+def test_concurrent_sessions(finished_run):
+    import threading
+
+    v = RunView(finished_run)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                v.refresh()
+                v.overview(), v.tile_states(), v.actor_series(), v.tier_series(), v.spans()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+
+
 def test_helpers():
     df = pd.DataFrame({"x": range(10_000), "g": ["a", "b"] * 5000})
     out = downsample(df, 100)

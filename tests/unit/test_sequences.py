@@ -6,6 +6,7 @@ import gzip
 import os
 import pickle
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,12 @@ def write(path: Path, data: bytes | str) -> Path:
     return path
 
 
-def shm_leftovers() -> set[str]:
-    return {f for f in os.listdir("/dev/shm") if f.startswith("pairflow-")} if os.path.isdir("/dev/shm") else set()
+def temp_leftovers() -> set[str]:
+    found = set()
+    for d in ("/dev/shm", tempfile.gettempdir()):
+        if os.path.isdir(d):
+            found |= {os.path.join(d, f) for f in os.listdir(d) if f.startswith("pairflow-")}
+    return found
 
 
 # ---------------------------------------------------------------------------------------- real data
@@ -93,11 +98,19 @@ def test_crlf_and_lowercase(tmp_path):
 
 
 def test_temporary_files_are_removed(tmp_path):
-    before = shm_leftovers()
+    before = temp_leftovers()
     read_records(write(tmp_path / "ok.fa", ">a\nAC\n"))
     with pytest.raises(InputError):
         read_records(write(tmp_path / "bad.fq", "@a\nACGT\n+\nII\n"))
-    assert shm_leftovers() == before
+    assert temp_leftovers() == before
+
+
+def test_temporary_copy_falls_back_when_shm_fails(tmp_path, monkeypatch):
+    import operators.sequences as seqmod
+
+    monkeypatch.setattr(seqmod, "_tmpdirs", lambda size: [str(tmp_path / "missing-dir"), str(tmp_path)])
+    assert read_records(write(tmp_path / "ok.fa", ">a\nAC\n"))[0].sequence == b"AC"
+    assert not [f for f in os.listdir(tmp_path) if f.startswith("pairflow-")]
 
 
 # ---------------------------------------------------------------------------------------- errors
@@ -110,9 +123,9 @@ def assert_error(exc: pytest.ExceptionInfo, file, *words, record=None, index=Non
     for w in words:
         assert w in msg, (w, msg)
     if record is not None:
-        assert exc.value.record == record and f"record {record}" in msg
-    if index is not None:
-        assert exc.value.index == index and f"#{index}" in msg
+        assert exc.value.record == record and f"record {record!r}" in msg
+    if index is not None:  # ``index`` here is the 1-based number shown; the attribute is 0-based
+        assert exc.value.index == index - 1 and f"#{index}" in msg
 
 
 def test_missing_file(tmp_path):
@@ -229,12 +242,15 @@ def test_forced_format_must_match(tmp_path):
         read_records(p, fmt="bam")
 
 
-def test_input_error_pickles():
-    e = pickle.loads(pickle.dumps(InputError("a.fa", "empty sequence", "r2", 2)))
-    assert (e.file, e.record, e.index, e.problem) == ("a.fa", "r2", 2, "empty sequence")
-    assert str(e) == "a.fa: record r2 (#2): empty sequence"
-    assert str(InputError("a.fa", "empty file")) == "a.fa: empty file"
+def test_input_error_is_the_engines_and_pickles():
+    import engine.errors
 
+    e = pickle.loads(pickle.dumps(InputError("a.fa", "empty sequence", "r2", 1)))
+    assert isinstance(e, engine.errors.InputError) and isinstance(e, ValueError)
+    assert (e.file, e.record, e.index, e.problem) == ("a.fa", "r2", 1, "empty sequence")
+    assert str(e) == "a.fa: record 'r2' (#2): empty sequence"
+    assert str(InputError("a.fa", "empty file")) == "a.fa: empty file"
+    assert str(pickle.loads(pickle.dumps(InputError("a.fa", "bad", None, 0)))) == "a.fa: record #1: bad"
 
 # ----------------------------------------------------------------------------------------- items
 

@@ -400,6 +400,20 @@ def test_reference_on_another_array_namespace(globins, globin_scores):
     assert got.cpu().numpy().tolist() == globin_scores[0, :8].tolist()
 
 
+def test_reference_without_precomputed_profile(globins, globin_scores, monkeypatch):
+    """Big batches gather substitution scores row by row instead of holding a 24x profile."""
+    import kernels.smith_waterman as sw
+
+    monkeypatch.setattr(sw, "_PROFILE_BYTES", 0)
+    seqs = [s for _, s in globins]
+    scoring = Scoring.create("blosum62", 11, 1)
+    assert sw_reference_batch(seqs[3], seqs, scoring).tolist() == globin_scores[3].tolist()
+    torch_ns = pytest.importorskip("array_api_compat.torch")
+    pytest.importorskip("torch")
+    got = sw_reference_batch(seqs[4], seqs[:6], scoring, xp=torch_ns)
+    assert got.cpu().numpy().tolist() == globin_scores[4, :6].tolist()
+
+
 def test_case_is_ignored(globins):
     seqs = [s for _, s in globins[:5]]
     scoring = Scoring.create("blosum62", 11, 1)

@@ -1,0 +1,259 @@
+"""All-pairs benchmark: efficiency against the modelled limit, R against 1 + n/(2S), and exact
+Jaccard on 16 real genomes against mash, sourmash and a naive one-task-per-pair Ray baseline.
+
+    .venv/bin/python benchmarks/allpairs.py                # everything, ~6 minutes on 2 cores
+    .venv/bin/python benchmarks/allpairs.py --parts a,b    # a subset
+
+(a) system efficiency = T_min / (p * T), T_min = n (t_parse + t_pre) + pairs * t_cmp from stage
+    times measured in this process, p = device actors, T = the engine's wall time for the compute
+    phase (actors started, every item loaded, every tile computed and written; Ray start-up and
+    actor process spawn excluded, and reported separately as the end-to-end figure).
+(b) R = loads / n measured by the engine for host tiers holding 5..100 % of the items, planned
+    (stripe + next-use eviction) and baseline (Z-order + LRU), next to 1 + n/(2S) and the
+    simulator's prediction.
+(c) the Jaccard app on the 16 ragout genomes against mash (sketch larger than any union: exact)
+    and sourmash (scaled=1: every hash), same k, one run; max |difference| reported.
+(d) the same workload as one Ray task per pair, no cache (each task parses both genomes).
+
+Ratios are what matters; absolute times on this machine are noise. Results go to
+benchmarks/out/allpairs.json; benchmarks/RESULTS.md keeps the latest figures.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import numpy as np  # noqa: E402
+import ray  # noqa: E402
+
+from engine.driver import allpairs  # noqa: E402
+from engine.runtime import init_ray  # noqa: E402
+from engine.simulate import simulate  # noqa: E402
+from engine.space import Triangle  # noqa: E402
+from engine.synthetic import SyntheticApp, burn, spin_rate  # noqa: E402
+
+# Shaped like Rocket's Table 1: which stage dominates one item's or one pair's cost.
+PROFILES = {
+    "parse-heavy": dict(n=100, t_parse=0.040, t_pre=0.004, t_cmp=0.001),
+    "preprocess-heavy": dict(n=100, t_parse=0.004, t_pre=0.040, t_cmp=0.001),
+    "compare-heavy": dict(n=60, t_parse=0.003, t_pre=0.003, t_cmp=0.010),
+}
+
+
+def _median_time(fn, reps=5):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def part_a(runs_root: str) -> dict:
+    out = {}
+    spin_rate()
+    for name, prof in PROFILES.items():
+        app = SyntheticApp(**prof)
+        item = app.parse("item000001", None)
+        t_parse = _median_time(lambda: app.parse("item000001", None))
+        t_pre = _median_time(lambda: app.preprocess("item000001", item, "cpu"))
+        mask = np.ones((4, 4), bool)
+        t_cmp = _median_time(lambda: app.compare([item] * 4, [item] * 4, mask, "cpu")) / 16
+        n = prof["n"]
+        pairs = n * (n - 1) // 2
+        t_min = n * (t_parse + t_pre) + pairs * t_cmp
+        res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False, wait=True)
+        s = res.summary
+        p = len(s["actors"])
+        eff = t_min / (p * s["compute_s"])
+        eff_e2e = t_min / (p * (s["wall_s"] - s["phases"]["ray_init_s"]))
+        m = res.matrix()
+        iu = np.triu_indices(n, 1)
+        ok = bool(np.array_equal(m[iu], (iu[0] * 7919 + iu[1]) % 1000))
+        out[name] = {"n": n, "pairs": pairs, "t_parse": t_parse, "t_pre": t_pre, "t_cmp": t_cmp,
+                     "T_min": t_min, "p": p, "T": s["compute_s"], "efficiency": eff,
+                     "efficiency_incl_startup": eff_e2e, "leaf": s["leaf_items"], "R": s["R"],
+                     "correct": ok}
+        print(f"(a) {name:17s} T_min={t_min:6.2f}s p={p} T={s['compute_s']:6.2f}s "
+              f"efficiency={eff:.3f} (with start-up {eff_e2e:.3f}) leaf={s['leaf_items']} "
+              f"R={s['R']:.2f} correct={ok}", flush=True)
+    return out
+
+
+def part_b(runs_root: str, n: int = 200, leaf: int = 2) -> list:
+    rows = []
+    for f in (0.05, 0.10, 0.25, 0.50, 1.0):
+        s_items = max(1, round(f * n))
+        row = {"fraction": f, "S": s_items, "model": 1 + n / (2 * s_items)}
+        for label, plan, eviction in (("planned", "stripe", "next_use"),
+                                      ("zorder_lru", "zorder", "lru")):
+            app = SyntheticApp(n, t_parse=0.002, t_cmp=0.0002, item_floats=256)
+            res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False, wait=True,
+                           leaf_items=leaf, host_cache_items=s_items, plan=plan,
+                           eviction=eviction, in_flight=1)
+            row[f"R_{label}"] = res.summary["R"]
+            sim = simulate(Triangle(n), leaf, s_items, actors_per_node=len(res.summary["actors"]),
+                           plan=plan, eviction=eviction)
+            row[f"R_{label}_simulated"] = sim.R
+        row["planned_over_model"] = row["R_planned"] / row["model"]
+        rows.append(row)
+        print(f"(b) S={f:4.0%} of n={n}: R planned {row['R_planned']:.2f} "
+              f"(sim {row['R_planned_simulated']:.2f}), Z-order/LRU {row['R_zorder_lru']:.2f} "
+              f"(sim {row['R_zorder_lru_simulated']:.2f}), 1+n/2S {row['model']:.2f}, "
+              f"planned/model {row['planned_over_model']:.3f}", flush=True)
+    return rows
+
+
+def _genomes() -> list[str]:
+    from apps.data import data_path
+    paths = sorted(glob.glob(data_path("usr/share/doc/ragout/examples") +
+                             "/*/references/*.fasta.gz"))
+    assert len(paths) == 16, f"expected the 16 ragout genomes, found {len(paths)}; run setup"
+    return paths
+
+
+def part_c(runs_root: str) -> dict:
+    from apps.jaccard import JaccardApp
+    from engine.sinks import DenseMatrix
+    paths = _genomes()
+    k = 21
+    t0 = time.time()
+    app = JaccardApp(paths, k=k)
+    res = allpairs(app=app, sinks=[DenseMatrix(diagonal={"similarity": 1.0})],
+                   runs_root=runs_root, progress=False, wait=True)
+    t_engine = time.time() - t0
+    s = res.summary
+    ours = res.matrix("similarity")
+    idx = {p: i for i, p in enumerate(paths)}
+    out = {"n": 16, "k": k, "engine_wall_s": t_engine, "engine_compute_s": s["compute_s"],
+           "engine_startup_s": s["phases"]["startup_s"], "ray_init_s": s["phases"]["ray_init_s"],
+           "R": s["R"], "leaf": s["leaf_items"]}
+    work = tempfile.mkdtemp()
+    try:
+        lst = os.path.join(work, "in.txt")
+        with open(lst, "w") as fh:
+            fh.write("\n".join(paths) + "\n")
+        t0 = time.time()
+        subprocess.run(["mash", "sketch", "-k", str(k), "-s", "10000000", "-p", "2", "-o",
+                        os.path.join(work, "all"), "-l", lst], check=True, capture_output=True)
+        dist = subprocess.run(["mash", "dist", "-p", "2", os.path.join(work, "all.msh"),
+                               os.path.join(work, "all.msh")], check=True,
+                              capture_output=True, text=True).stdout
+        out["mash_s"] = time.time() - t0
+        diff = 0.0
+        for line in dist.splitlines():
+            a, b, _, _, shared = line.split("\t")
+            x, y = map(int, shared.split("/"))
+            diff = max(diff, abs(x / y - ours[idx[a], idx[b]]))
+        out["max_abs_diff_vs_mash"] = diff
+        sourmash = shutil.which("sourmash") or os.path.join(os.path.dirname(sys.executable),
+                                                            "sourmash")
+        t0 = time.time()
+        sigs = []
+        procs = []
+        for part in (paths[0::2], paths[1::2]):  # two processes: same cores as the others
+            sig = os.path.join(work, f"s{len(sigs)}.sig")
+            sigs.append(sig)
+            procs.append(subprocess.Popen([sourmash, "sketch", "dna", "-p",
+                                           f"k={k},scaled=1", "-o", sig, *part],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for p in procs:
+            assert p.wait() == 0
+        csv = os.path.join(work, "cmp.csv")
+        subprocess.run([sourmash, "compare", "-k", str(k), "-p", "2", "--csv", csv, *sigs],
+                       check=True, capture_output=True)
+        out["sourmash_s"] = time.time() - t0
+        import pandas as pd
+        df = pd.read_csv(csv)
+        names = list(df.columns)
+        order = [idx[next(p for p in paths if os.path.basename(p) in nm or p == nm)]
+                 for nm in names]
+        sm = df.to_numpy()
+        out["max_abs_diff_vs_sourmash"] = float(np.max(np.abs(
+            sm - ours[np.ix_(order, order)])))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["speedup_vs_mash_incl_ray_start"] = out["mash_s"] / t_engine
+    out["speedup_vs_mash_running_ray"] = out["mash_s"] / (t_engine - out["ray_init_s"])
+    out["speedup_vs_sourmash"] = out["sourmash_s"] / (t_engine - out["ray_init_s"])
+    print(f"(c) 16 genomes k={k}: pairflow {t_engine:.1f}s (Ray start {out['ray_init_s']:.1f}s, "
+          f"R={s['R']:.2f}) | mash {out['mash_s']:.1f}s (x{out['speedup_vs_mash_running_ray']:.2f}"
+          f" on a running Ray, x{out['speedup_vs_mash_incl_ray_start']:.2f} incl. Ray start) | "
+          f"sourmash {out['sourmash_s']:.1f}s | max diff vs mash "
+          f"{out['max_abs_diff_vs_mash']:.2e}, vs sourmash {out['max_abs_diff_vs_sourmash']:.2e}",
+          flush=True)
+    return out
+
+
+@ray.remote(num_cpus=1)
+def _pair_task(app, a, b):
+    from engine.workers import load_and_parse
+    from kernels.jaccard import intersection_count
+    x = load_and_parse(app, a)[0]["kmers"]
+    y = load_and_parse(app, b)[0]["kmers"]
+    i = intersection_count(x, y)
+    return i / (len(x) + len(y) - i)
+
+
+def part_d(engine_s: float | None) -> dict:
+    from apps.jaccard import JaccardApp
+    paths = _genomes()
+    app = JaccardApp(paths, k=21)
+    ref = ray.put(app)
+    keys = app.keys()
+    t0 = time.time()
+    ray.get([_pair_task.remote(ref, keys[i], keys[j])
+             for i in range(len(keys)) for j in range(i + 1, len(keys))])
+    t = time.time() - t0
+    out = {"naive_s": t, "pairs": 120}
+    if engine_s:
+        out["engine_speedup"] = t / engine_s
+    print(f"(d) naive one Ray task per pair, no cache: {t:.1f}s"
+          + (f" (pairflow x{t / engine_s:.1f} faster)" if engine_s else ""), flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default="a,b,c,d")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "allpairs.json"))
+    args = ap.parse_args(argv)
+    parts = set(args.parts.split(","))
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    runs_root = tempfile.mkdtemp(prefix="pairflow-bench-")
+    init_ray(num_cpus=2, object_store_mb=2048)
+    results = {"machine": {"cpus": os.cpu_count()}, "command": " ".join(sys.argv)}
+    try:
+        if "a" in parts:
+            results["a_efficiency"] = part_a(runs_root)
+        if "b" in parts:
+            results["b_R"] = part_b(runs_root)
+        engine_s = None
+        if "c" in parts:
+            results["c_jaccard_vs_tools"] = part_c(runs_root)
+            c = results["c_jaccard_vs_tools"]
+            engine_s = c["engine_wall_s"] - c["ray_init_s"]
+        if "d" in parts:
+            results["d_naive"] = part_d(engine_s)
+    finally:
+        shutil.rmtree(runs_root, ignore_errors=True)
+        with open(args.out, "w") as fh:
+            json.dump(results, fh, indent=1)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
