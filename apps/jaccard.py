@@ -17,22 +17,7 @@ from engine.app import BasePairApp
 from engine.errors import InputError
 from kernels.jaccard import intersection_counts, jaccard_from_counts
 from kernels.kmers import canonical_kmers
-from operators.sequences import read_records
-
-_STRIP = (".gz", ".bgz", ".fasta", ".fa", ".fna", ".fas", ".fastq", ".fq", ".gbk", ".gb",
-          ".genbank")
-
-
-def file_stem(url: str) -> str:
-    name = os.path.basename(url.rstrip("/"))
-    changed = True
-    while changed:
-        changed = False
-        for suffix in _STRIP:
-            if name.lower().endswith(suffix) and len(name) > len(suffix):
-                name, changed = name[: -len(suffix)], True
-    return name
-
+from operators.sequences import file_stem, read_records
 
 @lru_cache(maxsize=2)
 def _records_cached(url: str, size: int, digest: int, raw: bytes):
@@ -149,6 +134,12 @@ class JaccardApp(BasePairApp):
 
     def describe(self):
         return {"app": self.name, "k": self.k, "item": self.item, "n_inputs": len(self.urls)}
+
+    def fingerprint(self):
+        """What decides the result: a resumed run with a different fingerprint is refused."""
+        from engine.app import url_digest
+        return {"app": self.name, "k": self.k, "item": self.item,
+                "inputs": {u: url_digest(u) for u in self.urls}}
 
 
 def build(cfg):

@@ -76,7 +76,7 @@ def part_a(runs_root: str) -> dict:
         t_min = n * (t_parse + t_pre) + pairs * t_cmp
         res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False, wait=True)
         s = res.summary
-        p = len(s["actors"])
+        p = s["n_actors"]
         eff = t_min / (p * s["compute_s"])
         eff_e2e = t_min / (p * (s["wall_s"] - s["phases"]["ray_init_s"]))
         m = res.matrix()
@@ -104,7 +104,7 @@ def part_b(runs_root: str, n: int = 200, leaf: int = 2) -> list:
                            leaf_items=leaf, host_cache_items=s_items, plan=plan,
                            eviction=eviction, in_flight=1)
             row[f"R_{label}"] = res.summary["R"]
-            sim = simulate(Triangle(n), leaf, s_items, actors_per_node=len(res.summary["actors"]),
+            sim = simulate(Triangle(n), leaf, s_items, actors_per_node=res.summary["n_actors"],
                            plan=plan, eviction=eviction)
             row[f"R_{label}_simulated"] = sim.R
         row["planned_over_model"] = row["R_planned"] / row["model"]

@@ -87,6 +87,24 @@ class BasePairApp:
     def describe(self) -> dict:
         return {"app": self.name}
 
+    def fingerprint(self) -> dict:
+        """What decides the results (compared on resume). Apps add their parameters and the
+        digests of their inputs (``url_digest``)."""
+        import hashlib
+        keys = hashlib.sha256("\n".join(map(str, self.keys())).encode()).hexdigest()
+        return {**self.describe(), "keys_sha256": keys}
+
+
+def url_digest(url: str) -> str:
+    """SHA-256 of a file's bytes through fsspec (inputs are compared by content on resume)."""
+    import hashlib
+    import fsspec
+    h = hashlib.sha256()
+    with fsspec.open(url, "rb", compression=None) as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
 
 def sizeof(obj: Any) -> int:
     """Bytes held by an item: numpy/torch arrays counted exactly, containers summed."""

@@ -23,7 +23,7 @@ from .app import BasePairApp, FunctionApp
 from .errors import InputError, PairflowError, root_cause
 from .metrics import Metrics
 from .policy import ItemMap, bound_R, make_plan
-from .rundir import RunDir, dumps, new_run_dir, read_jsonl, write_json, write_text
+from .rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_json, write_text
 from .runtime import alive_nodes, init_ray
 from .scheduler import Scheduler
 from .sinks import Sink, SinkContext, make_sink
@@ -53,6 +53,13 @@ class AllPairsConfig:
     ray_address: str | None = None
     num_cpus: int | None = None
     object_store_mb: int | None = None
+    resume: bool = False                 # replay the run directory's journal, redo the rest
+    validate: float = 0.0                # fraction of tiles recomputed on another actor
+    max_retries: int = 2                 # attempts after the first, per tile, on worker loss
+    deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
+    deadline_factor: float = 20.0        #   expected cost from the measured stage times)
+    replace_lost_actors: bool = True
+    seed: int = 0                        # for the validation sample
 
 
 def _measure(app, keys: Sequence[str], device: str) -> dict:
@@ -160,24 +167,36 @@ class _Run:
                  run_dir: str | None, config_dump: dict | None):
         self.app, self.sinks, self.cfg = app, sinks, cfg
         self.t_start = time.time()
+        if cfg.resume and not run_dir:
+            raise PairflowError("resume needs the run directory to resume (run_dir=...)")
+        if run_dir and cfg.resume and not os.path.exists(os.path.join(run_dir, "meta.json")):
+            raise PairflowError(f"nothing to resume in {run_dir}: it has no meta.json")
         self.rundir = RunDir(run_dir).create() if run_dir else new_run_dir(cfg.runs_root,
                                                                            app.name)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
-        self.actors: list = []
-        self.error: str | None = None
+        self.handles: dict[str, Any] = {}      # actor id -> handle
+        self.actor_node: dict[str, int] = {}   # actor id -> node index
+        self.refs: dict = {}                   # run() ref -> actor id
+        self.kill_reasons: dict[str, str] = {}
+        self.node_caches: list = []
+        self.warnings: list[str] = []
         self.finished_result: AllPairsResult | None = None
+        self.resume_report: dict | None = None
+        self.lost_actors: list[dict] = []
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
-        cfg, app = self.cfg, self.app
-        self._write_config()
-        self.rundir.set_status("starting")
+        cfg = self.cfg
         self.phases: dict[str, float] = {}
+        previous = read_json(self.rundir.file("meta.json")) if cfg.resume else None
+        if not cfg.resume:
+            self._write_config()
+        self.rundir.set_status("starting")
         try:
             t0 = time.time()
             self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
             self.phases["ray_init_s"] = time.time() - t0
-            self._prepare()
+            self._prepare(previous)
         except BaseException as exc:
             cause = root_cause(exc)
             self.rundir.set_status("failed", error=str(cause))
@@ -194,7 +213,18 @@ class _Run:
             text = dumps(self.config_dump)
         write_text(self.rundir.file("config.yaml"), text)
 
-    def _prepare(self) -> None:
+    def _plan_nodes(self, nodes: list[dict]) -> list[tuple]:
+        cfg, plan = self.cfg, []
+        for node in nodes:
+            if cfg.devices in ("auto", "cuda") and node["gpus"] > 0:
+                count, dev = node["gpus"], "cuda"
+            else:
+                count = max(1, node["cpus"])
+                dev = "cpu" if cfg.devices in ("auto", "cuda") else cfg.devices
+            plan.append((node, cfg.actors_per_node or count, dev))
+        return plan
+
+    def _prepare(self, previous: dict | None) -> None:
         cfg, app = self.cfg, self.app
         keys = [str(k) for k in app.keys()]
         if len(set(keys)) != len(keys):
@@ -212,28 +242,21 @@ class _Run:
         items = ItemMap(np.array([index[k] for k in row_keys], dtype=np.int64),
                         np.array([index[k] for k in col_keys], dtype=np.int64))
         nodes = alive_nodes()
-        device = cfg.devices
-        plan_nodes = []
-        for node in nodes:
-            if device in ("auto", "cuda") and node["gpus"] > 0:
-                count, dev = node["gpus"], "cuda"
-            else:
-                count, dev = max(1, node["cpus"]), ("cpu" if device in ("auto", "cuda") else device)
-            if cfg.actors_per_node:
-                count = cfg.actors_per_node
-            plan_nodes.append((node, count, dev))
-        n_actors = sum(c for _, c, _ in plan_nodes)
-        app_ref = ray.put(app)
+        self.plan_nodes = self._plan_nodes(nodes)
+        n_actors = sum(c for _, c, _ in self.plan_nodes)
+        self.app_ref = ray.put(app)
 
         # pre-flight and stage measurement run side by side before any compute
         checks = []
         if cfg.preflight:
             chunks = np.array_split(np.array(keys, dtype=object), min(len(keys), 4 * n_actors))
-            checks = [check_items.remote(app_ref, list(c)) for c in chunks if len(c)]
+            checks = [check_items.remote(self.app_ref, list(c)) for c in chunks if len(c)]
         probe = None
-        if cfg.leaf_items is None or cfg.host_cache_items is None:
+        if previous is not None:
+            self.measured = previous.get("measured", {})
+        else:  # also gives deadlines their expected costs
             sample = [row_keys[0], col_keys[-1]]
-            probe = _measure_task.remote(app_ref, sample, plan_nodes[0][2])
+            probe = _measure_task.remote(self.app_ref, sample, self.plan_nodes[0][2])
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
         self.phases["preflight_s"] = time.time() - t0
@@ -241,57 +264,79 @@ class _Run:
             more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
             raise InputError(problems[0].split(":")[0], "\n".join(problems[:10]) + more) \
                 if len(problems) > 1 else _input_error_from(problems[0])
-        self.measured = ray.get(probe) if probe is not None else {}
+        fingerprint = {**app.fingerprint(), "space": space.describe()}
+        if previous is not None:
+            _check_same_work(self.rundir.path, previous.get("fingerprint", {}), fingerprint)
+        if probe is not None:
+            self.measured = ray.get(probe)
         self.phases["measure_s"] = time.time() - t0
 
-        per_node_tiles = max(c for _, c, _ in plan_nodes) * cfg.in_flight
-        store = nodes[0]["object_store"] or 2**30
+        per_node_tiles = max(c for _, c, _ in self.plan_nodes) * cfg.in_flight
+        store = min(n["object_store"] for n in nodes) or 2**30
         host_bytes = cfg.host_cache_bytes or store // 2
+        if host_bytes > 0.7 * store:
+            self.warnings.append(f"host_cache_bytes {host_bytes} is more than 70% of the object "
+                                 f"store ({store}); using {int(0.7 * store)}")
+            host_bytes = int(0.7 * store)
         if cfg.host_cache_items:
             host_items = cfg.host_cache_items
         else:
             host_items = max(1, int(host_bytes // max(1.0, self.measured.get("item_bytes", 1))))
         host_items_eff = min(host_items, items.n_items)
-        leaf = cfg.leaf_items or choose_leaf(self.measured["t_pair"], space, host_items_eff,
-                                             per_node_tiles, n_actors, cfg.target_tile_s)
+        if previous is not None:
+            leaf = int(previous["leaf_items"])
+        else:
+            leaf = cfg.leaf_items or choose_leaf(self.measured["t_pair"], space, host_items_eff,
+                                                 per_node_tiles, n_actors, cfg.target_tile_s)
         tiles = leaves(space, leaf)
         order = make_plan(cfg.plan, host_items_eff, per_node_tiles).order(tiles, items)
         self.space, self.leaf, self.tiles, self.items = space, leaf, tiles, items
-        self.row_keys, self.col_keys = row_keys, col_keys
+        self.row_keys, self.col_keys, self.keys = row_keys, col_keys, keys
         self.bound = bound_R(items.n_items, host_items_eff)
-        tile_dicts = [t.to_dict() for t in tiles]
-        write_json(self.rundir.file("tiles.json"), [tile_dicts[i] for i in order])
+        self.tile_dicts = [t.to_dict() for t in tiles]
+        write_json(self.rundir.file("tiles.json"), [self.tile_dicts[i] for i in order])
 
         ctx = SinkContext(self.rundir.result_dir, space, leaf, row_keys, col_keys, app.fields())
         for sink in self.sinks:
-            sink.open(ctx)
+            sink.open(ctx, resume=previous is not None)
+        done_tiles: list[int] = []
+        if previous is not None:
+            done_tiles, self.resume_report = _replay_journal(self.rundir, self.sinks, len(tiles))
+        done_set = set(done_tiles)
+        pending = [t for t in range(len(tiles)) if t not in done_set]
+        keep: list[int] = []
+        if cfg.validate and pending:
+            rng = np.random.default_rng(cfg.seed)
+            count = min(len(pending), max(1, math.ceil(cfg.validate * len(pending))))
+            keep = sorted(int(t) for t in rng.choice(pending, count, replace=False))
+        t_pair = self.measured.get("t_pair", 0.0)
+        t_parse = self.measured.get("t_parse", 0.0)
+        deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor *
+                         (t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0))))
+                     for t in tiles]
 
+        done_pairs = sum(tiles[t].pairs for t in done_tiles)
         self.metrics = Metrics.remote(self.rundir.path, items.n_items, len(tiles), space.total,
-                                      self.bound)
-        self.scheduler = Scheduler.remote(self.rundir.path, tile_dicts, items.row_items,
-                                          items.col_items, order, cfg.window, True)
+                                      self.bound, initial_tiles=len(done_tiles),
+                                      initial_pairs=done_pairs)
+        self.scheduler = Scheduler.remote(
+            self.rundir.path, self.tile_dicts, items.row_items, items.col_items, order,
+            cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
+            max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
+            col_keys=col_keys)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
         actors_meta = []
-        self.node_caches = []
-        l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
-        for n_idx, (node, count, dev) in enumerate(plan_nodes):
+        for n_idx, (node, count, dev) in enumerate(self.plan_nodes):
             where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-            name = f"node-{n_idx}"
-            node_cache = NodeCache.options(scheduling_strategy=where).remote(
-                name, node["node_id"], app, keys,
+            self.node_caches.append(NodeCache.options(scheduling_strategy=where).remote(
+                f"node-{n_idx}", node["node_id"], app, keys,
                 None if cfg.host_cache_items else host_bytes,
                 host_items if cfg.host_cache_items else None,
-                cfg.eviction, self.scheduler, self.metrics)
-            self.node_caches.append(node_cache)
+                cfg.eviction, self.scheduler, self.metrics))
             for d in range(count):
-                actor_id = f"{name}/dev-{d}"
-                actor = DeviceActor.options(scheduling_strategy=where).remote(
-                    actor_id, name, app_ref, space, items.row_items, items.col_items, keys,
-                    node_cache, self.scheduler, self.metrics, self.sinks,
-                    cfg.device_cache_bytes, l1_items, cfg.in_flight, dev, cfg.eviction,
-                    tile_dicts)
-                self.actors.append(actor)
-                actors_meta.append({"id": actor_id, "node": name, "device": dev,
+                actor_id = self._spawn(n_idx, f"dev-{d}")
+                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
                                     "address": node["address"]})
         meta = {"kind": "allpairs", "app": app.name, "space": space.describe(),
                 "n_items": items.n_items, "keys_sample": keys[:50], "leaf_items": leaf,
@@ -299,15 +344,34 @@ class _Run:
                 "host_cache_items": host_items_eff, "bound_R": self.bound,
                 "plan": cfg.plan, "eviction": cfg.eviction, "in_flight": cfg.in_flight,
                 "measured": self.measured, "started": self.t_start, "phases": self.phases,
-                "sinks": [s.name for s in self.sinks]}
+                "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
+                "validate_tiles": keep, "warnings": self.warnings,
+                "resumed": self.resume_report}
         write_json(self.rundir.file("meta.json"), meta)
         self.meta = meta
         t0 = time.time()
-        ray.get([a.ready.remote() for a in self.actors + self.node_caches])
+        ray.get([h.ready.remote() for h in self.handles.values()] +
+                [c.ready.remote() for c in self.node_caches])
         self.phases["actors_s"] = time.time() - t0
         self.t_compute = time.time()
-        self.run_refs = [a.run.remote() for a in self.actors]
+        for actor_id, handle in self.handles.items():
+            self.refs[handle.run.remote()] = actor_id
         self.rundir.set_status("running")
+
+    def _spawn(self, n_idx: int, name: str) -> str:
+        """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        node, _, dev = self.plan_nodes[n_idx]
+        actor_id = f"node-{n_idx}/{name}"
+        handle = DeviceActor.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
+        ).remote(actor_id, f"node-{n_idx}", self.app_ref, self.space, self.items.row_items,
+                 self.items.col_items, self.keys, self.node_caches[n_idx], self.scheduler,
+                 self.metrics, self.sinks, self.cfg.device_cache_bytes, self.l1_items,
+                 self.cfg.in_flight, dev, self.cfg.eviction, self.tile_dicts)
+        self.handles[actor_id] = handle
+        self.actor_node[actor_id] = n_idx
+        return actor_id
 
     # -- watch ------------------------------------------------------------------------------
     def progress(self) -> dict:
@@ -317,22 +381,68 @@ class _Run:
                     "error": None}
         return ray.get(self.scheduler.progress.remote())
 
+    def _on_actor_lost(self, actor_id: str, exc: BaseException) -> None:
+        reason = self.kill_reasons.get(actor_id) or f"actor {actor_id} died: {exc}"
+        lost = ray.get(self.scheduler.actor_lost.remote(actor_id, reason))
+        self.handles.pop(actor_id, None)
+        n_idx = self.actor_node[actor_id]
+        alive = {n["node_id"] for n in alive_nodes()}
+        node_alive = self.plan_nodes[n_idx][0]["node_id"] in alive
+        self.lost_actors.append({"actor": actor_id, "reason": reason, "tiles_requeued": lost,
+                                 "node_alive": node_alive})
+        if not node_alive:
+            self.scheduler.forget_node.remote(f"node-{n_idx}")
+            return
+        if self.cfg.replace_lost_actors:
+            base = actor_id.split("/", 1)[1].split(".", 1)[0]
+            new_id = self._spawn(n_idx, f"{base}.{len(self.lost_actors)}")
+            self.refs[self.handles[new_id].run.remote()] = new_id
+
+    def _kill_overdue(self) -> None:
+        for t, actor_id, elapsed, deadline in ray.get(self.scheduler.overdue.remote()):
+            if actor_id in self.kill_reasons or actor_id not in self.handles:
+                continue
+            self.kill_reasons[actor_id] = (f"tile {t} passed its deadline of {deadline:.1f} s "
+                                           f"on {actor_id} (running for {elapsed:.1f} s)")
+            ray.kill(self.handles[actor_id], no_restart=True)
+
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
+        from ray.exceptions import RayActorError
         deadline = None if timeout is None else time.time() + timeout
         bar = _Progress(len(self.tiles), self.cfg.progress)
-        pending = list(self.run_refs)
+        last_status = time.time()
         try:
-            while pending:
-                _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
-                done_refs = [r for r in self.run_refs if r not in pending]
-                ray.get(done_refs)  # raises the first failure at once
+            while self.refs:
+                ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    actor_id = self.refs.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except RayActorError as exc:
+                        self._on_actor_lost(actor_id, exc)
+                if not self.handles and self.refs == {}:
+                    prog = ray.get(self.scheduler.progress.remote())
+                    if prog["done"] < prog["total"] and not prog["error"]:
+                        raise PairflowError("every device actor was lost; "
+                                            f"{prog['done']}/{prog['total']} tiles done")
+                self._kill_overdue()
+                prog = ray.get(self.scheduler.progress.remote())
+                if prog["error"]:
+                    raise PairflowError(prog["error"])
                 snap = ray.get(self.metrics.tick.remote())
                 bar.update(snap)
-                if deadline and time.time() > deadline and pending:
+                if time.time() - last_status > 2:
+                    self.rundir.set_status("running")
+                    last_status = time.time()
+                if deadline and time.time() > deadline and self.refs:
                     raise TimeoutError(f"run not finished after {timeout} s "
                                        f"({snap['tiles_done']}/{len(self.tiles)} tiles)")
+            prog = ray.get(self.scheduler.progress.remote())
+            if prog["error"]:
+                raise PairflowError(prog["error"])
+            self._validate()
         except TimeoutError:
             bar.close()
             raise
@@ -350,8 +460,35 @@ class _Run:
         bar.close()
         return self.finished_result
 
+    def _validate(self) -> None:
+        """Recompute the sampled tiles on another actor and compare exactly."""
+        if not self.cfg.validate:
+            return
+        from .scheduler import describe_tile
+        kept = ray.get(self.scheduler.kept_fields.remote())
+        others = list(self.handles)
+        for i, (t, rec) in enumerate(sorted(kept.items())):
+            choices = [a for a in others if a != rec["actor"]]
+            if not choices:
+                choices = [self._spawn(self.actor_node.get(rec["actor"], 0), f"validator-{i}")]
+                others.append(choices[0])
+            other = choices[i % len(choices)]
+            fields = ray.get(self.handles[other].recompute.remote(t))
+            tile = self.tiles[t]
+            mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+            for name, a in rec["fields"].items():
+                a, b = np.asarray(a), np.asarray(fields[name])
+                same = (a == b) | (_isnan(a) & _isnan(b))
+                bad = np.argwhere(mask & ~same)
+                if len(bad):
+                    r, c = bad[0]
+                    raise PairflowError(
+                        f"validation failed: {describe_tile(tile, self.row_keys, self.col_keys)}"
+                        f", pair ({self.row_keys[tile.r0 + r]}, {self.col_keys[tile.c0 + c]}): "
+                        f"{name} = {a[r, c]!r} from {rec['actor']} but {b[r, c]!r} from {other}")
+        self.validated = len(kept)
+
     def _finish(self) -> AllPairsResult:
-        actor_stats = ray.get(self.run_refs)
         cache_stats = ray.get([c.stats.remote() for c in self.node_caches])
         ray.get(self.scheduler.close.remote())
         time.sleep(0.05)
@@ -370,9 +507,12 @@ class _Run:
             "loads": loads, "R": loads / max(1, self.items.n_items), "bound_R": self.bound,
             "host_cache_items": self.meta["host_cache_items"],
             "tiers": snap["tiers"], "stage_seconds": snap["stage_seconds"],
-            "actors": actor_stats, "node_caches": cache_stats, "outputs": outputs,
+            "actors": snap["actors"], "n_actors": len(self.meta["actors"]),
+            "node_caches": cache_stats, "outputs": outputs,
             "measured": self.measured, "app_info": self.app.describe(),
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
+            "resumed": self.resume_report, "lost_actors": self.lost_actors,
+            "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
         }
         write_json(self.rundir.file("summary.json"), summary)
         _trace_to_parquet(self.rundir)
@@ -381,7 +521,7 @@ class _Run:
         return AllPairsResult(self.rundir.path, summary, outputs)
 
     def shutdown(self, state: str | None) -> None:
-        for a in getattr(self, "actors", []) + getattr(self, "node_caches", []) + \
+        for a in list(self.handles.values()) + self.node_caches + \
                 [getattr(self, "scheduler", None), getattr(self, "metrics", None)]:
             if a is not None:
                 try:
@@ -390,6 +530,52 @@ class _Run:
                     pass
         if state:
             self.rundir.set_status("failed", error=state)
+
+
+def _isnan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+
+
+def _check_same_work(run_dir: str, old: dict, new: dict) -> None:
+    """Refuse to resume when anything that decides the results differs; say what."""
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict) and key == "inputs":
+            for u in sorted(set(a) | set(b)):
+                if u not in a:
+                    diffs.append(f"input {u} was added")
+                elif u not in b:
+                    diffs.append(f"input {u} was removed")
+                elif a[u] != b[u]:
+                    diffs.append(f"input {u} changed (sha256 {a[u][:12]}.. -> {b[u][:12]}..)")
+        else:
+            diffs.append(f"{key}: {a!r} -> {b!r}")
+    if diffs:
+        raise PairflowError(f"cannot resume {run_dir}: the run would compute something else: "
+                            + "; ".join(diffs))
+
+
+def _replay_journal(rundir: RunDir, sinks: list[Sink], n_tiles: int) -> tuple[list, dict]:
+    """Tiles whose every sink entry still verifies (CRC); the rest are recomputed."""
+    last: dict[tuple, dict] = {}
+    for e in read_jsonl(rundir.file("journal.jsonl")):
+        last[(e["tile"], e["sink"], e.get("location"))] = e
+    by_tile: dict[int, list] = {}
+    for (t, _, _), e in last.items():
+        by_tile.setdefault(t, []).append(e)
+    by_name = {s.name: s for s in sinks}
+    done, corrupt = [], []
+    for t, entries in sorted(by_tile.items()):
+        names = {e["sink"] for e in entries}
+        ok = names >= set(by_name) and all(by_name[e["sink"]].verify(e)
+                                           for e in entries if e["sink"] in by_name)
+        (done if ok else corrupt).append(t)
+    report = {"reused": len(done), "repaired": len(corrupt),
+              "recomputed": n_tiles - len(done) - len(corrupt), "corrupt_tiles": corrupt}
+    return done, report
 
 
 def _input_error_from(problem: str) -> InputError:

@@ -23,12 +23,13 @@ STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
 
 
 class MetricsState:
-    def __init__(self, n_items: int, tiles_total: int, pairs_total: int, bound_R: float | None):
+    def __init__(self, n_items: int, tiles_total: int, pairs_total: int, bound_R: float | None,
+                 initial_tiles: int = 0, initial_pairs: int = 0):
         self.n_items, self.tiles_total, self.pairs_total = n_items, tiles_total, pairs_total
         self.bound_R = bound_R
         self.t_start = time.time()
-        self.tiles_done = 0
-        self.pairs_done = 0
+        self.tiles_done = initial_tiles  # a resumed run starts from what it reused
+        self.pairs_done = initial_pairs
         self.stage_seconds = defaultdict(float)
         self.tier_sources: dict[tuple, dict] = {}
         self.load_sources: dict[str, dict] = {}
@@ -83,9 +84,11 @@ class MetricsState:
 @ray.remote(num_cpus=0, max_concurrency=1)
 class Metrics:
     def __init__(self, run_dir: str, n_items: int, tiles_total: int, pairs_total: int,
-                 bound_R: float | None, interval: float = 0.5):
+                 bound_R: float | None, interval: float = 0.5, initial_tiles: int = 0,
+                 initial_pairs: int = 0):
         self.run = RunDir(run_dir)
-        self.state = MetricsState(n_items, tiles_total, pairs_total, bound_R)
+        self.state = MetricsState(n_items, tiles_total, pairs_total, bound_R, initial_tiles,
+                                  initial_pairs)
         self.metrics = JsonlWriter(self.run.file("metrics.jsonl"))
         self.trace = JsonlWriter(self.run.file("trace.jsonl"))
         self.tiles = JsonlWriter(self.run.file("tiles.jsonl"))

@@ -3,11 +3,18 @@
 Device actors pull: ``request`` answers with a tile chosen for what that actor's L1 and its node's
 L2 hold, plus next-use advice for the actor's resident items; ``complete`` records a finished
 tile in the append-only journal (the journal, not files, says what is done). Node caches report
-what they hold with ``l2_update`` and ask ``next_uses`` before they evict. The first fatal error
-reported by any actor stops the hand-out so the whole run fails fast with that message.
+what they hold with ``l2_update`` and ask ``next_uses`` before they evict.
+
+Faults: the driver reports a dead actor with ``actor_lost``; its unfinished tiles go back to the
+pending set, each with one more attempt counted, and a tile past ``max_retries`` fails the run
+with a message naming its pairs. ``overdue`` lists tiles past their deadline so the driver can
+replace the actor running them. A tile finished twice (a retry racing a slow original) is
+journaled once: sinks write the same bytes either way. The first fatal error reported by any
+actor stops the hand-out so the whole run fails fast with that message.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import ray
@@ -17,11 +24,22 @@ from .rundir import JsonlWriter, RunDir
 from .space import Tile
 
 
+def describe_tile(tile: Tile, row_keys, col_keys, limit: int = 6) -> str:
+    """A tile in the user's words: its pairs by key (or its key ranges when it has many)."""
+    rows, cols = row_keys[tile.r0:tile.r1], col_keys[tile.c0:tile.c1]
+    if tile.pairs <= limit and len(rows) * len(cols) <= 4 * limit:
+        return f"tile {tile.id} (pairs of {list(rows)} x {list(cols)})"
+    return (f"tile {tile.id} (rows {tile.r0}..{tile.r1 - 1}: {rows[0]}..{rows[-1]}, "
+            f"columns {tile.c0}..{tile.c1 - 1}: {cols[0]}..{cols[-1]})")
+
+
 @ray.remote(num_cpus=0, max_concurrency=1)
 class Scheduler:
     def __init__(self, run_dir: str, tiles: list[dict], row_items, col_items, order: list[int],
                  window: int = 8, locality: bool = True, journal_fsync_s: float = 1.0,
-                 done_tiles: list[int] | None = None):
+                 done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
+                 max_retries: int = 2, keep_fields: list[int] | None = None,
+                 row_keys=(), col_keys=()):
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
@@ -32,38 +50,70 @@ class Scheduler:
         self.journal_fsync_s = journal_fsync_s
         self._last_sync = time.time()
         self.l2: dict[str, set] = {}
-        self.in_flight: dict[int, str] = {}
+        self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
+        self.done_by: dict[int, str] = {}
+        self.attempts: dict[int, int] = {}
+        self.deadlines = deadlines or [float("inf")] * len(self.tiles)
+        self.max_retries = max_retries
+        self.keep = set(keep_fields or ())
+        self.kept: dict[int, dict] = {}
+        self.row_keys, self.col_keys = list(row_keys), list(col_keys)
         self.error: str | None = None
         self.completed = int(self.policy.done.sum())
+        self.excluded: set[str] = set()
 
     def request(self, actor: str, node: str, l1_items: list[int]) -> dict:
         if self.error is not None:
             return {"done": True, "error": self.error}
-        t = self.policy.next_tile(l1_items, self.l2.get(node, ()))
+        if actor in self.excluded:
+            return {"done": True}
+        t = self.policy.next_tile(set(l1_items), self.l2.get(node, ()))
         if t is None:
             if self.in_flight:
                 return {"wait": 0.05}
             return {"done": True}
-        self.in_flight[t] = actor
-        tile = self.tiles[t]
-        return {"tile": t, "bounds": (tile.r0, tile.r1, tile.c0, tile.c1),
-                "next_use": self.policy.next_uses(l1_items)}
+        self.in_flight[t] = (actor, time.time())
+        return {"tile": t, "next_use": self.policy.next_uses(l1_items), "keep": t in self.keep}
 
-    def complete(self, actor: str, t: int, entries: list[dict]) -> None:
+    def complete(self, actor: str, t: int, entries: list[dict], fields: dict | None = None) -> None:
+        if fields is not None and t not in self.kept:
+            self.kept[t] = {"actor": actor, "fields": fields}
         if self.policy.done[t]:
             return  # written twice (a retry): sinks are idempotent, the journal keeps one line
         self.journal.write([{"tile": t, "actor": actor, **e} for e in entries])
         if time.time() - self._last_sync >= self.journal_fsync_s:
-            import os
             os.fsync(self.journal.fh.fileno())
             self._last_sync = time.time()
         self.policy.complete(t)
         self.in_flight.pop(t, None)
+        self.done_by[t] = actor
         self.completed += 1
 
     def fail(self, actor: str, message: str) -> None:
         if self.error is None:
             self.error = message
+
+    def actor_lost(self, actor: str, reason: str) -> list[int]:
+        """Requeue the unfinished tiles of a dead actor; fail a tile past its retries."""
+        self.excluded.add(actor)
+        lost = [t for t, (a, _) in self.in_flight.items() if a == actor]
+        for t in lost:
+            del self.in_flight[t]
+            self.attempts[t] = self.attempts.get(t, 0) + 1
+            if self.attempts[t] > self.max_retries and self.error is None:
+                self.error = (f"{describe_tile(self.tiles[t], self.row_keys, self.col_keys)} "
+                              f"failed on {self.attempts[t]} attempts (max_retries="
+                              f"{self.max_retries}); last: {reason}")
+            self.policy.requeue(t)
+        return lost
+
+    def overdue(self) -> list[tuple]:
+        now = time.time()
+        return [(t, a, now - t0, self.deadlines[t]) for t, (a, t0) in self.in_flight.items()
+                if now - t0 > self.deadlines[t]]
+
+    def forget_node(self, node: str) -> None:
+        self.l2.pop(node, None)
 
     def l2_update(self, node: str, items: list[int]) -> None:
         self.l2[node] = set(items)
@@ -71,9 +121,17 @@ class Scheduler:
     def next_uses(self, items: list[int]) -> dict:
         return self.policy.next_uses(items)
 
+    def kept_fields(self) -> dict:
+        return self.kept
+
+    def done_actors(self) -> dict:
+        return self.done_by
+
     def progress(self) -> dict:
         return {"done": self.completed, "total": len(self.tiles),
-                "in_flight": len(self.in_flight), "error": self.error}
+                "in_flight": len(self.in_flight), "error": self.error,
+                "retries": sum(self.attempts.values())}
 
     def close(self) -> None:
+        os.fsync(self.journal.fh.fileno())
         self.journal.close()

@@ -193,6 +193,8 @@ class DeviceActor:
                             app.item_nbytes)
         self.events = EventBuffer(metrics)
         self.tiles_done = 0
+        import os
+        os.environ["PAIRFLOW_ACTOR_ID"] = actor_id  # apps may log or test by it
 
     def ready(self) -> bool:
         """Construction done (the app unpickled, its kernels imported)."""
@@ -212,39 +214,67 @@ class DeviceActor:
             self.events.span(self.id, "preprocess", key, t0, time.time())
         return out
 
-    def _work(self, tile: Tile, values: dict) -> list:
-        """compare -> postprocess -> write, off the event loop (kernels release the GIL)."""
+    def _describe(self, tile: Tile) -> str:
+        from .scheduler import describe_tile
+        keys = np.asarray(self.item_keys, dtype=object)
+        return describe_tile(tile, list(keys[self.row_items]), list(keys[self.col_items]))
+
+    def _compute(self, tile: Tile, values: dict):
+        """compare -> postprocess, off the event loop (kernels release the GIL)."""
         left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
         right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
         t0 = time.time()
-        block = self.app.compare(left, right, mask, self.device)
-        t1 = time.time()
-        fields = self.app.postprocess(block, tile, mask)
+        try:
+            block = self.app.compare(left, right, mask, self.device)
+            t1 = time.time()
+            fields = self.app.postprocess(block, tile, mask)
+        except Exception as exc:
+            raise PairflowError(f"{self._describe(tile)}: compare failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        t2 = time.time()
+        what = f"tile {tile.id}"
+        self.events.span(self.id, "compare", what, t0, t1)
+        self.events.span(self.id, "postprocess", what, t1, t2)
+        return fields, mask
+
+    def _work(self, tile: Tile, values: dict):
+        fields, mask = self._compute(tile, values)
         t2 = time.time()
         entries = []
         for sink in self.sinks:
             entries.extend(sink.write_tile(tile, fields, mask))
-        t3 = time.time()
-        what = f"tile {tile.id}"
-        self.events.span(self.id, "compare", what, t0, t1)
-        self.events.span(self.id, "postprocess", what, t1, t2)
-        self.events.span(self.id, "write", what, t2, t3)
-        return entries
+        self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
+        return entries, fields
 
-    async def _process(self, t: int, advice: dict) -> None:
+    def _tile_items(self, tile: Tile) -> list:
+        return np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
+                                         self.col_items[tile.c0:tile.c1]])).tolist()
+
+    async def recompute(self, t: int) -> dict:
+        """The fields of tile ``t`` computed here, written nowhere (result validation)."""
         tile = self.tiles[t]
-        items = np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
-                                          self.col_items[tile.c0:tile.c1]])).tolist()
+        items = self._tile_items(tile)
+        values = await self.l1.acquire(items)
+        try:
+            fields, _ = await asyncio.to_thread(self._compute, tile, values)
+        finally:
+            self.l1.release(items)
+        return {k: np.asarray(v) for k, v in fields.items()}
+
+    async def _process(self, t: int, advice: dict, keep: bool = False) -> None:
+        tile = self.tiles[t]
+        items = self._tile_items(tile)
         if isinstance(self.evictor, _AdvisedEviction):
             self.evictor.advice.update({int(k): v for k, v in advice.items()})
         t_start = time.time()
         values = await self.l1.acquire(items)
         try:
-            entries = await asyncio.to_thread(self._work, tile, values)
+            entries, fields = await asyncio.to_thread(self._work, tile, values)
         finally:
             self.l1.release(items)
-        await self.scheduler.complete.remote(self.id, t, entries)
+        kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
+        await self.scheduler.complete.remote(self.id, t, entries, kept)
         self.tiles_done += 1
         self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
                          "t_end": time.time(), "pairs": tile.pairs})
@@ -264,7 +294,8 @@ class DeviceActor:
                                                                 self.l1.resident())
                     if "tile" in reply:
                         running.add(asyncio.ensure_future(
-                            self._process(reply["tile"], reply["next_use"])))
+                            self._process(reply["tile"], reply["next_use"],
+                                          reply.get("keep", False))))
                     elif "wait" in reply:
                         if not running:
                             await asyncio.sleep(reply["wait"])
