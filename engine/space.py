@@ -10,6 +10,15 @@ dense sink uses the same grid as its zarr chunk grid, so every tile writes whole
 The root is the smallest ``leaf * 2**d`` square covering the matrix; a node splits into four
 quadrants (top-left, top-right, bottom-left, bottom-right) until it is one block; quadrants
 holding no pair are dropped. Visiting leaves depth-first in that quadrant order is Z-order.
+
+Weighted (capacity-aware) quadtree: when pairs differ a lot in cost (Smith-Waterman costs
+|q|*|t| cells), ``quadtree(space, leaf, weights=(row_w, col_w), max_weight=W)`` keeps splitting a
+node while the summed weight of its wanted pairs, sum of ``row_w[i] * col_w[j]``
+(:meth:`PairSpace.weight`), exceeds ``W`` and the node spans more than one row or column; below
+the leaf size a node splits at ``ceil(side / 2)``, so such leaves are smaller than ``leaf`` and
+no longer sit on the leaf grid (the dense sink, whose chunks are the leaf grid, refuses them).
+Every wanted pair is still in exactly one leaf, and a leaf weighs more than ``W`` only when it is
+a single pair.
 """
 from __future__ import annotations
 
@@ -32,6 +41,11 @@ class PairSpace:
     def mask(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """Boolean (r1-r0, c1-c0) array: True where (i, j) is a wanted pair."""
         raise NotImplementedError
+
+    def weight(self, r0: int, r1: int, c0: int, c1: int, w: "PairWeights") -> float:
+        """Summed ``row_w[i] * col_w[j]`` over the wanted pairs of a block (an upper bound for
+        spaces that do not know better: the whole block when it holds any pair)."""
+        return w.block(r0, r1, c0, c1) if self.count(r0, r1, c0, c1) else 0.0
 
     @property
     def total(self) -> int:
@@ -74,6 +88,14 @@ class Triangle(PairSpace):
         cols = np.arange(c0, min(c1, self.n))[None, :]
         return rows < cols
 
+    def weight(self, r0, r1, c0, c1, w):
+        r1, c1 = min(r1, self.n), min(c1, self.n)
+        if r0 >= r1 or c0 >= c1:
+            return 0.0
+        rows = np.arange(r0, r1)
+        start = np.clip(np.maximum(c0, rows + 1), None, c1)  # row i pairs with columns > i
+        return float((w.row[r0:r1] * (w.col_cum[c1] - w.col_cum[start])).sum())
+
 
 @dataclass(frozen=True)
 class Rectangle(PairSpace):
@@ -99,6 +121,9 @@ class Rectangle(PairSpace):
 
     def mask(self, r0, r1, c0, c1):
         return np.ones((max(0, min(r1, self.n_rows) - r0), max(0, min(c1, self.n_cols) - c0)), bool)
+
+    def weight(self, r0, r1, c0, c1, w):
+        return w.block(r0, min(r1, self.n_rows), c0, min(c1, self.n_cols))
 
 
 class PairList(PairSpace):
@@ -131,6 +156,11 @@ class PairList(PairSpace):
         sub = sub[(sub[:, 1] >= c0) & (sub[:, 1] < c1)]
         m[sub[:, 0] - r0, sub[:, 1] - c0] = True
         return m
+
+    def weight(self, r0, r1, c0, c1, w):
+        sub = self._rows(r0, r1)
+        sub = sub[(sub[:, 1] >= c0) & (sub[:, 1] < c1)]
+        return float((w.row[sub[:, 0]] * w.col[sub[:, 1]]).sum())
 
     def __repr__(self):
         return f"PairList({len(self.pairs)} pairs, {self.n_rows}x{self.n_cols})"
@@ -185,35 +215,82 @@ class QuadNode:
             yield from child.leaves()
 
 
-def quadtree(space: PairSpace, leaf: int) -> QuadNode:
-    """Cut ``space`` into a quadtree of ``leaf``-sided tiles, dropping empty quadrants."""
+class PairWeights:
+    """Per-row and per-column weights whose product estimates what one pair costs (for
+    Smith-Waterman: sequence lengths, so a pair weighs its |q|*|t| dynamic-programming cells)."""
+
+    def __init__(self, row_w, col_w):
+        self.row = np.asarray(row_w, dtype=np.float64).reshape(-1)
+        self.col = np.asarray(col_w, dtype=np.float64).reshape(-1)
+        for name, a in (("row", self.row), ("column", self.col)):
+            if len(a) and not (np.isfinite(a).all() and a.min() >= 0):
+                raise ValueError(f"{name} weights must be finite and >= 0")
+        self.row_cum = np.concatenate([[0.0], np.cumsum(self.row)])
+        self.col_cum = np.concatenate([[0.0], np.cumsum(self.col)])
+
+    def block(self, r0: int, r1: int, c0: int, c1: int) -> float:
+        """Weight of every pair of rows [r0, r1) x columns [c0, c1)."""
+        if r0 >= r1 or c0 >= c1:
+            return 0.0
+        return float((self.row_cum[r1] - self.row_cum[r0]) * (self.col_cum[c1] - self.col_cum[c0]))
+
+    def total(self, space: PairSpace) -> float:
+        """Weight of every wanted pair of ``space``."""
+        return space.weight(0, space.n_rows, 0, space.n_cols, self)
+
+
+def quadtree(space: PairSpace, leaf: int, weights=None,
+             max_weight: float | None = None) -> QuadNode:
+    """Cut ``space`` into a quadtree of ``leaf``-sided tiles, dropping empty quadrants.
+
+    With ``weights`` (a ``(row_w, col_w)`` pair of arrays or a :class:`PairWeights`) and
+    ``max_weight``, a node also splits, below the leaf size if need be, while its wanted pairs
+    weigh more than ``max_weight`` and it spans more than one row or column.
+    """
     if leaf < 1:
         raise ValueError(f"leaf size must be >= 1, got {leaf}")
+    w = None
+    if weights is not None or max_weight is not None:
+        if weights is None or max_weight is None:
+            raise ValueError("a weighted quadtree needs both weights and max_weight")
+        if not max_weight > 0:
+            raise ValueError(f"max_weight must be > 0, got {max_weight}")
+        w = weights if isinstance(weights, PairWeights) else PairWeights(*weights)
+        if (len(w.row), len(w.col)) != (space.n_rows, space.n_cols):
+            raise ValueError(f"weights are for {len(w.row)} x {len(w.col)} items but the space "
+                             f"is {space.n_rows} x {space.n_cols}")
     side = leaf
     while side < max(space.n_rows, space.n_cols, 1):
         side *= 2
     counter = iter(range(1 << 62))
 
-    def build(r0: int, c0: int, size: int, depth: int) -> QuadNode | None:
-        r1, c1 = min(r0 + size, space.n_rows), min(c0 + size, space.n_cols)
+    def build(r0: int, c0: int, size: int, depth: int, r_end: int, c_end: int) -> QuadNode | None:
+        # r_end/c_end: the parent's extent, so that ceil-halves below the leaf size never reach
+        # into a sibling's rows or columns
+        r1, c1 = min(r0 + size, r_end), min(c0 + size, c_end)
+        if r0 >= r1 or c0 >= c1:
+            return None
         pairs = space.count(r0, r1, c0, c1)
         if pairs == 0:
             return None
         node = QuadNode(r0, c0, size, depth, pairs)
-        if size <= leaf:
+        heavy = (w is not None and (r1 - r0 > 1 or c1 - c0 > 1)
+                 and space.weight(r0, r1, c0, c1, w) > max_weight)
+        if size <= leaf and not heavy:
             node.tile = Tile(next(counter), r0, r1, c0, c1, pairs, depth)
             return node
-        half = size // 2
+        half = size // 2 if size > leaf else (size + 1) // 2
         for dr, dc in ((0, 0), (0, half), (half, 0), (half, half)):
-            child = build(r0 + dr, c0 + dc, half, depth + 1)
+            child = build(r0 + dr, c0 + dc, half, depth + 1, r1, c1)
             if child is not None:
                 node.children.append(child)
         return node
 
-    root = build(0, 0, side, 0)
+    root = build(0, 0, side, 0, space.n_rows, space.n_cols)
     return root if root is not None else QuadNode(0, 0, side, 0, 0)
 
 
-def leaves(space: PairSpace, leaf: int) -> list[Tile]:
+def leaves(space: PairSpace, leaf: int, weights=None,
+           max_weight: float | None = None) -> list[Tile]:
     """The quadtree's leaves in Z-order, ids numbered in that order."""
-    return list(quadtree(space, leaf).leaves())
+    return list(quadtree(space, leaf, weights, max_weight).leaves())
