@@ -1,4 +1,4 @@
-"""Reading sequence files (FASTA, FASTQ, GenBank; plain, gzip, bgzip) into records.
+"""Reading sequence files (FASTA, FASTQ, GenBank, SwissProt; plain, gzip, bgzip) into records.
 
 Why it looks like this
 ----------------------
@@ -17,6 +17,9 @@ Why it looks like this
   problem in one message (:class:`InputError`), as the design asks.
 * GenBank goes through Biopython's scanner with features skipped (the sequence is all an item
   needs; skipping features made the 162-locus Klebsiella file ~6x faster to read).
+* SwissProt/UniProt flat files (``ID   NAME  Reviewed; 2554 AA.``, e.g. HMMER's 7LESS_DROME)
+  go through ``Bio.SwissProt``; the record name is the entry name, and the length the ID line
+  declares is checked.
 """
 
 from __future__ import annotations
@@ -44,12 +47,13 @@ __all__ = [
     "detect_format",
 ]
 
-FORMATS = ("fasta", "fastq", "genbank")
+FORMATS = ("fasta", "fastq", "genbank", "swiss")
 _FMT_ALIASES = {
     "auto": "auto",
     "fasta": "fasta", "fa": "fasta", "fna": "fasta", "faa": "fasta",
     "fastq": "fastq", "fq": "fastq",
     "genbank": "genbank", "gb": "genbank", "gbk": "genbank", "gbff": "genbank",
+    "swiss": "swiss", "swissprot": "swiss", "uniprot": "swiss", "sp": "swiss", "dat": "swiss",
 }
 _COMPRESSION_SUFFIXES = (".gz", ".bgz", ".bgzf", ".bz2", ".xz")
 _SEQUENCE_SUFFIXES = (
@@ -141,7 +145,7 @@ def _looks_binary(head: bytes) -> bool:
 
 
 def detect_format(data: bytes) -> str:
-    """"fasta", "fastq" or "genbank" from the first non-blank line of decompressed ``data``.
+    """"fasta", "fastq", "genbank" or "swiss" from the first non-blank line of decompressed ``data``.
 
     Raises ValueError with the reason when it is none of them (the caller adds the file name).
     """
@@ -157,6 +161,8 @@ def detect_format(data: bytes) -> str:
         return "fastq"
     if stripped[:5] == b"LOCUS":
         return "genbank"
+    if stripped[:5] == b"ID   ":
+        return "swiss"
     first = stripped.split(b"\n", 1)[0]
     if _SEQ_LINE.match(first):
         raise ValueError("missing header: sequence data before the first '>' (FASTA) or '@' (FASTQ) header line")
@@ -306,6 +312,29 @@ def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
     return records
 
 
+def _parse_swiss(name: str, data: bytes) -> list[SequenceRecord]:
+    from Bio import SwissProt
+
+    text = data.decode("utf-8", "replace")
+    records: list[SequenceRecord] = []
+    try:
+        for rec in SwissProt.parse(io.StringIO(text)):
+            i = len(records)
+            rname = rec.entry_name
+            if not rname:
+                raise InputError(name, "missing entry name on the ID line", index=i)
+            seq = rec.sequence.encode("ascii", "replace")
+            if rec.sequence_length and len(seq) != rec.sequence_length:
+                raise InputError(name, f"sequence has {len(seq)} letters but the ID line says "
+                                 f"{rec.sequence_length}", rname, i)
+            records.append(SequenceRecord(rname, seq, None, rec.description or ""))
+    except InputError:
+        raise
+    except (ValueError, AssertionError, KeyError, IndexError, SwissProt.SwissProtParserError) as e:
+        raise InputError(name, f"malformed SwissProt entry: {e}", index=len(records)) from None
+    return records
+
+
 # --------------------------------------------------------------------------------------------
 # public API
 
@@ -320,7 +349,7 @@ def read_records(
     """All records of one sequence file, or :class:`InputError` saying what is wrong with it.
 
     ``raw`` is the file's bytes when the caller already has them (the engine's fetch); without it
-    the file is read with fsspec.  ``fmt`` ("auto", "fasta", "fastq", "genbank") overrides the
+    the file is read with fsspec.  ``fmt`` ("auto", "fasta", "fastq", "genbank", "swiss") overrides the
     detection by content; a file whose content contradicts a forced format is an error.  Records
     with an empty sequence are errors unless ``allow_empty`` (a k-mer set of nothing would make the
     item silently unrelated to everything).
@@ -343,6 +372,8 @@ def read_records(
         raise InputError(name, f"format {want} was requested but the content looks like {found}")
     if found == "genbank":
         records = _parse_genbank(name, data)
+    elif found == "swiss":
+        records = _parse_swiss(name, data)
     else:
         records = _parse_fastx(name, data, found)
     if not records:
