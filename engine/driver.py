@@ -27,7 +27,7 @@ from .rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_jso
 from .runtime import alive_nodes, init_ray
 from .scheduler import Scheduler
 from .sinks import Sink, SinkContext, make_sink
-from .space import PairSpace, Tile, leaves
+from .space import PairSpace, PairWeights, Tile, leaves
 from .workers import DeviceActor, NodeCache, check_items, load_and_parse
 
 
@@ -93,6 +93,43 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     pairs = max(1, space.total)
     b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
     return max(1, b)
+
+
+def app_weights(app, space: PairSpace) -> PairWeights | None:
+    """The app's per-row/per-column cost weights (``app.pair_weights()``), if it has any.
+
+    Optional hook for capacity-aware tiles: a pair (i, j) is taken to cost about
+    ``row_w[i] * col_w[j]`` units (Smith-Waterman: sequence lengths, so |q|*|t| cells).
+    """
+    get = getattr(app, "pair_weights", None)
+    found = get() if callable(get) else None
+    if found is None:
+        return None
+    w = found if isinstance(found, PairWeights) else PairWeights(*found)
+    if (len(w.row), len(w.col)) != (space.n_rows, space.n_cols):
+        raise PairflowError(f"pair_weights() gave {len(w.row)} x {len(w.col)} weights for a "
+                            f"{space.n_rows} x {space.n_cols} space")
+    return w
+
+
+def weighted_probe(w: PairWeights, row_keys: Sequence[str], col_keys: Sequence[str]):
+    """The probe sample for a weighted app: the median-weight row and column item (a typical
+    pair, and never the one huge item), and the mean weight of the probe's pairs."""
+    ri = int(np.argsort(w.row, kind="stable")[len(w.row) // 2])
+    ci = int(np.argsort(w.col, kind="stable")[len(w.col) // 2])
+    # _measure compares the sample with itself: pairs (a,a), (a,b), (b,a), (b,b)
+    return [row_keys[ri], col_keys[ci]], ((w.row[ri] + w.col[ci]) / 2) ** 2
+
+
+def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weight: float,
+                    target_s: float, n_actors: int) -> dict:
+    """Cost per weight unit from the probe, and the most one tile may weigh: about
+    ``target_s`` of work, and no more than 1/4 of an actor's share (so heavy regions split)."""
+    rate = float(max(probe_weight, 1e-12) / max(t_pair, 1e-12))  # weight units per second
+    total = w.total(space)
+    max_weight = min(target_s * rate, total / (4 * max(1, n_actors)))
+    return {"weight_per_s": rate, "probe_weight": float(probe_weight),
+            "max_weight": max(max_weight, 1e-9), "total_weight": total}
 
 
 class AllPairsResult:
@@ -239,6 +276,11 @@ class _Run:
         if len(keys) < 1 or space.total == 0:
             raise InputError("inputs", f"nothing to compare: {len(keys)} item(s), "
                              f"{space.total} pair(s)")
+        weights = app_weights(app, space)  # capacity-aware tiles, for apps with pair_weights()
+        if weights is not None and any(s.name == "dense" for s in self.sinks):
+            raise PairflowError("the dense sink needs tiles on its chunk grid, but this app cuts "
+                                "tiles by pair weights (pair_weights()); use a topk or "
+                                "threshold sink, or switch the app's weighting off")
         items = ItemMap(np.array([index[k] for k in row_keys], dtype=np.int64),
                         np.array([index[k] for k in col_keys], dtype=np.int64))
         nodes = alive_nodes()
@@ -256,6 +298,8 @@ class _Run:
             self.measured = previous.get("measured", {})
         else:  # also gives deadlines their expected costs
             sample = [row_keys[0], col_keys[-1]]
+            if weights is not None:
+                sample, probe_weight = weighted_probe(weights, row_keys, col_keys)
             probe = _measure_task.remote(self.app_ref, sample, self.plan_nodes[0][2])
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
@@ -288,7 +332,11 @@ class _Run:
         else:
             leaf = cfg.leaf_items or choose_leaf(self.measured["t_pair"], space, host_items_eff,
                                                  per_node_tiles, n_actors, cfg.target_tile_s)
-        tiles = leaves(space, leaf)
+        if weights is not None and "max_weight" not in self.measured:
+            self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],
+                                                 probe_weight, cfg.target_tile_s, n_actors))
+        tiles = leaves(space, leaf) if weights is None else \
+            leaves(space, leaf, weights, self.measured["max_weight"])
         order = make_plan(cfg.plan, host_items_eff, per_node_tiles).order(tiles, items)
         self.space, self.leaf, self.tiles, self.items = space, leaf, tiles, items
         self.row_keys, self.col_keys, self.keys = row_keys, col_keys, keys
