@@ -317,7 +317,7 @@ class _Run:
 
         per_node_tiles = max(c for _, c, _ in self.plan_nodes) * cfg.in_flight
         store = min(n["object_store"] for n in nodes) or 2**30
-        host_bytes = cfg.host_cache_bytes or store // 2
+        host_bytes = cfg.host_cache_bytes or int(0.4 * store)
         if host_bytes > 0.7 * store:
             self.warnings.append(f"host_cache_bytes {host_bytes} is more than 70% of the object "
                                  f"store ({store}); using {int(0.7 * store)}")
@@ -364,16 +364,21 @@ class _Run:
                      for t in tiles]
 
         done_pairs = sum(tiles[t].pairs for t in done_tiles)
-        self.metrics = Metrics.remote(self.rundir.path, items.n_items, len(tiles), space.total,
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        # the run's bookkeeping lives on the head node, which a cluster cannot lose
+        here = NodeAffinitySchedulingStrategy(nodes[0]["node_id"], soft=False)
+        self.metrics = Metrics.options(scheduling_strategy=here).remote(self.rundir.path, items.n_items, len(tiles), space.total,
                                       self.bound, initial_tiles=len(done_tiles),
                                       initial_pairs=done_pairs)
-        self.scheduler = Scheduler.remote(
+        self.scheduler = Scheduler.options(scheduling_strategy=here).remote(
             self.rundir.path, self.tile_dicts, items.row_items, items.col_items, order,
             cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
             col_keys=col_keys)
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
+        # L2 plus every L1 of a node stay under ~70 % of its object store
+        per_node = max(c for _, c, _ in self.plan_nodes)
+        self.l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
         actors_meta = []
         for n_idx, (node, count, dev) in enumerate(self.plan_nodes):
             where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
@@ -398,8 +403,11 @@ class _Run:
         write_json(self.rundir.file("meta.json"), meta)
         self.meta = meta
         t0 = time.time()
-        ray.get([h.ready.remote() for h in self.handles.values()] +
-                [c.ready.remote() for c in self.node_caches])
+        pids = ray.get([h.ready.remote() for h in self.handles.values()])
+        ray.get([c.ready.remote() for c in self.node_caches])
+        for entry, pid in zip(meta["actors"], pids):
+            entry["pid"] = pid
+        write_json(self.rundir.file("meta.json"), meta)
         self.phases["actors_s"] = time.time() - t0
         self.t_compute = time.time()
         for actor_id, handle in self.handles.items():
@@ -415,7 +423,7 @@ class _Run:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
         ).remote(actor_id, f"node-{n_idx}", self.app_ref, self.space, self.items.row_items,
                  self.items.col_items, self.keys, self.node_caches[n_idx], self.scheduler,
-                 self.metrics, self.sinks, self.cfg.device_cache_bytes, self.l1_items,
+                 self.metrics, self.sinks, self.l1_bytes, self.l1_items,
                  self.cfg.in_flight, dev, self.cfg.eviction, self.tile_dicts)
         self.handles[actor_id] = handle
         self.actor_node[actor_id] = n_idx
@@ -436,6 +444,11 @@ class _Run:
         n_idx = self.actor_node[actor_id]
         alive = {n["node_id"] for n in alive_nodes()}
         node_alive = self.plan_nodes[n_idx][0]["node_id"] in alive
+        if node_alive:  # the GCS may not know yet: is the node's cache still answering?
+            try:
+                ray.get(self.node_caches[n_idx].ready.remote(), timeout=5)
+            except Exception:
+                node_alive = False
         self.lost_actors.append({"actor": actor_id, "reason": reason, "tiles_requeued": lost,
                                  "node_alive": node_alive})
         if not node_alive:
@@ -498,7 +511,7 @@ class _Run:
             bar.close()
             cause = root_cause(exc)
             message = str(cause)
-            self.rundir.set_status("failed", error=message)
+            self.rundir.set_status("failed", error=message, lost_actors=self.lost_actors)
             self.shutdown(None)
             if isinstance(cause, (InputError, PairflowError)):
                 raise cause from None
@@ -537,15 +550,19 @@ class _Run:
         self.validated = len(kept)
 
     def _finish(self) -> AllPairsResult:
-        cache_stats = ray.get([c.stats.remote() for c in self.node_caches])
+        cache_stats = []
+        for cache in self.node_caches:  # a cache on a lost node is gone with its counters
+            try:
+                cache_stats.append(ray.get(cache.stats.remote(), timeout=30))
+            except Exception as exc:
+                cache_stats.append({"lost": f"{type(exc).__name__}"})
         ray.get(self.scheduler.close.remote())
-        time.sleep(0.05)
         snap = ray.get(self.metrics.close.remote())
         outputs = {}
         for sink in self.sinks:
             outputs[sink.name] = sink.finalize()
         wall = time.time() - self.t_start
-        loads = sum(c["loads"] for c in cache_stats)
+        loads = snap["tiers"]["source"]["loads"]  # every node's last report, lost ones too
         journal = read_jsonl(self.rundir.file("journal.jsonl"))
         summary = {
             "app": self.app.name, "n_items": self.items.n_items,

@@ -29,10 +29,11 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
 
 
 def alive_nodes() -> list[dict]:
-    """Alive nodes with their CPU/GPU counts, head node first."""
+    """Alive nodes with their CPU/GPU counts, the head node (which a cluster cannot lose)
+    first."""
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    head = ray.get_runtime_context().get_node_id()
-    nodes.sort(key=lambda n: (n["NodeID"] != head, n["NodeID"]))
+    nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
     return [{"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
+             "head": "node:__internal_head__" in n["Resources"],
              "cpus": int(n["Resources"].get("CPU", 0)), "gpus": int(n["Resources"].get("GPU", 0)),
              "object_store": int(n["Resources"].get("object_store_memory", 0))} for n in nodes]

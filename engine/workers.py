@@ -165,9 +165,12 @@ class NodeCache:
     def ready(self) -> bool:
         return True
 
-    def stats(self) -> dict:
+    async def stats(self) -> dict:
+        """Counters, after every pending event reached the metrics actor."""
         self._report()
-        self.events.flush()
+        ref = self.events.flush()
+        if ref is not None:
+            await ref
         return {"loads": self.loads, "bytes": self.load_bytes, **self.cache.stats.to_dict(),
                 "resident": len(self.cache), "resident_bytes": self.cache.nbytes}
 
@@ -196,12 +199,13 @@ class DeviceActor:
         import os
         os.environ["PAIRFLOW_ACTOR_ID"] = actor_id  # apps may log or test by it
 
-    def ready(self) -> bool:
-        """Construction done (the app unpickled, its kernels imported)."""
+    def ready(self) -> int:
+        """Construction done (the app unpickled, its kernels imported); returns the PID."""
+        import os
         warm = getattr(self.app, "warmup", None)
         if warm is not None:
             warm(self.device)
-        return True
+        return os.getpid()
 
     async def _load(self, items: list[int]) -> dict:
         refs = await self.node_cache.get.remote(items)

@@ -1,0 +1,471 @@
+"""Operator order for filter pipelines, and the data-setup/processing balance: pure policy.
+
+Nothing here knows about Ray, batches or time; the mechanism (``engine.pipeline``) feeds
+measurements in and asks for decisions, so every rule can be tested on synthetic numbers.
+
+* ``OperatorStats``: one operator's measured cost per record (seconds) and pass rate over a
+  recent window of batches. Pass rates come from the *sample* observations when there are enough
+  of them (every operator sees the sample records that passed its own dependencies, so the rate
+  does not depend on where the current order put the operator), else from everything.
+* ``OrderPolicy``: given the operators' dependencies (``after=``) and their stats, the order that
+  minimises the expected work  sum_i c_i * prod_{filters j before i} p_j. For independent filters
+  that is ascending ``c / (1 - p)``; with dependencies (a map must precede the filters that read
+  its columns) the order is found exactly by dynamic programming over the dependency-closed
+  subsets (the product over a set does not depend on the set's order, so the DP is exact), and by
+  a greedy rank rule with one step of look-ahead through maps when there are too many subsets.
+* ``SampleRule``: which records of a batch also run every operator (a small deterministic sample
+  per batch) so that the estimates of operators the order rarely reaches stay honest.
+* ``DSDPBalancer``: HEP-Frame's data-setup/data-processing checkpoints: at each checkpoint the
+  split of slots between reading and processing moves one slot toward the split that maximises
+  throughput from the measured per-record costs; when it does not move, the interval to the next
+  checkpoint doubles.
+* ``heft_order``: a HEFT-like static list schedule (priority = upward rank: own cost plus the
+  longest path below), the baseline a DAG scheduler that ignores selectivity would choose.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+MAP, FILTER = "map", "filter"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What the policy knows about an operator: its name, kind and dependencies."""
+
+    name: str
+    kind: str = FILTER            # "map" (pass rate 1, adds columns) or "filter"
+    after: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in (MAP, FILTER):
+            raise ValueError(f"operator {self.name!r}: kind must be 'map' or 'filter', "
+                             f"got {self.kind!r}")
+
+
+# -- the dependency graph ----------------------------------------------------------------------
+
+def check_dag(ops: Sequence[OpSpec]) -> None:
+    """Unique names, known dependencies, no cycles; raises ValueError naming the operator."""
+    names = [o.name for o in ops]
+    seen: set = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"two operators are named {n!r}")
+        seen.add(n)
+    for o in ops:
+        for d in o.after:
+            if d not in seen:
+                raise ValueError(f"operator {o.name!r} runs after {d!r}, which is not an "
+                                 f"operator of this pipeline (known: {names})")
+            if d == o.name:
+                raise ValueError(f"operator {o.name!r} depends on itself")
+    topological(ops)
+
+
+def topological(ops: Sequence[OpSpec], order: Sequence[str] | None = None) -> list[str]:
+    """A dependency-respecting order that keeps ``order`` (default: the listed order) wherever
+    the dependencies allow: repeatedly the first operator whose dependencies have all run."""
+    by = {o.name: o for o in ops}
+    pending = list(order) if order is not None else [o.name for o in ops]
+    if sorted(pending) != sorted(by):
+        raise ValueError(f"an order must name every operator once: got {list(pending)}, "
+                         f"operators are {sorted(by)}")
+    done: set = set()
+    out: list[str] = []
+    while pending:
+        for k, name in enumerate(pending):
+            if all(d in done for d in by[name].after):
+                out.append(name)
+                done.add(name)
+                del pending[k]
+                break
+        else:
+            raise ValueError(f"the dependencies of {pending} form a cycle")
+    return out
+
+
+def is_valid_order(ops: Sequence[OpSpec], order: Sequence[str]) -> bool:
+    by = {o.name: o for o in ops}
+    if sorted(order) != sorted(by):
+        return False
+    pos = {n: i for i, n in enumerate(order)}
+    return all(pos[d] < pos[o.name] for o in ops for d in o.after)
+
+
+def ancestors(ops: Sequence[OpSpec]) -> dict[str, frozenset]:
+    """Every operator's transitive dependencies."""
+    by = {o.name: o for o in ops}
+    memo: dict[str, frozenset] = {}
+
+    def visit(name: str) -> frozenset:
+        if name not in memo:
+            acc: set = set()
+            for d in by[name].after:
+                acc.add(d)
+                acc |= visit(d)
+            memo[name] = frozenset(acc)
+        return memo[name]
+
+    for o in ops:
+        visit(o.name)
+    return memo
+
+
+def expected_cost(ops: Sequence[OpSpec], order: Sequence[str], cost: Mapping[str, float],
+                  pass_rate: Mapping[str, float]) -> float:
+    """Expected work per input record of running ``order``: sum_i c_i * prod_{j<i} p_j."""
+    kinds = {o.name: o.kind for o in ops}
+    total, frac = 0.0, 1.0
+    for name in order:
+        total += cost[name] * frac
+        if kinds[name] == FILTER:
+            frac *= pass_rate[name]
+    return total
+
+
+# -- measurements ------------------------------------------------------------------------------
+
+class OperatorStats:
+    """Windowed measurements of one operator.
+
+    ``observe(records_in, passed, seconds, sampled)`` once per batch (and once more for the
+    batch's sample). ``cost_s``: seconds per record over the window (every observation, weighted
+    by records); ``pass_rate``: passed / in over the sample observations of the window when they
+    hold at least ``min_pass_records`` records, else over every observation. Totals over the whole
+    run are kept apart for the cutflow.
+    """
+
+    def __init__(self, kind: str = FILTER, window: int = 16, min_pass_records: int = 32):
+        self.kind = kind
+        self.window = window
+        self.min_pass_records = min_pass_records
+        self.normal: deque = deque(maxlen=window)
+        self.sampled: deque = deque(maxlen=window)
+        self.total = {"records_in": 0, "passed": 0, "seconds": 0.0, "calls": 0}
+        self.sample_total = {"records_in": 0, "passed": 0, "seconds": 0.0, "calls": 0}
+
+    def observe(self, records_in: int, passed: int, seconds: float, sampled: bool = False) -> None:
+        if passed > records_in or records_in < 0:
+            raise ValueError(f"passed={passed} of records_in={records_in}")
+        (self.sampled if sampled else self.normal).append((records_in, passed, seconds))
+        tot = self.sample_total if sampled else self.total
+        tot["records_in"] += records_in
+        tot["passed"] += passed
+        tot["seconds"] += seconds
+        tot["calls"] += 1
+
+    @staticmethod
+    def _sums(obs: Iterable) -> tuple[int, int, float]:
+        n = p = 0
+        s = 0.0
+        for a, b, c in obs:
+            n += a
+            p += b
+            s += c
+        return n, p, s
+
+    @property
+    def records_in(self) -> int:
+        """Records seen in the window (both kinds)."""
+        return self._sums(self.normal)[0] + self._sums(self.sampled)[0]
+
+    @property
+    def cost_s(self) -> float | None:
+        n1, _, s1 = self._sums(self.normal)
+        n2, _, s2 = self._sums(self.sampled)
+        if n1 + n2 == 0:
+            return None
+        return (s1 + s2) / (n1 + n2)
+
+    @property
+    def pass_rate(self) -> float | None:
+        if self.kind == MAP:
+            return 1.0
+        n2, p2, _ = self._sums(self.sampled)
+        if n2 >= self.min_pass_records:
+            return p2 / n2
+        n1, p1, _ = self._sums(self.normal)
+        if n1 + n2 == 0:
+            return None
+        return (p1 + p2) / (n1 + n2)
+
+    def snapshot(self) -> dict:
+        return {"cost_s": self.cost_s, "pass_rate": self.pass_rate,
+                "records_in": self.records_in}
+
+
+def estimates(ops: Sequence[OpSpec], stats: Mapping[str, object]) -> tuple[dict, dict]:
+    """(cost, pass_rate) per operator from ``OperatorStats`` or ``(cost, pass_rate)`` pairs.
+
+    An operator with no measurement yet gets the mean measured cost and a pass rate of 1, which
+    puts it late, where it is measured without risking much work.
+    """
+    cost: dict[str, float | None] = {}
+    rate: dict[str, float | None] = {}
+    for o in ops:
+        s = stats.get(o.name)
+        if s is None:
+            c = p = None
+        elif isinstance(s, OperatorStats):
+            c, p = s.cost_s, s.pass_rate
+        else:
+            c, p = s
+        cost[o.name] = None if c is None else max(0.0, float(c))
+        rate[o.name] = 1.0 if o.kind == MAP else (None if p is None else
+                                                   min(1.0, max(0.0, float(p))))
+    known = [c for c in cost.values() if c is not None]
+    fill = float(np.mean(known)) if known else 1.0
+    cost = {k: (fill if v is None else v) for k, v in cost.items()}
+    rate = {k: (1.0 if v is None else v) for k, v in rate.items()}
+    return cost, rate
+
+
+# -- the order ---------------------------------------------------------------------------------
+
+class OrderPolicy:
+    """The order of least expected work, given dependencies and measurements.
+
+    ``method``: ``"auto"`` (exact when the dependency-closed subsets number at most
+    ``max_states``, greedy otherwise), ``"exact"`` or ``"greedy"``. Ties keep the written order.
+    """
+
+    def __init__(self, ops: Sequence[OpSpec], method: str = "auto", max_states: int = 100_000):
+        check_dag(ops)
+        if method not in ("auto", "exact", "greedy"):
+            raise ValueError(f"method must be auto, exact or greedy, got {method!r}")
+        self.ops = list(ops)
+        self.method = method
+        self.max_states = max_states
+        self.names = [o.name for o in ops]
+        self.written = topological(ops)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.dep_mask = [sum(1 << self.index[d] for d in o.after) for o in ops]
+        self.is_filter = [o.kind == FILTER for o in ops]
+        self.last_method = None
+
+    def order(self, stats: Mapping[str, object]) -> list[str]:
+        cost, rate = estimates(self.ops, stats)
+        c = [cost[n] for n in self.names]
+        p = [rate[n] if f else 1.0 for n, f in zip(self.names, self.is_filter)]
+        if self.method in ("auto", "exact"):
+            out = self._exact(c, p, limit=None if self.method == "exact" else self.max_states)
+            if out is not None:
+                self.last_method = "exact"
+                return out
+        self.last_method = "greedy"
+        return self._greedy(c, p)
+
+    def expected_cost(self, order: Sequence[str], stats: Mapping[str, object]) -> float:
+        cost, rate = estimates(self.ops, stats)
+        return expected_cost(self.ops, order, cost, rate)
+
+    def _exact(self, c: list, p: list, limit: int | None) -> list[str] | None:
+        """Forward DP over dependency-closed subsets (bitmasks); None if over ``limit``."""
+        n = len(c)
+        layer: dict[int, float] = {0: 0.0}
+        prod: dict[int, float] = {0: 1.0}
+        back: dict[int, tuple[int, int]] = {}
+        states = 1
+        full = (1 << n) - 1
+        for _ in range(n):
+            nxt: dict[int, float] = {}
+            for s, val in layer.items():
+                frac = prod[s]
+                for i in range(n):  # written index order: ties keep the first found
+                    bit = 1 << i
+                    if s & bit or self.dep_mask[i] & ~s:
+                        continue
+                    t = s | bit
+                    v = val + c[i] * frac
+                    old = nxt.get(t)
+                    if old is None or v < old - 1e-15 * max(1.0, abs(old)):
+                        if old is None:
+                            states += 1
+                            if limit is not None and states > limit:
+                                return None
+                            prod[t] = frac * p[i]
+                        nxt[t] = v
+                        back[t] = (s, i)
+            layer = nxt
+        if full not in layer:
+            raise ValueError("no order satisfies the dependencies")
+        out, s = [], full
+        while s:
+            prev, i = back[s]
+            out.append(self.names[i])
+            s = prev
+        out.reverse()
+        return self._prefer_written(out, c, p)
+
+    def _prefer_written(self, order: list[str], c: list, p: list) -> list[str]:
+        """Among orders of equal expected work, the written one (stable, and avoids churn)."""
+        cost = {n: c[i] for i, n in enumerate(self.names)}
+        rate = {n: p[i] for i, n in enumerate(self.names)}
+        best = expected_cost(self.ops, order, cost, rate)
+        mine = expected_cost(self.ops, self.written, cost, rate)
+        return list(self.written) if mine <= best * (1 + 1e-12) else order
+
+    def _greedy(self, c: list, p: list) -> list[str]:
+        """Repeatedly the ready operator of least rank c/(1-p); a ready map is ranked by what it
+        unlocks: (c_map + c_f) / (1 - p_f) for the best filter f it alone makes ready."""
+        n = len(c)
+        done = 0
+        out: list[str] = []
+
+        def rank(ci: float, pi: float) -> float:
+            return ci / (1.0 - pi) if pi < 1.0 else math.inf
+
+        while len(out) < n:
+            best, best_r = None, math.inf
+            for i in range(n):
+                if done >> i & 1 or self.dep_mask[i] & ~done:
+                    continue
+                if self.is_filter[i]:
+                    r = rank(c[i], p[i])
+                else:
+                    after = done | (1 << i)
+                    r = math.inf
+                    for j in range(n):
+                        if (not after >> j & 1 and self.is_filter[j]
+                                and self.dep_mask[j] & (1 << i) and not self.dep_mask[j] & ~after):
+                            r = min(r, rank(c[i] + c[j], p[j]))
+                if best is None or r < best_r:
+                    best, best_r = i, r
+            if best_r == math.inf:  # nothing gains: keep the written order among the ready ops
+                best = next(self.index[nm] for nm in self.written
+                            if not done >> self.index[nm] & 1
+                            and not self.dep_mask[self.index[nm]] & ~done)
+            done |= 1 << best
+            out.append(self.names[best])
+        return out
+
+
+def heft_order(ops: Sequence[OpSpec], cost: Mapping[str, float]) -> list[str]:
+    """HEFT-like list schedule on one processor: operators by decreasing upward rank (own cost
+    plus the most expensive path through its dependents), dependencies respected. It sees costs
+    but not pass rates, as a DAG scheduler would."""
+    check_dag(ops)
+    children: dict[str, list[str]] = {o.name: [] for o in ops}
+    for o in ops:
+        for d in o.after:
+            children[d].append(o.name)
+    memo: dict[str, float] = {}
+
+    def up(name: str) -> float:
+        if name not in memo:
+            memo[name] = cost[name] + max((up(ch) for ch in children[name]), default=0.0)
+        return memo[name]
+
+    written = {o.name: i for i, o in enumerate(ops)}
+    pri = sorted(written, key=lambda n: (-up(n), written[n]))
+    return topological(ops, pri)
+
+
+def brute_force_best(ops: Sequence[OpSpec], cost: Mapping[str, float],
+                     pass_rate: Mapping[str, float]) -> tuple[list[str], float]:
+    """Every valid order tried (for tests and benchmarks on a handful of operators)."""
+    import itertools
+    best, best_v = None, math.inf
+    for perm in itertools.permutations([o.name for o in ops]):
+        if not is_valid_order(ops, perm):
+            continue
+        v = expected_cost(ops, perm, cost, pass_rate)
+        if v < best_v - 1e-15:
+            best, best_v = list(perm), v
+    return best, best_v
+
+
+# -- sampling ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SampleRule:
+    """Which rows of a batch also run every operator: ``max(min_records, rate * n)`` rows chosen
+    at random but reproducibly from (seed, batch index); ``rate = 0`` samples nothing."""
+
+    rate: float = 0.02
+    min_records: int = 16
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError(f"sample rate must be in [0, 1], got {self.rate}")
+
+    def rows(self, batch_index: int, n: int) -> np.ndarray:
+        if self.rate <= 0 or n <= 0:
+            return np.zeros(0, np.int64)
+        m = min(n, max(self.min_records, int(math.ceil(self.rate * n))))
+        rng = np.random.default_rng([self.seed, batch_index])
+        return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+
+
+# -- data setup vs processing ------------------------------------------------------------------
+
+@dataclass
+class DSDPBalancer:
+    """How many of ``slots`` concurrent slots read/decode (DS) and how many process (DP).
+
+    ``checkpoint(ds_cost, dp_cost)`` takes the measured seconds per record of one DS slot and of
+    one DP slot. The best split maximises throughput min(n_ds / ds_cost, n_dp / dp_cost); the
+    split moves one slot toward it when that gains more than ``tolerance``; otherwise nothing
+    changes and the interval to the next checkpoint (in finished batches) doubles, up to
+    ``max_interval``. A move resets the interval to ``interval0``.
+    """
+
+    slots: int
+    n_ds: int | None = None
+    interval0: int = 2
+    max_interval: int = 64
+    tolerance: float = 0.05
+    interval: int = field(init=False)
+    next_at: int = field(init=False)
+    history: list = field(init=False, default_factory=list)
+
+    def __post_init__(self):
+        if self.slots < 2:
+            raise ValueError(f"DS/DP balancing needs at least 2 slots, got {self.slots}")
+        if self.n_ds is None:
+            self.n_ds = self.slots // 2
+        if not 1 <= self.n_ds <= self.slots - 1:
+            raise ValueError(f"n_ds must be in [1, {self.slots - 1}], got {self.n_ds}")
+        self.interval = self.interval0
+        self.next_at = self.interval0
+
+    @property
+    def n_dp(self) -> int:
+        return self.slots - self.n_ds
+
+    def throughput(self, n_ds: int, ds_cost: float, dp_cost: float) -> float:
+        ds_cost, dp_cost = max(ds_cost, 1e-12), max(dp_cost, 1e-12)
+        return min(n_ds / ds_cost, (self.slots - n_ds) / dp_cost)
+
+    def target(self, ds_cost: float, dp_cost: float) -> int:
+        best = max(range(1, self.slots), key=lambda k: (self.throughput(k, ds_cost, dp_cost),
+                                                        -abs(k - self.n_ds)))
+        return best
+
+    def due(self, batches_done: int) -> bool:
+        return batches_done >= self.next_at
+
+    def checkpoint(self, ds_cost: float, dp_cost: float, batches_done: int = 0) -> bool:
+        """Returns True when the split changed."""
+        tgt = self.target(ds_cost, dp_cost)
+        now = self.throughput(self.n_ds, ds_cost, dp_cost)
+        step = self.n_ds + (1 if tgt > self.n_ds else -1) if tgt != self.n_ds else self.n_ds
+        gain = self.throughput(step, ds_cost, dp_cost) / max(now, 1e-300) - 1.0
+        changed = step != self.n_ds and gain > self.tolerance
+        if changed:
+            self.n_ds = step
+            self.interval = self.interval0
+        else:
+            self.interval = min(self.max_interval, self.interval * 2)
+        self.next_at = batches_done + self.interval
+        self.history.append({"batches": batches_done, "ds_cost_s": ds_cost,
+                             "dp_cost_s": dp_cost, "n_ds": self.n_ds, "n_dp": self.n_dp,
+                             "target": tgt, "changed": changed, "interval": self.interval})
+        return changed

@@ -1,0 +1,253 @@
+"""Results you can trust: SIGKILL + resume, corrupt chunks, lost actors and nodes, hung work,
+validation, memory pressure. Every run's result is checked against an uninterrupted run or an
+independent reference."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from tests.oracles import KLEBSIELLA
+
+pytestmark = pytest.mark.ray
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def journal(run_dir):
+    with open(os.path.join(run_dir, "journal.jsonl")) as fh:
+        return [json.loads(l) for l in fh if l.endswith("\n")]
+
+
+def sims(run_dir, field="similarity"):
+    import zarr
+    return zarr.open_group(os.path.join(run_dir, "result", "matrix.zarr"), mode="r")[field][...]
+
+
+def klebsiella_app(n=None):
+    from apps.jaccard import JaccardApp
+    return JaccardApp([KLEBSIELLA], k=21, item="record")
+
+
+def run(app, run_dir=None, runs=None, **opts):
+    from engine.driver import allpairs
+    from engine.sinks import DenseMatrix
+    opts.setdefault("progress", False)
+    return allpairs(app=app, sink=DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
+                    run_dir=run_dir, runs_root=runs or "runs", **opts)
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {repo!r})
+    from apps.jaccard import JaccardApp
+    from engine.driver import allpairs
+    from engine.sinks import DenseMatrix
+    app = JaccardApp([{gbk!r}], k=21, item="record")
+    allpairs(app=app, sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
+             run_dir={run_dir!r}, leaf_items=4, num_cpus=2, object_store_mb=512,
+             progress=False, wait=True)
+""")
+
+
+@pytest.mark.slow
+def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, tmp_path):
+    run_dir = str(tmp_path / "killed")
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(repo=REPO, gbk=KLEBSIELLA,
+                                                                  run_dir=run_dir)],
+                            env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    jpath = os.path.join(run_dir, "journal.jsonl")
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if os.path.exists(jpath) and len(journal(run_dir)) >= 3 * 250:
+            break
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)           # the driver dies at once ...
+    proc.wait()
+    time.sleep(1.0)
+    try:                                        # ... and the Ray it started goes with it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    time.sleep(0.5)
+    meta = json.load(open(os.path.join(run_dir, "meta.json")))
+    total = meta["tiles_total"]
+    done_before = {e["tile"] for e in journal(run_dir)}
+    assert 0 < len(done_before) < total, "the kill must land mid-run"
+    assert json.load(open(os.path.join(run_dir, "status.json")))["state"] == "running"
+
+    res = run(klebsiella_app(), run_dir=run_dir, resume=True, wait=True)
+    rep = res.summary["resumed"]
+    assert rep["recomputed"] + rep["repaired"] == total - rep["reused"]
+    assert rep["reused"] + rep["repaired"] == len(done_before)
+    assert rep["recomputed"] == total - len(done_before)
+    ref = run(klebsiella_app(), runs=str(tmp_path / "clean"), leaf_items=4, wait=True)
+    for field in ("similarity", "distance", "intersection"):
+        assert np.array_equal(sims(run_dir, field), sims(ref.run_dir, field)), field
+    tiles = [e["tile"] for e in journal(run_dir) if e["location"].endswith("similarity")]
+    assert sorted(set(tiles)) == list(range(total))
+
+
+def test_flipped_bytes_in_a_chunk_are_detected_and_repaired(ray_local, tmp_path):
+    res = run(klebsiella_app(), runs=str(tmp_path), leaf_items=20, wait=True)
+    good = sims(res.run_dir)
+    chunk = os.path.join(res.run_dir, "result", "matrix.zarr", "similarity", "c", "0", "3")
+    assert os.path.exists(chunk)
+    raw = bytearray(open(chunk, "rb").read())
+    for i in range(len(raw) // 3, len(raw) // 3 + 8):
+        raw[i] ^= 0xFF
+    open(chunk, "wb").write(bytes(raw))
+    again = run(klebsiella_app(), run_dir=res.run_dir, resume=True, wait=True)
+    rep = again.summary["resumed"]
+    assert rep["repaired"] == 1 and rep["recomputed"] == 0, rep
+    assert rep["reused"] == res.summary["tiles_total"] - 1
+    assert np.array_equal(sims(res.run_dir), good)
+
+
+def test_resume_refuses_a_different_k(ray_local, tmp_path):
+    from apps.jaccard import JaccardApp
+    from engine.errors import PairflowError
+    res = run(klebsiella_app(), runs=str(tmp_path), leaf_items=40, wait=True)
+    with pytest.raises(PairflowError, match=r"k: 21 -> 25"):
+        run(JaccardApp([KLEBSIELLA], k=25, item="record"), run_dir=res.run_dir, resume=True,
+            wait=True)
+
+
+def test_killed_device_actor_loses_no_tile(ray_local, tmp_path):
+    handle = run(klebsiella_app(), runs=str(tmp_path), leaf_items=4)
+    meta = json.load(open(os.path.join(handle.run_dir, "meta.json")))
+    while handle.progress()["done"] < meta["tiles_total"] // 4:
+        time.sleep(0.05)
+    victim = meta["actors"][1]
+    os.kill(victim["pid"], signal.SIGKILL)
+    res = handle.result(timeout=300)
+    assert [a["actor"] for a in res.summary["lost_actors"]] == [victim["id"]]
+    ref = run(klebsiella_app(), runs=str(tmp_path / "clean"), leaf_items=4, wait=True)
+    assert np.array_equal(sims(res.run_dir), sims(ref.run_dir))
+    tiles = [e["tile"] for e in journal(res.run_dir) if e["location"].endswith("similarity")]
+    assert sorted(tiles) == list(range(meta["tiles_total"])), "each tile exactly once"
+
+
+class HangingApp:
+    """Builds a FunctionApp whose compare never returns for one pair."""
+
+    @staticmethod
+    def make():
+        from engine.app import FunctionApp
+
+        def compare(a, b):
+            if {a, b} == {3, 7}:
+                time.sleep(3600)
+            return a * 100 + b
+        return FunctionApp([f"k{i}" for i in range(10)], load=lambda k: int(k[1:]),
+                           compare=compare)
+
+
+def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
+    from engine.driver import allpairs
+    from engine.errors import PairflowError
+    t0 = time.time()
+    with pytest.raises(PairflowError) as err:
+        allpairs(app=HangingApp.make(), runs_root=str(tmp_path), leaf_items=1, progress=False,
+                 deadline_floor_s=2.0, deadline_factor=1.0, max_retries=1, wait=True)
+    msg = str(err.value)
+    assert "k3" in msg and "k7" in msg and "failed on 2 attempts" in msg, msg
+    assert "deadline of 2.0 s" in msg
+    run_dir = [os.path.join(r, d) for r, ds, _ in os.walk(tmp_path) for d in ds
+               if os.path.exists(os.path.join(r, d, "status.json"))][0]
+    status = json.load(open(os.path.join(run_dir, "status.json")))
+    assert status["state"] == "failed" and "k3" in status["error"]
+    assert len(status["lost_actors"]) == 2, "the first deadline, then the one retry"
+    assert all("deadline" in a["reason"] for a in status["lost_actors"])
+    print(f"hung pair detected and named after {time.time() - t0:.1f} s")
+
+
+def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
+    from engine.app import FunctionApp
+    from engine.driver import allpairs
+    from engine.errors import PairflowError
+
+    def compare(a, b):
+        wrong = os.environ.get("PAIRFLOW_ACTOR_ID", "").endswith("dev-1")
+        return a * 100 + b + (1 if wrong else 0)
+
+    app = FunctionApp([f"k{i}" for i in range(16)], load=lambda k: int(k[1:]), compare=compare)
+    with pytest.raises(PairflowError, match=r"validation failed: tile \d+.*pair \(k\d+, k\d+\)"):
+        allpairs(app=app, runs_root=str(tmp_path), leaf_items=2, validate=0.5, progress=False,
+                 wait=True)
+    good = FunctionApp([f"k{i}" for i in range(16)], load=lambda k: int(k[1:]),
+                       compare=lambda a, b: a * 100 + b)
+    res = allpairs(app=good, runs_root=str(tmp_path), leaf_items=2, validate=0.5,
+                   progress=False, wait=True)
+    assert res.summary["validated_tiles"] >= 1
+
+
+def test_cache_budget_above_the_object_store_still_finishes(ray_local, tmp_path):
+    from engine.driver import allpairs
+    from engine.synthetic import SyntheticApp
+    # 40 items of 32 MB = 1.3 GB through a 1 GB object store, with an 8 GB cache budget asked
+    app = SyntheticApp(40, item_floats=4 * 2**20)
+    res = allpairs(app=app, runs_root=str(tmp_path), host_cache_bytes=8 * 2**30, leaf_items=2,
+                   progress=False, wait=True)
+    assert any("70%" in w for w in res.summary["warnings"])
+    m = res.matrix()
+    iu = np.triu_indices(40, 1)
+    assert np.array_equal(m[iu], (iu[0] * 7919 + iu[1]) % 1000)
+    assert res.R > 1.0, "the clamped budget cannot hold every item"
+
+
+@pytest.mark.multinode
+@pytest.mark.slow
+def test_node_removed_from_a_cluster_mid_run(tmp_path):
+    script = textwrap.dedent(f"""
+        import json, sys, time, os
+        sys.path.insert(0, {REPO!r})
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        import numpy as np, ray
+        from ray.cluster_utils import Cluster
+        from engine.app import FunctionApp
+        from engine.driver import allpairs
+        cluster = Cluster(initialize_head=True, head_node_args=dict(
+            num_cpus=1, object_store_memory=300 * 2**20, node_ip_address="127.0.0.1",
+            include_dashboard=False))
+        worker = cluster.add_node(num_cpus=1, object_store_memory=300 * 2**20,
+                                  node_ip_address="127.0.0.1")
+        ray.init(address=cluster.address)
+        cluster.wait_for_nodes()
+
+        def compare(a, b):
+            time.sleep(0.02)
+            return a * 1000 + b
+        app = FunctionApp([f"k{{i}}" for i in range(40)], load=lambda k: int(k[1:]),
+                          compare=compare)
+        h = allpairs(app=app, runs_root={str(tmp_path)!r}, leaf_items=2, progress=False,
+                     actors_per_node=1)
+        meta = json.load(open(os.path.join(h.run_dir, "meta.json")))
+        assert len({{a["node"] for a in meta["actors"]}}) == 2, meta["actors"]
+        while h.progress()["done"] < meta["tiles_total"] // 4:
+            time.sleep(0.05)
+        cluster.remove_node(worker)
+        res = h.result(timeout=600)
+        m = res.matrix()
+        iu = np.triu_indices(40, 1)
+        ok = bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1]))
+        tiles = [json.loads(l)["tile"] for l in open(os.path.join(res.run_dir, "journal.jsonl"))]
+        print(json.dumps({{"ok": ok, "lost": res.summary["lost_actors"],
+                          "once": sorted(tiles) == list(range(meta["tiles_total"]))}}))
+        ray.shutdown()
+        cluster.shutdown()
+    """)
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["once"], result
+    assert len(result["lost"]) == 1 and result["lost"][0]["node_alive"] is False, result
