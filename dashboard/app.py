@@ -99,7 +99,8 @@ def header(view: RunView, ov: dict) -> None:
         st.info(f"waiting for run: nothing written yet in `{ov['run_dir']}` "
                 "(meta.json, status.json and metrics.jsonl appear when the run starts). This page refreshes by itself.")
     elif state == "failed":
-        st.error("run failed: " + (str(ov["error"]).strip().splitlines() or ["(no error text in status.json)"])[0])
+        lines = str(ov["error"] or "").strip().splitlines()
+        st.error("run failed: " + (lines[0] if lines else "(no error text in status.json)"))
         if ov["error"]:
             st.code(str(ov["error"]), language=None)
     elif ov["stale"]:
@@ -228,7 +229,8 @@ def view_cache(view: RunView, ov: dict) -> None:
             d = df[df["counter"] == counter]
             yscale = alt.Scale(domain=[0, 1]) if counter == "hit_ratio" else alt.Scale()
             with cols[i % len(cols)]:
-                chart(alt.Chart(d, title=f"{counter} ({mode})").mark_line().encode(
+                title = f"{counter.replace('_', ' ')} ({'last 2 s' if counter == 'hit_ratio' and y == 'rate' else mode})"
+                chart(alt.Chart(d, title=title).mark_line().encode(
                     x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter, scale=yscale),
                     color="tier:N", tooltip=["tier", "sec", y]).properties(height=180))
     hops = view.hop_series()

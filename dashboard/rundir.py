@@ -25,7 +25,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -670,7 +670,7 @@ class RunView:
             loads, n = _num(last.get("loads")), _first(last.get("n_items"), meta.get("n_items"))
             if loads is not None and n:
                 r, source = loads / n, "loads/n"
-        return {"R": _num(r), "bound_R": _num(_first(meta.get("bound_R"), summ.get("bound_R"))),
+        return {"R": _num(r), "bound_R": _num(_first(meta.get("bound_R"), last.get("bound_R"), summ.get("bound_R"))),
                 "source": source, "loads": _num(_first(summ.get("loads"), last.get("loads"))),
                 "n_items": _num(_first(last.get("n_items"), meta.get("n_items")))}
 
@@ -847,7 +847,7 @@ class RunView:
             last = self._metrics_raw_last or {}
             tiers = last.get("tiers") or self.summary.get("tiers") or {}
             rows = []
-            for tier, c in tiers.items():
+            for tier, c in sorted(tiers.items(), key=lambda kv: (kv[0] == "source", str(kv[0]))):
                 if not isinstance(c, dict):
                     continue
                 row = {"tier": str(tier)}
@@ -857,7 +857,10 @@ class RunView:
                 h, m = row.get("hits"), row.get("misses")
                 row["hit_ratio"] = h / (h + m) if h is not None and m is not None and (h + m) > 0 else None
                 rows.append(row)
-            return pd.DataFrame(rows)
+            df = pd.DataFrame(rows)
+            first = [c for c in ("tier", "hits", "misses", "hit_ratio", "bytes_in", "evictions", "loads", "bytes")
+                     if c in df.columns]
+            return df[first + [c for c in df.columns if c not in first]]
         return self._cached("tier_totals", self._versions("metrics", "summary"), build)
 
     def r_series(self) -> pd.DataFrame:

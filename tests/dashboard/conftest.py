@@ -1,13 +1,14 @@
 """Fixtures of the dashboard tests: run directories in the documented format (docs/run-directory.md).
 
 The run-directory *producer* is swappable: ``start_producer(run_dir)`` returns a handle with
-``wait(timeout)`` and ``error``; the default writes a synthetic run from a thread.  A test module
-can override the ``producer`` fixture (e.g. with a real Jaccard run on a local Ray) without
-changing the tests.
+``wait(timeout)`` and ``error``; the default writes a synthetic run from a thread, and
+``PAIRFLOW_DASHBOARD_PRODUCER=engine`` runs a real Jaccard run on a local Ray (in a subprocess).
+A test module can also override the ``producer`` fixture without changing the tests.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -57,19 +58,68 @@ def start_synthetic_producer(run_dir: Path, **kw) -> ProducerHandle:
     return ProducerHandle(Path(run_dir), t)
 
 
+class EngineProducerHandle:
+    """A real Jaccard run on a local Ray, in a subprocess (tests/dashboard/engine_producer.py)."""
+
+    def __init__(self, run_dir: Path, n_records: int = 0, leaf_items: int = 8):
+        import subprocess
+
+        self.run_dir = Path(run_dir)
+        self.log = open(self.run_dir.parent / (self.run_dir.name + "-producer.log"), "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("engine_producer.py")), str(run_dir), str(n_records),
+             str(leaf_items)], stdout=self.log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+
+    def wait(self, timeout: float) -> bool:
+        import subprocess
+
+        try:
+            self.proc.wait(timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    @property
+    def error(self):
+        rc = self.proc.poll()
+        if rc in (None, 0):
+            return None
+        self.log.flush()
+        return f"engine producer exited with {rc}: " + Path(self.log.name).read_text(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.wait(20) or self.proc.kill()
+        self.log.close()
+
+
+def start_engine_producer(run_dir: Path, **_ignored) -> EngineProducerHandle:
+    return EngineProducerHandle(Path(run_dir))
+
+
 @pytest.fixture
 def producer():
-    """A function ``start_producer(run_dir) -> handle`` (override to use a real engine run)."""
+    """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
+
+    Synthetic by default; PAIRFLOW_DASHBOARD_PRODUCER=engine runs a real Jaccard run on a local
+    Ray instead (slower: Ray start plus ~10 s of compute).  Override this fixture for other runs."""
+    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "synthetic")
+    start_fn = {"synthetic": start_synthetic_producer, "engine": start_engine_producer}[kind]
     handles = []
 
     def start(run_dir, **kw):
-        h = start_synthetic_producer(run_dir, **kw)
+        h = start_fn(run_dir, **kw)
         handles.append(h)
         return h
 
     yield start
     for h in handles:
-        h.wait(30)
+        if hasattr(h, "stop"):
+            h.wait(60)
+            h.stop()
+        else:
+            h.wait(30)
 
 
 @pytest.fixture

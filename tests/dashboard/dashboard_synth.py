@@ -140,122 +140,62 @@ class SyntheticRun(threading.Thread):
         self._status("starting")
         self._status("running")
 
-        per_tile = self.duration_s / max(1, len(leaves))
-        # cache simulation: L1 per actor (LRU of S1), L2 shared (LRU of S)
-        l1 = {a: OrderedDict() for a in self.actors}
-        l2: OrderedDict = OrderedDict()
-        seen: set = set()
-        c = {"L1": dict(hits=0, misses=0, bytes_in=0, evictions=0), "L2": dict(hits=0, misses=0, bytes_in=0,
-                                                                               evictions=0),
-             "L3": dict(hits=0, misses=0, hops={"1": {"asks": 0, "hits": 0}, "2": {"asks": 0, "hits": 0}}),
-             "source": dict(loads=0, bytes=0)}
+        plan = self._plan()  # tiles with actor, times (relative, scaled to duration_s) and counter deltas
+        # ---- emit, in time order: tile completions and snapshots every snapshot_s
+        cum: dict[tuple, float] = {}
         stage_s = {s: 0.0 for s in ("load", "parse", "preprocess", "compare", "postprocess", "write")}
-        act = {a: {"tiles": 0, "pairs": 0, "busy_s": 0.0, "running": []} for a in self.actors}
-        item_bytes = 1 << 20
+        act = {a: {"tiles": 0, "pairs": 0, "busy_s": 0.0} for a in self.actors}
         tiles_done = pairs_done = 0
         next_snap = t0 + self.snapshot_s
-        actor_free = {a: t0 for a in self.actors}
 
         def snapshot(now: float) -> None:
-            loads = c["source"]["loads"]
+            tiers = _unflatten(cum)
+            for tier in ("L1", "L2"):
+                for k in ("hits", "misses", "bytes_in", "evictions"):
+                    tiers.setdefault(tier, {}).setdefault(k, 0)
+            loads = tiers.get("source", {}).get("loads", 0)
+            running = {a: [] for a in self.actors}
+            for e in plan:
+                if t0 + e["ts"] <= now < t0 + e["te"]:
+                    running[e["actor"]].append(e["tile"]["id"])
             self._append("metrics.jsonl", {
                 "t": now, "elapsed": now - t0, "tiles_done": tiles_done, "tiles_total": len(leaves),
                 "pairs_done": pairs_done, "pairs_total": pairs_total, "loads": loads, "n_items": n,
-                "R": loads / n, "tiers": json.loads(json.dumps(c)), "stage_seconds": dict(stage_s),
-                "actors": {a: dict(v) for a, v in act.items()}}, split=True)
-
-        def touch(actor, item, t):
-            """Return the stages needed to make item resident in actor's L1."""
-            if item in l1[actor]:
-                l1[actor].move_to_end(item)
-                c["L1"]["hits"] += 1
-                return []
-            c["L1"]["misses"] += 1
-            c["L1"]["bytes_in"] += item_bytes
-            l1[actor][item] = True
-            if len(l1[actor]) > self.S1:
-                l1[actor].popitem(last=False)
-                c["L1"]["evictions"] += 1
-            if item in l2:
-                l2.move_to_end(item)
-                c["L2"]["hits"] += 1
-                return ["preprocess"]
-            c["L2"]["misses"] += 1
-            c["L2"]["bytes_in"] += item_bytes
-            l2[item] = True
-            if len(l2) > S:
-                l2.popitem(last=False)
-                c["L2"]["evictions"] += 1
-            # L3: the directory knows another node holding even items seen before (hop 1 or 2)
-            c["L3"]["hops"]["1"]["asks"] += 1
-            if item in seen and item % 2 == 0:
-                c["L3"]["hits"] += 1
-                hop = "1" if item % 4 == 0 else "2"
-                if hop == "2":
-                    c["L3"]["hops"]["2"]["asks"] += 1
-                c["L3"]["hops"][hop]["hits"] += 1
-                return ["preprocess"]
-            c["L3"]["misses"] += 1
-            seen.add(item)
-            c["source"]["loads"] += 1
-            c["source"]["bytes"] += item_bytes
-            return ["load", "parse", "preprocess"]
+                "R": loads / n, "tiers": tiers, "stage_seconds": dict(stage_s),
+                "actors": {a: {**v, "running": running[a]} for a, v in act.items()}}, split=True)
 
         if self.with_pipeline:
             self._append("pipeline.jsonl", {"t": t0, "order": ["length_ratio", "sketch", "exact"],
                                             "ops": {"length_ratio": {"cost_s": 1e-6, "pass_rate": 0.9, "records_in": 0},
                                                     "sketch": {"cost_s": 2e-4, "pass_rate": 0.5, "records_in": 0},
                                                     "exact": {"cost_s": 5e-3, "pass_rate": 1.0, "records_in": 0}}})
-        for k, tile in enumerate(leaves):
+        for k, e in enumerate(sorted(plan, key=lambda e: e["te"])):
+            tile, actor, t_end = e["tile"], e["actor"], t0 + e["te"]
             if self.fail_after is not None and k >= self.fail_after:
-                now = self._now()
-                snapshot(now)
+                self._sleep_until(t0 + e["ts"] + 0.5 * (e["te"] - e["ts"]))
+                snapshot(self._now())
                 self._status("failed", error=(
-                    f"RuntimeError: tile {tile['id']} failed on {self.actors[k % len(self.actors)]}: "
+                    f"RuntimeError: tile {tile['id']} failed on {actor}: "
                     "cannot parse genome_07.fa record 3: invalid character 'J'\n"
                     "Traceback (most recent call last):\n  File \"apps/jaccard.py\", line 42, in parse\n"
                     "ValueError: invalid character 'J'"))
                 return
-            # the actor that is free first takes the tile (dev-0 is faster: 2/3 of the time)
-            actor = min(self.actors, key=lambda a: actor_free[a])
-            speed = 1.0 if actor == self.actors[0] else 1.6
-            ts = max(actor_free[actor], self._now() if self.realtime else t0)
-            act[actor]["running"] = [tile["id"]]
-            items = sorted(set(range(tile["r0"], tile["r1"])) | set(range(tile["c0"], tile["c1"])))
-            t = ts
-            spans = []
-            for item in items:
-                for stage in touch(actor, item, t):
-                    dur = {"load": 0.02, "parse": 0.015, "preprocess": 0.005}[stage] * per_tile * speed
-                    spans.append({"actor": actor, "stage": stage, "what": f"genome_{item:02d}", "t0": t, "t1": t + dur})
-                    stage_s[stage] += dur
-                    t += dur
-            dur = 0.5 * per_tile * speed
-            spans.append({"actor": actor, "stage": "compare", "what": str(tile["id"]), "t0": t, "t1": t + dur})
-            stage_s["compare"] += dur
-            t += dur
-            for stage, frac in (("postprocess", 0.05), ("write", 0.05)):
-                dur = frac * per_tile * speed
-                spans.append({"actor": actor, "stage": stage, "what": str(tile["id"]), "t0": t, "t1": t + dur})
-                stage_s[stage] += dur
-                t += dur
-            t_end = max(t, ts + per_tile * speed * len(self.actors) * 0.8)
-            actor_free[actor] = t_end
-            # snapshots due before this tile ends
             while next_snap < t_end:
                 self._sleep_until(next_snap)
-                snapshot(next_snap if not self.realtime else time.time())
+                snapshot(time.time() if self.realtime else next_snap)
                 next_snap += self.snapshot_s
             self._sleep_until(t_end)
-            for sp in spans:
-                self._append("trace.jsonl", sp)
+            for sp in e["spans"]:
+                self._append("trace.jsonl", {**sp, "t0": t0 + sp["t0"], "t1": t0 + sp["t1"]})
+                stage_s[sp["stage"]] += sp["t1"] - sp["t0"]
+            for key, dv in e["delta"].items():
+                cum[key] = cum.get(key, 0) + dv
             tiles_done += 1
             pairs_done += tile["pairs"]
             act[actor]["tiles"] += 1
             act[actor]["pairs"] += tile["pairs"]
-            act[actor]["busy_s"] += t - ts
-            act[actor]["running"] = []
-            self._append("tiles.jsonl", {"id": tile["id"], "actor": actor, "t_start": ts, "t_end": t_end,
+            act[actor]["busy_s"] += e["busy"]
+            self._append("tiles.jsonl", {"id": tile["id"], "actor": actor, "t_start": t0 + e["ts"], "t_end": t_end,
                                          "pairs": tile["pairs"]})
             self._append("journal.jsonl", {"tile": tile["id"], "sink": "matrix", "location": "result/matrix.zarr",
                                            "length": tile["pairs"] * 4, "crc32": (tile["id"] * 2654435761) & 0xFFFFFFFF})
@@ -270,7 +210,8 @@ class SyntheticRun(threading.Thread):
                             "exact": {"cost_s": 5e-3, "pass_rate": 1.0, "records_in": pairs_done // 2}}})
         end = self._now()
         snapshot(end)
-        loads = c["source"]["loads"]
+        tiers = _unflatten(cum)
+        loads = tiers.get("source", {}).get("loads", 0)
         if self.convert_trace:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -282,9 +223,101 @@ class SyntheticRun(threading.Thread):
         _atomic_json(self.d / "summary.json", {
             "wall_s": end - t0, "R": loads / n, "loads": loads, "n_items": n, "tiles_done": tiles_done,
             "pairs_done": pairs_done, "bound_R": 1 + n / (2 * S),
-            "tiers": {k: {kk: vv for kk, vv in v.items() if kk != "hops"} for k, v in c.items()},
+            "tiers": {k: {kk: vv for kk, vv in v.items() if kk != "hops"} for k, v in tiers.items()},
             "results": {"matrix": "result/matrix.zarr"}})
         self._status("finished")
+
+    def _plan(self) -> list[dict]:
+        """Simulate the run: the first free actor takes the next leaf (dev-0 is 1.6x faster), an
+        LRU L1 per actor and a shared LRU L2 decide what is loaded.  Times are relative and scaled
+        so that the run lasts ``duration_s``."""
+        l1 = {a: OrderedDict() for a in self.actors}
+        l2: OrderedDict = OrderedDict()
+        seen: set = set()
+        c: dict[tuple, float] = {}
+        item_bytes = 1 << 20
+
+        def inc(*key, by=1):
+            c[key] = c.get(key, 0) + by
+
+        def touch(actor, item):
+            if item in l1[actor]:
+                l1[actor].move_to_end(item)
+                inc("L1", "hits")
+                return []
+            inc("L1", "misses")
+            inc("L1", "bytes_in", by=item_bytes)
+            l1[actor][item] = True
+            if len(l1[actor]) > self.S1:
+                l1[actor].popitem(last=False)
+                inc("L1", "evictions")
+            if item in l2:
+                l2.move_to_end(item)
+                inc("L2", "hits")
+                return ["preprocess"]
+            inc("L2", "misses")
+            inc("L2", "bytes_in", by=item_bytes)
+            l2[item] = True
+            if len(l2) > self.S:
+                l2.popitem(last=False)
+                inc("L2", "evictions")
+            # L3: the directory knows another node holding even items seen before (hop 1 or 2)
+            inc("L3", "hops", "1", "asks")
+            if item in seen and item % 2 == 0:
+                inc("L3", "hits")
+                hop = "1" if item % 4 == 0 else "2"
+                if hop == "2":
+                    inc("L3", "hops", "2", "asks")
+                inc("L3", "hops", hop, "hits")
+                return ["preprocess"]
+            inc("L3", "misses")
+            seen.add(item)
+            inc("source", "loads")
+            inc("source", "bytes", by=item_bytes)
+            return ["load", "parse", "preprocess"]
+
+        cost = {"load": 0.04, "parse": 0.03, "preprocess": 0.01, "compare": 1.0, "postprocess": 0.1, "write": 0.1}
+        free = {a: 0.0 for a in self.actors}
+        plan = []
+        for tile in self.leaves:
+            actor = min(self.actors, key=lambda a: (free[a], self.actors.index(a)))
+            speed = 1.0 if actor == self.actors[0] else 1.6
+            before = dict(c)
+            t = ts = free[actor]
+            spans = []
+            items = sorted(set(range(tile["r0"], tile["r1"])) | set(range(tile["c0"], tile["c1"])))
+            for item in items:
+                for stage in touch(actor, item):
+                    dur = cost[stage] * speed
+                    spans.append({"actor": actor, "stage": stage, "what": f"genome_{item:02d}", "t0": t, "t1": t + dur})
+                    t += dur
+            for stage in ("compare", "postprocess", "write"):
+                dur = cost[stage] * speed * (tile["pairs"] / 16 if stage == "compare" else 1)
+                spans.append({"actor": actor, "stage": stage, "what": str(tile["id"]), "t0": t, "t1": t + dur})
+                t += dur
+            idle = 0.25 * (t - ts)  # waiting for the scheduler / results
+            free[actor] = t + idle
+            plan.append({"tile": tile, "actor": actor, "ts": ts, "te": t, "busy": t - ts, "spans": spans,
+                         "delta": {k: v - before.get(k, 0) for k, v in c.items() if v != before.get(k, 0)}})
+        scale = self.duration_s / max(e["te"] for e in plan)
+        for e in plan:
+            e["ts"] *= scale
+            e["te"] *= scale
+            e["busy"] *= scale
+            for sp in e["spans"]:
+                sp["t0"] *= scale
+                sp["t1"] *= scale
+        return plan
+
+
+def _unflatten(flat: dict[tuple, float]) -> dict:
+    out: dict = {}
+    for key, v in flat.items():
+        d = out
+        for k in key[:-1]:
+            d = d.setdefault(k, {})
+        d[key[-1]] = v
+    return out
 
 
 def write_run(run_dir, **kw) -> SyntheticRun:

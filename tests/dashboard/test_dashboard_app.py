@@ -56,3 +56,12 @@ def test_large_matrix_is_binned(monkeypatch, tmp_path):
     write_run(d, n_items=32, leaf_items=2)
     at = _run(monkeypatch, d, "matrix", env={"PAIRFLOW_DASHBOARD_MAX_RECTS": "50"})
     assert any("drawn as a" in c.value for c in at.caption)
+
+
+def test_failed_run_without_error_text(monkeypatch, tmp_path):
+    import json
+
+    (tmp_path / "status.json").write_text(json.dumps({"state": "failed", "error": None, "updated": 1.0}))
+    at = _run(monkeypatch, tmp_path)
+    assert "state: failed" in _text(at)
+    assert any("no error text" in e.value for e in at.error)
