@@ -2,6 +2,7 @@
 
     pairflow                                   # Jaccard on the bundled genomes, local Ray
     pairflow app=jaccard data.inputs='g/*.fa' data.k=21 sink=dense
+    pairflow app=align data.queries=q.fa data.targets=db.fa align.top_k=5 align.matrix=blosum62
     pairflow scheduler=zorder cache.host_cache_items=4
     pairflow dashboard runs/jaccard/20261122-101500
 """
@@ -43,10 +44,24 @@ def run_config(cfg, run_dir: str | None = None):
             raise PairflowError(f"unknown setting {key!r} in the config")
         options[key] = value
     options.update(progress=bool(cfg.progress), preflight=bool(cfg.preflight),
-                   runs_root=str(cfg.runs_root))
-    result = allpairs(app=app, sinks=sinks, run_dir=run_dir or cfg.get("run_dir"),
-                      config_dump=OmegaConf.to_container(cfg, resolve=True), wait=True,
-                      **options)
+                   runs_root=str(cfg.runs_root), resume=bool(cfg.resume),
+                   validate=float(cfg.validate), max_retries=int(cfg.max_retries),
+                   seed=int(cfg.seed))
+    # optional app hooks: extra engine options, its own progress display, a step after the run
+    options.update(getattr(module, "options", lambda c: {})(cfg))
+    watch = getattr(module, "watch", None) if cfg.progress else None
+    if watch is not None:
+        options["progress"] = False
+    handle = allpairs(app=app, sinks=sinks, run_dir=run_dir or cfg.get("run_dir"),
+                      config_dump=OmegaConf.to_container(cfg, resolve=True), **options)
+    stop = watch(handle.run_dir, app) if watch is not None else None
+    try:
+        result = handle.result()
+    finally:
+        if stop is not None:
+            stop()
+    if hasattr(module, "after"):
+        module.after(app, result, cfg)
     return module, result
 
 
@@ -59,6 +74,11 @@ def _hydra_main(argv: list[str]) -> int:
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
     def _main(cfg):
         run_dir = cfg.get("run_dir") or HydraConfig.get().runtime.output_dir
+        if cfg.resume and not cfg.get("run_dir"):
+            print("pairflow: error: resume=true needs run_dir=<the run directory to resume>",
+                  file=sys.stderr)
+            outcome["code"] = 2
+            return None
         try:
             module, result = run_config(cfg, run_dir)
         except (InputError, PairflowError, ValueError) as exc:
