@@ -1,8 +1,8 @@
 """Fixtures of the dashboard tests: run directories in the documented format (docs/run-directory.md).
 
 The run-directory *producer* is swappable: ``start_producer(run_dir)`` returns a handle with
-``wait(timeout)`` and ``error``; the default writes a synthetic run from a thread, and
-``PAIRFLOW_DASHBOARD_PRODUCER=engine`` runs a real Jaccard run on a local Ray (in a subprocess).
+``wait(timeout)`` and ``error``. By default the live test watches a real Jaccard run on a local Ray (in a subprocess);
+``PAIRFLOW_DASHBOARD_PRODUCER=synthetic`` swaps in a synthetic writer.
 A test module can also override the ``producer`` fixture without changing the tests.
 """
 
@@ -102,9 +102,10 @@ def start_engine_producer(run_dir: Path, **_ignored) -> EngineProducerHandle:
 def producer():
     """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
 
-    Synthetic by default; PAIRFLOW_DASHBOARD_PRODUCER=engine runs a real Jaccard run on a local
-    Ray instead (slower: Ray start plus ~10 s of compute).  Override this fixture for other runs."""
-    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "synthetic")
+    A real Jaccard run on a local Ray by default (PAIRFLOW_DASHBOARD_PRODUCER=synthetic: a
+    synthetic writer of the same files, for quick iteration). The real run is
+    slower: Ray start plus ~10 s of compute.  Override this fixture for other runs."""
+    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "engine")
     start_fn = {"synthetic": start_synthetic_producer, "engine": start_engine_producer}[kind]
     handles = []
 
