@@ -14,6 +14,8 @@ Jaccard on 16 real genomes against mash, sourmash and a naive one-task-per-pair 
 (c) the Jaccard app on the 16 ragout genomes against mash (sketch larger than any union: exact)
     and sourmash (scaled=1: every hash), same k, one run; max |difference| reported.
 (d) the same workload as one Ray task per pair, no cache (each task parses both genomes).
+(e) the journal's overhead: the same real run with and without it.
+(f) the time to resume a run that was 90 % done, against the full run.
 
 Ratios are what matters; absolute times on this machine are noise. Results go to
 benchmarks/out/allpairs.json; benchmarks/RESULTS.md keeps the latest figures.
@@ -225,9 +227,57 @@ def part_d(engine_s: float | None) -> dict:
     return out
 
 
+def part_e(runs_root: str) -> dict:
+    """Journal overhead: the same real run with and without the journal, alternated."""
+    from apps.jaccard import JaccardApp
+    from apps.data import data_path
+    gbk = data_path("usr/share/kaptive/reference_database/"
+                    "Klebsiella_k_locus_primary_reference.gbk")
+    times = {True: [], False: []}
+    tiles = None
+    for rep in range(3):
+        for journal in (True, False):
+            app = JaccardApp([gbk], k=21, item="record")
+            res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False,
+                           wait=True, journal=journal, leaf_items=8)
+            times[journal].append(res.summary["compute_s"])
+            tiles = res.summary["tiles_total"]
+    on, off = min(times[True]), min(times[False])
+    out = {"with_journal_s": on, "without_journal_s": off, "overhead": on / off - 1,
+           "tiles": tiles, "runs": {str(k): v for k, v in times.items()}}
+    print(f"(e) journal overhead on 162 Klebsiella loci ({tiles} tiles): {on:.2f}s with, "
+          f"{off:.2f}s without: {100 * (on / off - 1):+.1f}% (best of 3 each)", flush=True)
+    return out
+
+
+def part_f(runs_root: str) -> dict:
+    """Resume of a run that was 90 % done, against the full run (both after Ray start)."""
+    from apps.jaccard import JaccardApp
+    from engine.rundir import read_jsonl
+    paths = _genomes()
+    res = allpairs(app=JaccardApp(paths, k=21), sink="dense", runs_root=runs_root,
+                   progress=False, wait=True, leaf_items=1)
+    full = res.summary["wall_s"] - res.summary["phases"]["ray_init_s"]
+    entries = read_jsonl(os.path.join(res.run_dir, "journal.jsonl"))
+    tiles = sorted({e["tile"] for e in entries})
+    keep = set(tiles[: int(0.9 * len(tiles))])
+    with open(os.path.join(res.run_dir, "journal.jsonl"), "w") as fh:
+        fh.writelines(json.dumps(e) + "\n" for e in entries if e["tile"] in keep)
+    t0 = time.time()
+    again = allpairs(app=JaccardApp(paths, k=21), sink="dense", run_dir=res.run_dir,
+                     resume=True, progress=False, wait=True)
+    resume = time.time() - t0
+    rep = again.summary["resumed"]
+    out = {"full_s": full, "resume_s": resume, "ratio": resume / full, **rep}
+    print(f"(f) resume of a 90%-done run (16 genomes, {len(tiles)} tiles): {resume:.2f}s vs "
+          f"full {full:.2f}s = {100 * resume / full:.0f}% (reused {rep['reused']}, "
+          f"recomputed {rep['recomputed']})", flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", default="a,b,c,d")
+    ap.add_argument("--parts", default="a,b,c,d,e,f")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "allpairs.json"))
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -247,6 +297,10 @@ def main(argv=None) -> int:
             engine_s = c["engine_wall_s"] - c["ray_init_s"]
         if "d" in parts:
             results["d_naive"] = part_d(engine_s)
+        if "e" in parts:
+            results["e_journal"] = part_e(runs_root)
+        if "f" in parts:
+            results["f_resume"] = part_f(runs_root)
     finally:
         shutil.rmtree(runs_root, ignore_errors=True)
         with open(args.out, "w") as fh:

@@ -59,6 +59,7 @@ class AllPairsConfig:
     deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
     deadline_factor: float = 20.0        #   expected cost from the measured stage times)
     replace_lost_actors: bool = True
+    journal: bool = True                 # off only to measure its overhead: no resume without
     seed: int = 0                        # for the validation sample
 
 
@@ -290,7 +291,7 @@ class _Run:
 
         # pre-flight and stage measurement run side by side before any compute
         checks = []
-        if cfg.preflight:
+        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             chunks = np.array_split(np.array(keys, dtype=object), min(len(keys), 4 * n_actors))
             checks = [check_items.remote(self.app_ref, list(c)) for c in chunks if len(c)]
         probe = None
@@ -374,7 +375,7 @@ class _Run:
             self.rundir.path, self.tile_dicts, items.row_items, items.col_items, order,
             cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
-            col_keys=col_keys)
+            col_keys=col_keys, journal=cfg.journal)
         self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
         # L2 plus every L1 of a node stay under ~70 % of its object store
         per_node = max(c for _, c, _ in self.plan_nodes)

@@ -39,14 +39,14 @@ class Scheduler:
                  window: int = 8, locality: bool = True, journal_fsync_s: float = 1.0,
                  done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
                  max_retries: int = 2, keep_fields: list[int] | None = None,
-                 row_keys=(), col_keys=()):
+                 row_keys=(), col_keys=(), journal: bool = True):
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
         for t in done_tiles or []:
             self.policy.complete(t)
         self.run = RunDir(run_dir)
-        self.journal = JsonlWriter(self.run.file("journal.jsonl"))
+        self.journal = JsonlWriter(self.run.file("journal.jsonl")) if journal else None
         self.journal_fsync_s = journal_fsync_s
         self._last_sync = time.time()
         self.l2: dict[str, set] = {}
@@ -80,14 +80,18 @@ class Scheduler:
             self.kept[t] = {"actor": actor, "fields": fields}
         if self.policy.done[t]:
             return  # written twice (a retry): sinks are idempotent, the journal keeps one line
-        self.journal.write([{"tile": t, "actor": actor, **e} for e in entries])
-        if time.time() - self._last_sync >= self.journal_fsync_s:
-            os.fsync(self.journal.fh.fileno())
-            self._last_sync = time.time()
+        if self.journal is not None:
+            self._append(t, actor, entries)
         self.policy.complete(t)
         self.in_flight.pop(t, None)
         self.done_by[t] = actor
         self.completed += 1
+
+    def _append(self, t: int, actor: str, entries: list[dict]) -> None:
+        self.journal.write([{"tile": t, "actor": actor, **e} for e in entries])
+        if time.time() - self._last_sync >= self.journal_fsync_s:
+            os.fsync(self.journal.fh.fileno())
+            self._last_sync = time.time()
 
     def fail(self, actor: str, message: str) -> None:
         if self.error is None:
@@ -133,5 +137,6 @@ class Scheduler:
                 "retries": sum(self.attempts.values())}
 
     def close(self) -> None:
-        os.fsync(self.journal.fh.fileno())
-        self.journal.close()
+        if self.journal is not None:
+            os.fsync(self.journal.fh.fileno())
+            self.journal.close()
