@@ -6,6 +6,7 @@ writes a cumulative snapshot to ``metrics.jsonl`` at most every ``interval`` sec
 
 Event kinds:
   {"kind": "span", "actor", "stage", "what", "t0", "t1"}       a stage ran (load, parse, ...)
+  {"kind": "tile_start", "id", "actor", "t"}                   a tile's items are being acquired
   {"kind": "tile", "id", "actor", "t_start", "t_end", "pairs"}  a tile finished
   {"kind": "tier", "source", "tier", "stats": {...}}           cumulative counters of one cache
   {"kind": "loads", "source", "loads", "bytes"}                  cumulative source loads of a node
@@ -33,7 +34,9 @@ class MetricsState:
         self.stage_seconds = defaultdict(float)
         self.tier_sources: dict[tuple, dict] = {}
         self.load_sources: dict[str, dict] = {}
-        self.actors: dict[str, dict] = defaultdict(lambda: {"tiles": 0, "pairs": 0, "busy_s": 0.0})
+        self.actors: dict[str, dict] = defaultdict(
+            lambda: {"tiles": 0, "pairs": 0, "busy_s": 0.0, "running": []})
+        self._active_since: dict[str, float] = {}
         self.counted_tiles: set = set()
 
     def add(self, events) -> None:
@@ -41,9 +44,18 @@ class MetricsState:
             kind = ev.get("kind")
             if kind == "span":
                 self.stage_seconds[ev["stage"]] += ev["t1"] - ev["t0"]
-                if ev["stage"] in ("preprocess", "compare", "postprocess", "write"):
-                    self.actors[ev["actor"]]["busy_s"] += ev["t1"] - ev["t0"]
+            elif kind == "tile_start":
+                a = self.actors[ev["actor"]]
+                if not a["running"]:
+                    self._active_since[ev["actor"]] = ev["t"]
+                a["running"].append(ev["id"])
             elif kind == "tile":
+                a = self.actors[ev["actor"]]
+                if ev["id"] in a["running"]:
+                    a["running"].remove(ev["id"])
+                    if not a["running"]:  # busy = wall time with at least one tile under way
+                        a["busy_s"] += ev["t_end"] - self._active_since.pop(ev["actor"],
+                                                                            ev["t_end"])
                 if ev["id"] in self.counted_tiles:  # a retried tile counts once
                     continue
                 self.counted_tiles.add(ev["id"])
@@ -69,6 +81,13 @@ class MetricsState:
                          "bytes": sum(v["bytes"] for v in self.load_sources.values())}
         return out
 
+    def _actors(self, now: float) -> dict:
+        out = {}
+        for name, a in self.actors.items():
+            busy = a["busy_s"] + (now - self._active_since[name] if a["running"] else 0.0)
+            out[name] = {**a, "running": list(a["running"]), "busy_s": busy}
+        return out
+
     def snapshot(self) -> dict:
         tiers = self.tiers()
         loads = tiers["source"]["loads"]
@@ -78,7 +97,7 @@ class MetricsState:
                 "pairs_total": self.pairs_total, "loads": loads, "n_items": self.n_items,
                 "R": loads / max(1, self.n_items), "bound_R": self.bound_R, "tiers": tiers,
                 "stage_seconds": {s: round(self.stage_seconds.get(s, 0.0), 6) for s in STAGES},
-                "actors": {k: dict(v) for k, v in self.actors.items()}}
+                "actors": self._actors(now)}
 
 
 @ray.remote(num_cpus=0, max_concurrency=1)

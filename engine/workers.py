@@ -272,6 +272,7 @@ class DeviceActor:
         if isinstance(self.evictor, _AdvisedEviction):
             self.evictor.advice.update({int(k): v for k, v in advice.items()})
         t_start = time.time()
+        self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
         values = await self.l1.acquire(items)
         try:
             entries, fields = await asyncio.to_thread(self._work, tile, values)

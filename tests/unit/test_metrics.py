@@ -1,0 +1,28 @@
+"""Metrics aggregation without Ray: tiers summed over sources, tiles counted once, busy time."""
+from engine.metrics import MetricsState
+
+
+def test_snapshot_counts():
+    m = MetricsState(n_items=10, tiles_total=4, pairs_total=45, bound_R=1.0)
+    m.add([{"kind": "tile_start", "id": 0, "actor": "a", "t": 100.0},
+           {"kind": "tile_start", "id": 1, "actor": "a", "t": 101.0},
+           {"kind": "tile", "id": 0, "actor": "a", "t_start": 100.0, "t_end": 102.0, "pairs": 10},
+           {"kind": "tile", "id": 1, "actor": "a", "t_start": 101.0, "t_end": 104.0, "pairs": 5},
+           {"kind": "tile", "id": 1, "actor": "b", "t_start": 101.0, "t_end": 104.0, "pairs": 5},
+           {"kind": "tier", "source": "node-0", "tier": "L2",
+            "stats": {"hits": 3, "misses": 2, "bytes_in": 80, "evictions": 1}},
+           {"kind": "tier", "source": "node-1", "tier": "L2",
+            "stats": {"hits": 1, "misses": 4, "bytes_in": 20, "evictions": 0}},
+           {"kind": "loads", "source": "node-0", "loads": 6, "bytes": 600},
+           {"kind": "loads", "source": "node-1", "loads": 9, "bytes": 900},
+           {"kind": "span", "actor": "a", "stage": "compare", "what": "t", "t0": 1.0, "t1": 1.5}])
+    s = m.snapshot()
+    assert (s["tiles_done"], s["pairs_done"]) == (2, 15), "a retried tile counts once"
+    assert s["tiers"]["L2"]["hits"] == 4 and s["tiers"]["L2"]["misses"] == 6
+    assert s["loads"] == 15 and s["R"] == 1.5
+    assert s["actors"]["a"]["busy_s"] == 4.0, "overlapping tiles count wall time once"
+    assert s["actors"]["a"]["running"] == []
+    assert s["stage_seconds"]["compare"] == 0.5
+    # later counters of the same source replace earlier ones (they are cumulative)
+    m.add([{"kind": "loads", "source": "node-0", "loads": 7, "bytes": 700}])
+    assert m.snapshot()["loads"] == 16
