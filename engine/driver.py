@@ -338,7 +338,12 @@ class _Run:
                                                  probe_weight, cfg.target_tile_s, n_actors))
         tiles = leaves(space, leaf) if weights is None else \
             leaves(space, leaf, weights, self.measured["max_weight"])
-        order = make_plan(cfg.plan, host_items_eff, per_node_tiles).order(tiles, items)
+        plan = cfg.plan
+        if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
+            plan = "zorder"
+            self.warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
+                                 "plan assumes one tile per leaf block)")
+        order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
         self.space, self.leaf, self.tiles, self.items = space, leaf, tiles, items
         self.row_keys, self.col_keys, self.keys = row_keys, col_keys, keys
         self.bound = bound_R(items.n_items, host_items_eff)
