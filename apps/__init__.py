@@ -2,4 +2,4 @@
 
 Every app module exposes ``build(cfg) -> (app, sinks)`` and ``report(result) -> str``.
 """
-APPS = {"jaccard": "apps.jaccard"}
+APPS = {"jaccard": "apps.jaccard", "align": "apps.align"}

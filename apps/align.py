@@ -1,0 +1,755 @@
+"""Many-to-many Smith-Waterman: every query against every target, the k best hits per query,
+tracebacks only for those hits.
+
+    pairflow app=align data.queries=q.fa data.targets=db.fa align.top_k=5 \\
+        align.matrix=blosum62 align.gap_open=11 align.gap_extend=1
+
+How it maps onto the engine (docs/align.md has the whole story):
+
+* **Items** are sequences, one per FASTA/FASTQ/GenBank/SwissProt record (``operators.sequences``,
+  pysam for FASTA/FASTQ), keyed ``"file_stem/record_name"``. Every record is read and validated
+  in the constructor (empty record, a letter outside the matrix's alphabet, DNA against a protein
+  matrix or the reverse, k < 1), so bad input stops the run before Ray starts; the engine's
+  pre-flight ``check`` re-validates what the workers will read.
+* **Space**: queries x targets is a ``Rectangle``; with no targets (or the same inputs) it is
+  all-vs-all of one set, a ``Triangle`` (each unordered pair once, no self hits) whose ``TopK``
+  sink reports both directions. Rows and columns are sorted by length (stable), so a quadtree
+  node's cells are easy to bound and heavy pairs sit together.
+* **Capacity-aware tiles**: ``pair_weights()`` gives the sequence lengths; the driver cuts the
+  quadtree until no tile holds more than ``max_weight`` cells, from the probe's measured cells/s
+  and ``target_tile_s`` (engine/space.py, weighted quadtree). One 5 Mb target therefore gets
+  tiles of its own instead of sitting in a tile with a thousand 300 aa sequences.
+* **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
+  wanted pairs (the mask) and returns the int32 field ``score``.
+* **Top-k**: the engine's ``TopK(k)`` sink on ``score``, merged across tiles. Ties: the shorter
+  target first, then the target that comes first in the input (columns are sorted by length,
+  stably, and the sink breaks ties by the lower column index). Equal-score ties are the only
+  order a brute-force sort has to reproduce: ``(-score, len(target), input position)``.
+* **Tracebacks** (coordinates, CIGAR, aligned strings, identity) run after the run, only for the
+  reported hits (Ray tasks when there are many cells to trace), each checked to re-score to the
+  reported score; very long pairs are traced in a window bounded from the score.
+* **Pair filters** (the slot the pipeline issue will reorder by measured cost and pass rate):
+  ``min_length_ratio`` (min/max length) and ``min_shared_kmers`` (shared k-mer prefilter) turn the
+  space into a ``PairList`` of the pairs that pass, before any Smith-Waterman cell is computed.
+  They run in the configured order; their cost and pass rate are measured and reported.
+
+Outputs (``result/`` of the run directory): ``hits.tsv`` (BLAST-like, a header row, columns
+``qseqid sseqid score pident length qstart qend sstart send cigar``), ``hits.parquet`` (the same
+plus keys, ranks, lengths and aligned strings), ``align_summary.json``, and the engine's
+``topk.parquet``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+import zlib
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from engine.app import BasePairApp
+from engine.errors import InputError, PairflowError
+from engine.space import PairList, PairWeights, Rectangle, Triangle
+from kernels.scoring import Scoring, detect_alphabet, validate
+from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
+from operators.sequences import file_stem, read_records
+
+ALPHABETS = ("auto", "protein", "dna")
+DEFAULT_MATRIX = {"protein": "blosum62", "dna": "nuc44"}
+TIE_RULE = ("score descending; ties: shorter target first, then the target listed first in the "
+            "input")
+TSV_COLUMNS = ["qseqid", "sseqid", "score", "pident", "length", "qstart", "qend", "sstart",
+               "send", "cigar"]
+
+# Tracebacks keep a direction per cell: pairs above this many cells are traced in a window around
+# the best cell (bounded from the score), and a window above the second bound is refused.
+TRACE_DIRECT_CELLS = 20_000_000
+TRACE_MAX_CELLS = 400_000_000
+# Above this many traceback cells in all, tracebacks fan out as Ray tasks.
+TRACE_FANOUT_CELLS = 200_000_000
+
+
+@lru_cache(maxsize=4)
+def _records_cached(url: str, size: int, digest: int, raw: bytes, fmt: str):
+    return read_records(url, raw=raw, fmt=fmt)
+
+
+def _records(url: str, raw: bytes, fmt: str = "auto"):
+    """Records of a file; a worker parsing many records of one file parses it once."""
+    return _records_cached(url, len(raw), zlib.crc32(raw[:65536]), raw, fmt)
+
+
+def _as_int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+# ------------------------------------------------------------------------------- pair filters
+
+class PairFilter:
+    """A cheap test on candidate pairs, run before any Smith-Waterman cell.
+
+    ``prepare(app, row_seqs, col_seqs)`` sees the sequences once; ``keep(rows, cols)`` gets
+    arrays of row and column indices (the app's length-sorted order) and returns a boolean mask.
+    The app runs filters in the order given and measures each one's seconds per pair and pass
+    rate, the numbers by which the pipeline issue will order them (ascending
+    ``cost / (1 - pass_rate)``).
+    """
+
+    name = "filter"
+
+    def prepare(self, row_seqs: list[str], col_seqs: list[str]) -> None:
+        pass
+
+    def keep(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+
+class LengthRatioFilter(PairFilter):
+    """Keep pairs whose shorter sequence is at least ``ratio`` times the longer one."""
+
+    name = "min_length_ratio"
+
+    def __init__(self, ratio: float):
+        ratio = float(ratio)
+        if not 0.0 < ratio <= 1.0:
+            raise ValueError(f"min_length_ratio must be in (0, 1], got {ratio}")
+        self.ratio = ratio
+
+    def prepare(self, row_seqs, col_seqs):
+        self.rl = np.array([len(s) for s in row_seqs], dtype=np.float64)
+        self.cl = np.array([len(s) for s in col_seqs], dtype=np.float64)
+
+    def keep(self, rows, cols):
+        a, b = self.rl[rows], self.cl[cols]
+        return np.minimum(a, b) >= self.ratio * np.maximum(a, b)
+
+    def describe(self):
+        return {"name": self.name, "ratio": self.ratio}
+
+
+class SharedKmerFilter(PairFilter):
+    """Keep pairs sharing at least ``min_shared`` distinct k-mers (exact words of k letters)."""
+
+    name = "min_shared_kmers"
+
+    def __init__(self, min_shared: int, k: int):
+        self.min_shared = _as_int(min_shared, "min_shared_kmers")
+        self.k = _as_int(k, "kmer")
+        if self.min_shared < 1:
+            raise ValueError(f"min_shared_kmers must be >= 1, got {self.min_shared}")
+        if not 1 <= self.k <= 12:
+            raise ValueError(f"kmer must be from 1 to 12, got {self.k}")
+
+    def _matrix(self, seqs: list[str], vocab: dict):
+        indptr, indices = [0], []
+        for s in seqs:
+            words = {s[i:i + self.k] for i in range(len(s) - self.k + 1)}
+            for w in words:
+                indices.append(vocab.setdefault(w, len(vocab)))
+            indptr.append(len(indices))
+        return indptr, indices
+
+    def prepare(self, row_seqs, col_seqs):
+        from scipy.sparse import csr_matrix
+        vocab: dict = {}
+        rp, ri = self._matrix(row_seqs, vocab)
+        cp, ci = self._matrix(col_seqs, vocab)
+        n = max(1, len(vocab))
+        a = csr_matrix((np.ones(len(ri), np.int32), ri, rp), shape=(len(row_seqs), n))
+        b = csr_matrix((np.ones(len(ci), np.int32), ci, cp), shape=(len(col_seqs), n))
+        self.shared = (a @ b.T).tocsr()  # shared distinct k-mers of every pair that shares any
+
+    def keep(self, rows, cols):
+        return np.asarray(self.shared[rows, cols]).ravel() >= self.min_shared
+
+    def describe(self):
+        return {"name": self.name, "min_shared": self.min_shared, "k": self.k}
+
+
+# ------------------------------------------------------------------------------------- the app
+
+class AlignApp(BasePairApp):
+    """Smith-Waterman of queries x targets (or all-vs-all of the queries) with top-k hits."""
+
+    name = "align"
+
+    def __init__(self, queries: Sequence[str], targets: Sequence[str] | None = None, *,
+                 top_k: int = 5, matrix: str | None = None, gap_open: int = 11,
+                 gap_extend: int = 1, convention: str = "standard", alphabet: str = "auto",
+                 min_length_ratio: float | None = None, min_shared_kmers: int | None = None,
+                 kmer: int | None = None, weighted: bool = True, fmt: str = "auto"):
+        self.top_k = _as_int(top_k, "top_k")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1 (hits reported per query), got {top_k}")
+        if alphabet not in ALPHABETS:
+            raise ValueError(f"alphabet must be one of {ALPHABETS}, got {alphabet!r}")
+        queries = [str(u) for u in ([queries] if isinstance(queries, str) else queries)]
+        if not queries:
+            raise InputError("queries", "no query files")
+        if isinstance(targets, str):
+            targets = [targets]
+        targets = [str(u) for u in targets] if targets else None
+        self.all_vs_all = targets is None or sorted(set(targets)) == sorted(set(queries))
+        self.query_urls = list(dict.fromkeys(queries))
+        self.target_urls = self.query_urls if self.all_vs_all else list(dict.fromkeys(targets))
+        self.fmt, self.weighted = fmt, bool(weighted)
+
+        # read every record once, here, so that bad input fails before Ray starts
+        seqs: dict[str, str] = {}
+        self._where: dict[str, tuple[str, int, str]] = {}   # key -> (url, record index, name)
+        order: dict[str, list[str]] = {}
+        for url in dict.fromkeys(self.query_urls + self.target_urls):
+            keys = order[url] = []
+            stem = file_stem(url)
+            for i, rec in enumerate(read_records(url, fmt=fmt)):
+                key = f"{stem}/{rec.name}"
+                if key in self._where:
+                    raise InputError(url, f"duplicate record name {rec.name!r} (item key {key!r} "
+                                     f"is also {self._where[key][0]} #{self._where[key][1] + 1})",
+                                     record=rec.name, index=i)
+                self._where[key] = (url, i, rec.name)
+                seqs[key] = rec.sequence.decode("latin-1")
+                keys.append(key)
+        q_in = [k for u in self.query_urls for k in order[u]]
+        t_in = q_in if self.all_vs_all else [k for u in self.target_urls for k in order[u]]
+        if not t_in:
+            raise InputError("targets", "no target records")
+
+        self.scoring, self.alphabet, self._detected = self._scoring(
+            matrix, gap_open, gap_extend, convention, alphabet, [seqs[k] for k in
+                                                                  dict.fromkeys(q_in + t_in)])
+        for key in dict.fromkeys(q_in + t_in):
+            seqs[key] = self._validate(key, seqs[key])
+
+        self.lengths = {k: len(seqs[k]) for k in seqs}
+        self.query_order = {k: i for i, k in enumerate(q_in)}   # input order, for the report
+        self.target_order = {k: i for i, k in enumerate(t_in)}
+        self._rows = sorted(q_in, key=lambda k: (self.lengths[k], self.query_order[k]))
+        self._cols = self._rows if self.all_vs_all else \
+            sorted(t_in, key=lambda k: (self.lengths[k], self.target_order[k]))
+        self._keys = list(dict.fromkeys(self._rows + self._cols))
+
+        self.filters: list[PairFilter] = []
+        if min_length_ratio is not None:
+            self.filters.append(LengthRatioFilter(min_length_ratio))
+        if min_shared_kmers is not None:
+            k = kmer if kmer is not None else (3 if self.alphabet == "protein" else 11)
+            self.filters.append(SharedKmerFilter(min_shared_kmers, k))
+        elif kmer is not None:
+            raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
+        self.filter_report: list[dict] = []
+        self._space = self._make_space(seqs)
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _scoring(self, matrix, gap_open, gap_extend, convention, alphabet, all_seqs):
+        detected = None
+        if alphabet == "auto":
+            if matrix is None:
+                detected = detect_alphabet(all_seqs)
+                alphabet = detected
+        if matrix is None:
+            matrix = DEFAULT_MATRIX[alphabet]
+        scoring = Scoring.create(str(matrix), _as_int(gap_open, "gap_open"),
+                                 _as_int(gap_extend, "gap_extend"), str(convention))
+        if alphabet != "auto" and scoring.alphabet != alphabet:
+            raise ValueError(f"alphabet={alphabet} was declared but {scoring.matrix} is a "
+                             f"{scoring.alphabet} matrix; use a {alphabet} matrix (e.g. "
+                             f"{DEFAULT_MATRIX[alphabet]}) or alphabet=auto")
+        return scoring, scoring.alphabet, detected
+
+    def _validate(self, key: str, seq: str) -> str:
+        url, index, name = self._where[key]
+        try:
+            (out,) = validate([seq], self.scoring, names=[name])
+        except ValueError as exc:
+            problem = str(exc)
+            prefix = f"sequence {name!r}"
+            if problem.startswith(prefix):
+                problem = problem[len(prefix):].lstrip(": ")
+            if self._detected and "looks like" in problem:
+                problem += (f" (the alphabet was detected as {self._detected} from all inputs: "
+                            f"they mix protein and DNA; set align.alphabet and align.matrix, or "
+                            f"align each kind separately)")
+            raise InputError(url, problem, record=name, index=index) from None
+        return out
+
+    def _make_space(self, seqs: dict):
+        nq, nt = len(self._rows), len(self._cols)
+        base = Triangle(nq) if self.all_vs_all else Rectangle(nq, nt)
+        if not self.filters:
+            return base
+        row_seqs = [seqs[k] for k in self._rows]
+        col_seqs = [seqs[k] for k in self._cols]
+        stats = []
+        for f in self.filters:
+            t0 = time.perf_counter()
+            f.prepare(row_seqs, col_seqs)
+            stats.append({**f.describe(), "prepare_s": time.perf_counter() - t0, "seconds": 0.0,
+                          "pairs_in": 0, "pairs_out": 0})
+        kept = []
+        chunk = max(1, 2_000_000 // max(1, nt))
+        for r0 in range(0, nq, chunk):
+            r1 = min(nq, r0 + chunk)
+            m = base.mask(r0, r1, 0, nt)
+            rows, cols = np.nonzero(m)
+            rows = rows + r0
+            for f, st in zip(self.filters, stats):
+                t0 = time.perf_counter()
+                ok = f.keep(rows, cols) if len(rows) else np.zeros(0, bool)
+                st["seconds"] += time.perf_counter() - t0
+                st["pairs_in"] += len(rows)
+                st["pairs_out"] += int(ok.sum())
+                rows, cols = rows[ok], cols[ok]
+            kept.append(np.stack([rows, cols], axis=1))
+        for st in stats:
+            st["pass_rate"] = st["pairs_out"] / st["pairs_in"] if st["pairs_in"] else None
+            st["s_per_pair"] = st["seconds"] / st["pairs_in"] if st["pairs_in"] else None
+        for f in self.filters:  # keep the pickled app small: drop what prepare() built
+            for attr in ("shared", "rl", "cl"):
+                if hasattr(f, attr):
+                    delattr(f, attr)
+        self.filter_report = stats
+        self.pairs_before_filters = base.total
+        pairs = np.concatenate(kept) if kept else np.zeros((0, 2), np.int64)
+        return PairList(pairs, n_rows=nq, n_cols=nt, symmetric=self.all_vs_all)
+
+    # -- the PairApp protocol ----------------------------------------------------------------
+    def keys(self):
+        return self._keys
+
+    def row_keys(self):
+        return self._rows
+
+    def col_keys(self):
+        return self._cols
+
+    def space(self):
+        return self._space
+
+    def url(self, key):
+        return self._where[key][0]
+
+    def _record(self, key: str, raw: bytes) -> str:
+        url, index, name = self._where[key]
+        records = _records(url, raw, self.fmt)
+        if index >= len(records) or records[index].name != name:
+            raise InputError(url, "the file changed since the run started (record not found)",
+                             record=name)
+        return records[index].sequence.decode("latin-1")
+
+    def check(self, key, raw):
+        seq = self._validate(key, self._record(key, raw))
+        if len(seq) != self.lengths[key]:
+            url, index, name = self._where[key]
+            raise InputError(url, f"the file changed since the run started ({len(seq)} letters, "
+                             f"{self.lengths[key]} before)", record=name, index=index)
+
+    def parse(self, key, raw):
+        return self._record(key, raw).upper()
+
+    def warmup(self, device):
+        sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
+
+    def compare(self, left, right, mask, device):
+        # parasail is CPU SIMD: the same kernel whatever device the actor was given
+        return {"score": sw_scores(left, right, self.scoring, mask, validate=False)}
+
+    def fields(self):
+        return {"score": "int32"}
+
+    def item_nbytes(self, item):
+        return len(item) + 64
+
+    def pair_weights(self):
+        """Sequence lengths: a pair costs |q| * |t| cells (capacity-aware tiles)."""
+        if not self.weighted:
+            return None
+        return (np.array([self.lengths[k] for k in self._rows], dtype=np.float64),
+                np.array([self.lengths[k] for k in self._cols], dtype=np.float64))
+
+    def cells(self) -> int:
+        """Dynamic-programming cells of every wanted pair."""
+        w = PairWeights([self.lengths[k] for k in self._rows],
+                        [self.lengths[k] for k in self._cols])
+        return int(round(w.total(self._space)))
+
+    def describe(self):
+        return {"app": self.name, "top_k": self.top_k, "matrix": self.scoring.matrix,
+                "gap_open": self.scoring.gap_open, "gap_extend": self.scoring.gap_extend,
+                "convention": self.scoring.convention, "alphabet": self.alphabet,
+                "all_vs_all": self.all_vs_all, "n_queries": len(self._rows),
+                "n_targets": len(self._cols), "weighted": self.weighted,
+                "filters": [f.describe() for f in self.filters]}
+
+    def fingerprint(self):
+        from engine.app import url_digest
+        return {**self.describe(),
+                "inputs": {u: url_digest(u) for u in dict.fromkeys(self.query_urls +
+                                                                   self.target_urls)}}
+
+    # -- driver side -------------------------------------------------------------------------
+    def sequences(self, keys) -> dict[str, str]:
+        """The validated sequences of ``keys`` (each file read once)."""
+        from engine.workers import fetch
+        out, raws = {}, {}
+        for key in keys:
+            url = self._where[key][0]
+            if url not in raws:
+                raws[url] = fetch(url)
+            out[key] = self.parse(key, raws[url])
+        return out
+
+    def record_name(self, key: str) -> str:
+        return self._where[key][2]
+
+
+# ------------------------------------------------------------------------------- tracebacks
+
+def traceback_hit(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
+    """The alignment behind a reported score, checked to re-score to it.
+
+    Pairs above ``TRACE_DIRECT_CELLS`` are traced in a window ending at the best cell: an
+    alignment of score S ending at (qe, te) has at most m = min(qe, te) aligned letter pairs and
+    at most (m * max_substitution - S) / extend gap letters, so neither of its spans is longer
+    than their sum. (With extend = 0 there is no such bound and the whole pair is traced.)
+    """
+    if len(q) * len(t) <= TRACE_DIRECT_CELLS:
+        aln = sw_traceback(q, t, scoring, validate=False)
+    else:
+        aln = _windowed_traceback(q, t, scoring, score)
+    if aln.score != score or rescore(aln, scoring) != score:
+        raise PairflowError(f"traceback of a {len(q)} x {len(t)} pair scores {aln.score} "
+                            f"(re-scored {rescore(aln, scoring)}) but the search reported {score}")
+    return aln
+
+
+def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
+    import parasail
+    matrix = scoring.parasail_matrix()
+    for w in (16, 32, 64):
+        r = getattr(parasail, f"sw_scan_{w}")(q, t, scoring.open, scoring.extend, matrix)
+        if not r.saturated:
+            break
+    if int(r.score) != score:
+        raise PairflowError(f"re-scoring a {len(q)} x {len(t)} pair gave {r.score}, "
+                            f"the search reported {score}")
+    if score <= 0:
+        return Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
+    qe, te = int(r.end_query) + 1, int(r.end_ref) + 1
+    m = min(qe, te)
+    if scoring.extend > 0:
+        span = m + max(0, m * scoring.max_score - score) // scoring.extend
+    else:
+        span = max(qe, te)
+    q0, t0 = max(0, qe - span), max(0, te - span)
+    if (qe - q0) * (te - t0) > TRACE_MAX_CELLS:
+        raise PairflowError(f"the traceback of a {len(q)} x {len(t)} pair needs "
+                            f"{(qe - q0) * (te - t0):,} cells even in its window (limit "
+                            f"{TRACE_MAX_CELLS:,}); lower top_k or split the long sequence")
+    sub = sw_traceback(q[q0:qe], t[t0:te], scoring, validate=False)
+    return dataclasses.replace(sub, qstart=sub.qstart + q0, qend=sub.qend + q0,
+                               sstart=sub.sstart + t0, send=sub.send + t0)
+
+
+def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
+    return [dataclasses.asdict(traceback_hit(q, t, scoring, s)) for q, t, s in jobs]
+
+
+def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
+    """Tracebacks of ``(query, target, score)`` jobs: here, or as Ray tasks when there is a lot
+    to trace and Ray is up."""
+    total = sum(min(len(q) * len(t), TRACE_DIRECT_CELLS) for q, t, _ in jobs)
+    import ray
+    if total <= TRACE_FANOUT_CELLS or not ray.is_initialized() or len(jobs) < 2:
+        return _trace_many(jobs, scoring)
+    task = ray.remote(num_cpus=1)(_trace_many)
+    n = int(ray.available_resources().get("CPU", 1)) or 1
+    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]) * len(jobs[i][1]))
+    chunks: list[list[int]] = [[] for _ in range(min(len(jobs), 4 * n))]
+    for pos, i in enumerate(order):  # longest first, dealt round-robin: chunks of similar cost
+        chunks[pos % len(chunks)].append(i)
+    scoring_ref = ray.put(scoring)
+    refs = [task.remote([jobs[i] for i in c], scoring_ref) for c in chunks if c]
+    out: list[dict | None] = [None] * len(jobs)
+    for c, res in zip([c for c in chunks if c], ray.get(refs)):
+        for i, r in zip(c, res):
+            out[i] = r
+    return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------- finishing
+
+def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
+    """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
+    the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
+    import pandas as pd
+    from engine.rundir import write_json
+    t0 = time.time()
+    top = pd.read_parquet(result.outputs["topk"])
+    keys = set(top["query"]) | set(top["target"])
+    seqs = app.sequences(sorted(keys))
+    jobs = [(seqs[q], seqs[t], int(s)) for q, t, s in zip(top["query"], top["target"],
+                                                          top["score"])]
+    alns = trace_hits(jobs, app.scoring)
+    trace_s = time.time() - t0
+    checked = 0
+    if validate_hits and len(jobs):
+        from kernels.smith_waterman import sw_reference
+        rng = np.random.default_rng(seed)
+        for i in rng.choice(len(jobs), min(int(validate_hits), len(jobs)), replace=False):
+            q, t, s = jobs[int(i)]
+            ref = sw_reference(q, t, app.scoring, validate=False)
+            if ref != s:
+                raise PairflowError(f"validation failed: {top['query'].iloc[i]} x "
+                                    f"{top['target'].iloc[i]} scored {s} in the run but {ref} "
+                                    f"by the numpy reference")
+            checked += 1
+    a = pd.DataFrame(alns, columns=[f.name for f in dataclasses.fields(Alignment)])
+    hits = pd.DataFrame({
+        "qseqid": [app.record_name(k) for k in top["query"]],
+        "sseqid": [app.record_name(k) for k in top["target"]],
+        "score": top["score"].to_numpy(np.int64),
+        "pident": np.round(100.0 * a["identity"].to_numpy(np.float64), 3),
+        "length": a["length"].to_numpy(np.int64),
+        "qstart": a["qstart"].to_numpy(np.int64), "qend": a["qend"].to_numpy(np.int64),
+        "sstart": a["sstart"].to_numpy(np.int64), "send": a["send"].to_numpy(np.int64),
+        "cigar": a["cigar"].astype(str),
+        "rank": top["rank"].to_numpy(np.int64),
+        "query": top["query"].astype(str), "target": top["target"].astype(str),
+        "qlen": [app.lengths[k] for k in top["query"]],
+        "slen": [app.lengths[k] for k in top["target"]],
+        "matches": a["matches"].to_numpy(np.int64),
+        "query_aligned": a["query_aligned"].astype(str),
+        "target_aligned": a["target_aligned"].astype(str),
+    })
+    order = app.query_order
+    hits["_q"] = [order.get(k, len(order)) for k in hits["query"]]
+    hits = hits.sort_values(["_q", "rank"], kind="mergesort").drop(columns="_q")
+    hits = hits.reset_index(drop=True)
+
+    out_dir = os.path.dirname(result.outputs["topk"])
+    tsv, parquet = os.path.join(out_dir, "hits.tsv"), os.path.join(out_dir, "hits.parquet")
+    hits[TSV_COLUMNS].to_csv(tsv + ".tmp", sep="\t", index=False)
+    os.replace(tsv + ".tmp", tsv)
+    hits.to_parquet(parquet + ".tmp", index=False)
+    os.replace(parquet + ".tmp", parquet)
+
+    s = result.summary
+    cells = app.cells()
+    compute_s = float(s.get("compute_s") or s["wall_s"])
+    summary = {
+        "queries": len(app.row_keys()), "targets": len(app.col_keys()),
+        "all_vs_all": app.all_vs_all, "pairs": int(app.space().total),
+        "pairs_before_filters": int(getattr(app, "pairs_before_filters", app.space().total)),
+        "filters": app.filter_report, "cells": cells, "compute_s": compute_s,
+        "cells_per_s": cells / compute_s if compute_s > 0 else None,
+        "wall_s": float(s["wall_s"]), "tiles": s["tiles_total"], "leaf_items": s["leaf_items"],
+        "max_tile_cells": s.get("measured", {}).get("max_weight"),
+        "probe_cells_per_s": s.get("measured", {}).get("weight_per_s"),
+        "top_k": app.top_k, "hits": len(hits), "tie_rule": TIE_RULE,
+        "scoring": {"matrix": app.scoring.matrix, "gap_open": app.scoring.gap_open,
+                    "gap_extend": app.scoring.gap_extend,
+                    "convention": app.scoring.convention},
+        "alphabet": app.alphabet, "traceback_s": trace_s, "validated_hits": checked,
+        "outputs": {"tsv": tsv, "parquet": parquet, "topk": result.outputs["topk"]},
+    }
+    write_json(os.path.join(out_dir, "align_summary.json"), summary)
+    result.hits, result.align = hits, summary
+    return hits
+
+
+def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
+          gap_open: int = 11, gap_extend: int = 1, convention: str = "standard",
+          alphabet: str = "auto", min_length_ratio: float | None = None,
+          min_shared_kmers: int | None = None, kmer: int | None = None, weighted: bool = True,
+          extra_sinks: Sequence = (), validate_hits: int = 0, **options):
+    """The Python form of ``pairflow app=align``: run, trace the hits, write the outputs.
+
+    ``options`` are ``engine.allpairs`` options (``run_dir``, ``runs_root``, ``leaf_items``,
+    ``validate``, ``progress`` ...). Returns the engine's result with ``.hits`` (a DataFrame)
+    and ``.align`` (the summary) attached.
+    """
+    from engine.driver import allpairs
+    from engine.sinks import TopK
+    app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
+                   gap_extend=gap_extend, convention=convention, alphabet=alphabet,
+                   min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,
+                   kmer=kmer, weighted=weighted)
+    sinks = [TopK(app.top_k, field="score")] + list(extra_sinks)
+    result = allpairs(app=app, sinks=sinks, wait=True, **options)
+    finish(app, result, validate_hits=validate_hits)
+    return result
+
+
+# ------------------------------------------------------------------------------- progress
+
+class _Watch:
+    """A progress bar in cells and cells/s, read from the run directory (tiles.json for the
+    planned tiles, tiles.jsonl for the finished ones), like any other watcher of a run."""
+
+    def __init__(self, run_dir: str, app: AlignApp, interval: float = 0.5):
+        self.run_dir, self.interval = run_dir, interval
+        self.stop_event = threading.Event()
+        space = app.space()
+        w = PairWeights([app.lengths[k] for k in app.row_keys()],
+                        [app.lengths[k] for k in app.col_keys()])
+        from engine.rundir import read_json
+        tiles = read_json(os.path.join(run_dir, "tiles.json"), []) or []
+        self.cells = {t["id"]: space.weight(t["r0"], t["r1"], t["c0"], t["c1"], w) for t in tiles}
+        self.total = sum(self.cells.values()) or float(app.cells())
+        self.n_tiles = len(tiles)
+        self.done: set = set()
+        self.done_cells = 0.0
+        self.offset = 0
+        self.t0 = time.time()
+        self.tty = sys.stderr.isatty()
+        self.last_line = 0.0
+        self.bar = None
+        if self.tty:
+            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+            self.bar = Progress(TextColumn("[bold]align"), BarColumn(),
+                                TextColumn("{task.fields[cells]} cells"),
+                                TextColumn("{task.fields[rate]}"),
+                                TextColumn("tiles {task.fields[tiles]}"),
+                                TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+            self.task = self.bar.add_task("align", total=self.total, cells="0", rate="",
+                                          tiles=f"0/{self.n_tiles}")
+            self.bar.start()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        import json
+        path = os.path.join(self.run_dir, "tiles.jsonl")
+        try:
+            with open(path) as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind("\n") + 1  # a partial last line waits for the next read
+        for line in data[:end].splitlines():
+            try:
+                t = json.loads(line)["id"]
+            except (ValueError, KeyError):
+                continue
+            if t not in self.done:
+                self.done.add(t)
+                self.done_cells += self.cells.get(t, 0.0)
+        self.offset += len(data[:end].encode())
+
+    def _show(self, final: bool = False) -> None:
+        elapsed = max(1e-9, time.time() - self.t0)
+        rate = self.done_cells / elapsed
+        text = f"{_si(self.done_cells)}/{_si(self.total)}"
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done_cells, cells=text,
+                            rate=f"{_si(rate)}cells/s", tiles=f"{len(self.done)}/{self.n_tiles}")
+        elif final or time.time() - self.last_line > 5:
+            self.last_line = time.time()
+            pct = 100.0 * self.done_cells / self.total if self.total else 100.0
+            print(f"[pairflow align] {pct:5.1f}%  cells {text}  {_si(rate)}cells/s  "
+                  f"tiles {len(self.done)}/{self.n_tiles}", file=sys.stderr, flush=True)
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            self._read()
+            self._show()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+        self._read()
+        self._show(final=True)
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _si(x: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.2f} {unit}"
+    return f"{x:.0f} "
+
+
+def watch(run_dir: str, app: AlignApp):
+    """Start the cells/s progress display for a run under way; returns its ``stop``."""
+    return _Watch(run_dir, app).stop
+
+
+# ------------------------------------------------------------------------------- Hydra
+
+def _urls(value) -> list[str] | None:
+    from apps.data import expand_inputs
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        value = [str(v) for v in value]
+    return expand_inputs(value)
+
+
+def build(cfg):
+    """The app and its sinks from the Hydra config (``app=align``)."""
+    from engine.sinks import DenseMatrix, Threshold, TopK
+    a, d = cfg.align, cfg.data
+    sink_cfg = dict(cfg.sink)
+    kind = sink_cfg.pop("type", "topk")
+    if kind not in ("topk", "dense", "threshold"):
+        raise ValueError(f"unknown sink {kind!r} for app=align: choose topk, dense or threshold")
+    weighted = bool(a.get("capacity_tiles", True)) and kind != "dense"
+    app = AlignApp(_urls(d.queries) or [], _urls(d.get("targets")), top_k=a.top_k,
+                   matrix=a.get("matrix"), gap_open=a.gap_open, gap_extend=a.gap_extend,
+                   convention=str(a.get("convention", "standard")),
+                   alphabet=str(a.get("alphabet", "auto")),
+                   min_length_ratio=a.get("min_length_ratio"),
+                   min_shared_kmers=a.get("min_shared_kmers"), kmer=a.get("kmer"),
+                   weighted=weighted, fmt=str(a.get("format", "auto")))
+    sinks = [TopK(app.top_k, field="score")]
+    if kind == "dense":  # every score as a matrix (tiles on the chunk grid: no weighting)
+        sinks.append(DenseMatrix(fields=["score"], fill=-1))
+    elif kind == "threshold":
+        sinks.append(Threshold(float(sink_cfg.get("t", 0)), field="score"))
+    return app, sinks
+
+
+def after(app: AlignApp, result, cfg) -> None:
+    """After the run: tracebacks for the hits and the output files."""
+    finish(app, result, validate_hits=int(cfg.align.get("validate_hits", 0) or 0))
+
+
+def report(result) -> str:
+    from engine.rundir import read_json
+    s = result.summary
+    al = getattr(result, "align", None) or read_json(
+        os.path.join(result.run_dir, "result", "align_summary.json"), {})
+    sc = al.get("scoring", {})
+    kind = "all-vs-all" if al.get("all_vs_all") else "queries x targets"
+    lines = [f"app=align {kind}: {al.get('queries')} queries x {al.get('targets')} targets, "
+             f"pairs={al.get('pairs')} tiles={s['tiles_total']}",
+             f"scoring {sc.get('matrix')} {sc.get('gap_open')}/{sc.get('gap_extend')} "
+             f"({sc.get('convention')}), alphabet {al.get('alphabet')}, top_k={al.get('top_k')}",
+             f"cells {al.get('cells', 0):,} in {al.get('compute_s', 0):.2f} s of compute: "
+             f"{_si(al.get('cells_per_s') or 0)}cells/s (wall {s['wall_s']:.2f} s, "
+             f"tracebacks {al.get('traceback_s', 0):.2f} s)"]
+    for f in al.get("filters") or []:
+        lines.append(f"filter {f['name']}: {f['pairs_out']}/{f['pairs_in']} pairs pass "
+                     f"({f['seconds']:.3f} s)")
+    lines.append(f"hits: {al.get('hits')}")
+    for name, path in (al.get("outputs") or {}).items():
+        lines.append(f"{name}: {path}")
+    for name, path in s["outputs"].items():
+        if name != "topk":
+            lines.append(f"{name}: {path}")
+    return "\n".join(lines)
