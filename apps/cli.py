@@ -4,6 +4,7 @@
     pairflow app=jaccard data.inputs='g/*.fa' data.k=21 sink=dense
     pairflow app=align data.queries=q.fa data.targets=db.fa align.top_k=5 align.matrix=blosum62
     pairflow scheduler=zorder cache.host_cache_items=4
+    pairflow app=hep hep.order=poor             # a filter pipeline (apps with their own run())
     pairflow dashboard runs/jaccard/20261122-101500
 """
 from __future__ import annotations
@@ -33,6 +34,8 @@ def run_config(cfg, run_dir: str | None = None):
     if name not in __import__("apps").APPS:
         raise PairflowError(f"unknown app {name!r}; known: {sorted(__import__('apps').APPS)}")
     module = importlib.import_module(__import__("apps").APPS[name])
+    if hasattr(module, "run"):  # an app that is not an all-pairs run (e.g. a pipeline)
+        return module, module.run(cfg, run_dir or cfg.get("run_dir"))
     app, sinks = module.build(cfg)
     options = {}
     flat = {**OmegaConf.to_container(cfg.cluster, resolve=True),

@@ -135,8 +135,9 @@ class OperatorStats:
     """Windowed measurements of one operator.
 
     ``observe(records_in, passed, seconds, sampled)`` once per batch (and once more for the
-    batch's sample). ``cost_s``: seconds per record over the window (every observation, weighted
-    by records); ``pass_rate``: passed / in over the sample observations of the window when they
+    batch's sample). ``cost_s``: marginal seconds per record over the window, separated from a
+    fixed cost per call (``overhead_s``, paid wherever the operator sits) by a least-squares fit
+    over calls of different sizes; ``pass_rate``: passed / in over the sample observations of the window when they
     hold at least ``min_pass_records`` records, else over every observation. Totals over the whole
     run are kept apart for the cutflow.
     """
@@ -175,13 +176,34 @@ class OperatorStats:
         """Records seen in the window (both kinds)."""
         return self._sums(self.normal)[0] + self._sums(self.sampled)[0]
 
+    def _fit(self) -> tuple[float, float] | None:
+        """(overhead per call, seconds per record) over the window: least squares of
+        seconds = a + b * records when the window holds calls of clearly different sizes (the
+        sample's small calls and the full ones), else a = 0 and b = total seconds / records."""
+        pts = [(a, c) for a, _, c in list(self.normal) + list(self.sampled) if a > 0]
+        if not pts:
+            return None
+        n = np.array([p[0] for p in pts], float)
+        s = np.array([p[1] for p in pts], float)
+        ratio = float(s.sum() / n.sum())
+        if len(pts) < 3 or n.max() < 2 * n.min():
+            return 0.0, ratio
+        b, a = np.polyfit(n, s, 1)
+        if a < 0:  # through the origin
+            a, b = 0.0, float((n * s).sum() / (n * n).sum())
+        return float(a), max(0.0, float(b))
+
     @property
     def cost_s(self) -> float | None:
-        n1, _, s1 = self._sums(self.normal)
-        n2, _, s2 = self._sums(self.sampled)
-        if n1 + n2 == 0:
-            return None
-        return (s1 + s2) / (n1 + n2)
+        """Marginal seconds per record (what moving the operator changes)."""
+        fit = self._fit()
+        return None if fit is None else fit[1]
+
+    @property
+    def overhead_s(self) -> float | None:
+        """Seconds per call whatever the number of records (paid in any order)."""
+        fit = self._fit()
+        return None if fit is None else fit[0]
 
     @property
     def pass_rate(self) -> float | None:
@@ -196,8 +218,9 @@ class OperatorStats:
         return (p1 + p2) / (n1 + n2)
 
     def snapshot(self) -> dict:
-        return {"cost_s": self.cost_s, "pass_rate": self.pass_rate,
-                "records_in": self.records_in}
+        fit = self._fit()
+        return {"cost_s": None if fit is None else fit[1], "pass_rate": self.pass_rate,
+                "records_in": self.records_in, "overhead_s": None if fit is None else fit[0]}
 
 
 def estimates(ops: Sequence[OpSpec], stats: Mapping[str, object]) -> tuple[dict, dict]:
@@ -386,18 +409,23 @@ def brute_force_best(ops: Sequence[OpSpec], cost: Mapping[str, float],
 @dataclass(frozen=True)
 class SampleRule:
     """Which rows of a batch also run every operator: ``max(min_records, rate * n)`` rows chosen
-    at random but reproducibly from (seed, batch index); ``rate = 0`` samples nothing."""
+    at random but reproducibly from (seed, batch index), in every ``every``-th batch (operators
+    with a large cost per call may prefer sampling fewer batches more deeply); ``rate = 0``
+    samples nothing."""
 
     rate: float = 0.02
     min_records: int = 16
     seed: int = 0
+    every: int = 1
 
     def __post_init__(self):
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"sample rate must be in [0, 1], got {self.rate}")
+        if self.every < 1:
+            raise ValueError(f"sample every must be >= 1, got {self.every}")
 
     def rows(self, batch_index: int, n: int) -> np.ndarray:
-        if self.rate <= 0 or n <= 0:
+        if self.rate <= 0 or n <= 0 or batch_index % self.every:
             return np.zeros(0, np.int64)
         m = min(n, max(self.min_records, int(math.ceil(self.rate * n))))
         rng = np.random.default_rng([self.seed, batch_index])

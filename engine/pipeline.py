@@ -493,6 +493,75 @@ class Histogram(PipelineSink):
 # -- processing one batch ----------------------------------------------------------------------
 
 
+class View:
+    """What an operator sees: the rows of one batch still alive, each column taken (indexed by
+    those rows) only when an operator first reads it. A filter that drops records therefore costs
+    nothing for the columns nobody reads afterwards. Map outputs are kept at the rows they were
+    computed for and re-indexed on access. Columns of maps that are not among the operator's
+    dependencies are hidden, so a missing ``after=`` fails the same way in every order."""
+
+    __slots__ = ("_src", "_rows", "_derived", "_hidden", "_cache", "n")
+
+    def __init__(self, src: Batch, rows: np.ndarray | None, derived: dict,
+                 hidden: frozenset = frozenset(), cache: dict | None = None):
+        self._src, self._rows, self._derived = src, rows, derived
+        self._hidden = hidden
+        self._cache = {} if cache is None else cache
+        self.n = len(src) if rows is None else len(rows)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __contains__(self, name) -> bool:
+        return name not in self._hidden and (name in self._derived or name in self._src.columns)
+
+    def keys(self):
+        return [k for k in list(self._src.columns) + list(self._derived) if k not in self._hidden]
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __getitem__(self, name: str):
+        if name in self._hidden:
+            raise KeyError(f"column {name!r} is made by a map this operator does not declare "
+                           f"in after=") from None
+        v = self._cache.get(name)
+        if v is not None:
+            return v
+        rows = self._rows
+        if name in self._derived:
+            at, arr = self._derived[name]
+            if at is rows:
+                v = arr
+            elif at is None:
+                v = arr[rows]
+            else:
+                v = arr[np.searchsorted(at, rows)]
+        elif name in self._src.columns:
+            col = self._src.columns[name]
+            v = col if rows is None else col[rows]
+        else:
+            raise KeyError(f"no column {name!r} (columns: {sorted(self.keys())}); does the "
+                           f"operator declare after= the map that makes it?")
+        self._cache[name] = v
+        return v
+
+    def take(self, sel) -> Batch:
+        names = self.keys()
+        return Batch._raw({k: self[k] for k in names}, self.n).take(sel)
+
+    def materialize(self, names: Iterable[str] | None = None) -> Batch:
+        names = self.keys() if names is None else [k for k in names if k in self]
+        return Batch._raw({k: self[k] for k in names}, self.n)
+
+    @property
+    def columns(self) -> dict:
+        return self.materialize().columns
+
+    def __repr__(self):
+        return f"View({self.n} records, columns={self.keys()})"
+
+
 class Processor:
     """Runs one batch through the operators in a given order (and its sample through every
     operator); returns the survivors and per-operator observations. Used by the processing
@@ -505,13 +574,11 @@ class Processor:
         self.written = topological(specs)
         anc = ancestors(specs)
         self.anc = anc
-        self.anc_maps = {n: [m for m in self.written if m in anc[n] and self.ops[m].kind == MAP]
-                         for n in self.ops}
         self.anc_filters = {n: [f for f in self.written
                                 if f in anc[n] and self.ops[f].kind == FILTER]
                             for n in self.ops}
 
-    def _call(self, op: Op, batch: Batch, where: str):
+    def _call(self, op: Op, batch, where: str):
         try:
             return op.apply(batch)
         except PairflowError:
@@ -520,76 +587,78 @@ class Processor:
             raise PairflowError(f"operator {op.name!r} failed on {where}: "
                                 f"{type(exc).__name__}: {exc}") from exc
 
+    @staticmethod
+    def _add(batch: Batch, derived: dict, name: str, out: dict, rows) -> None:
+        clash = [k for k in out if k in derived or k in batch.columns]
+        if clash:
+            what = "input columns" if set(clash) & set(batch.columns) else \
+                "columns of another map"
+            raise PairflowError(f"map {name!r} would overwrite {what} {clash}")
+        for k, v in out.items():
+            derived[k] = (rows, v)
+
     def process(self, batch: Batch, order: Sequence[str], sample_rows=None,
-                where: str = "a batch") -> tuple[Batch, list]:
+                where: str = "a batch", columns: Sequence[str] | None = None
+                ) -> tuple[Batch, list]:
         obs: list = []
         if sample_rows is not None and len(sample_rows):
-            obs += self._sample(batch, np.asarray(sample_rows), where)
-        cur = batch
-        base = set(batch.columns)
+            obs += self._sample(batch, np.asarray(sample_rows, dtype=np.int64), where)
+        rows = None  # all
+        derived: dict = {}
         produced: dict[str, list] = {}
+        cache: dict = {}
+        n = len(batch)
         for name in order:
             op = self.ops[name]
-            if op.kind == FILTER and len(cur) == 0:
+            if op.kind == FILTER and n == 0:
                 continue
-            hidden = [c for m, cols in produced.items() if m not in self.anc[name] for c in cols]
-            view = cur.without(hidden)
-            n_in = len(cur)
+            hidden = frozenset(c for m, cols in produced.items() if m not in self.anc[name]
+                               for c in cols)
+            view = View(batch, rows, derived, hidden, cache)
             t0 = time.perf_counter()
             out = self._call(op, view, where)
             if op.kind == MAP:
-                clash = [k for k in out if k in cur.columns]
-                if clash:
-                    what = "input columns" if set(clash) & base else "columns of another map"
-                    raise PairflowError(f"map {name!r} would overwrite {what} {clash}")
-                cur = cur.with_columns(out)
+                self._add(batch, derived, name, out, rows)
                 produced[name] = list(out)
-                obs.append((name, n_in, n_in, time.perf_counter() - t0, False))
+                obs.append((name, n, n, time.perf_counter() - t0, False))
             else:
                 if not out.all():
-                    cur = cur.take(out)
-                obs.append((name, n_in, len(cur), time.perf_counter() - t0, False))
-        return cur, obs
+                    rows = np.flatnonzero(out) if rows is None else rows[out]
+                    cache = {}
+                obs.append((name, n, len(out) if rows is None else len(rows),
+                            time.perf_counter() - t0, False))
+                n = len(batch) if rows is None else len(rows)
+        survivors = View(batch, rows, derived, frozenset(), cache).materialize(columns)
+        return survivors, obs
 
-    def _sample(self, batch: Batch, rows: np.ndarray, where: str) -> list:
+    def _sample(self, batch: Batch, sample: np.ndarray, where: str) -> list:
         """Every operator on the sample records that passed its own dependencies."""
-        sub = batch.take(rows)
-        m = len(sub)
         obs = []
-        passed: dict[str, np.ndarray] = {}
-        maps: dict[str, tuple[np.ndarray, dict]] = {}
+        passed: dict[str, np.ndarray] = {}   # filter -> bool over the sample
+        derived: dict = {}
+        m = len(sample)
         for name in self.written:
             op = self.ops[name]
             ok = np.ones(m, bool)
             for f in self.anc_filters[name]:
                 ok &= passed[f]
-            idx = np.flatnonzero(ok)
-            if len(idx) == 0:
+            rows = sample[ok]
+            if len(rows) == 0:
                 if op.kind == FILTER:
                     passed[name] = np.zeros(m, bool)
-                else:
-                    maps[name] = (idx, {})
                 continue
-            view = sub.take(idx)
-            extra = {}
-            for mname in self.anc_maps[name]:
-                rows_m, cols_m = maps[mname]
-                pos = np.searchsorted(rows_m, idx)
-                for k, v in cols_m.items():
-                    extra[k] = v[pos]
-            if extra:
-                view = view.with_columns(extra)
+            view = View(batch, rows, derived)
             t0 = time.perf_counter()
             out = self._call(op, view, where + " (sample)")
             dt = time.perf_counter() - t0
             if op.kind == MAP:
-                maps[name] = (idx, out)
-                obs.append((name, len(idx), len(idx), dt, True))
+                self._add(batch, derived, name, out, rows)
+                obs.append((name, len(rows), len(rows), dt, True))
             else:
                 p = np.zeros(m, bool)
-                p[idx] = out
+                p[ok] = out
                 passed[name] = p
-                obs.append((name, len(idx), int(out.sum()), dt, True))
+                obs.append((name, len(rows), int(out.sum()), dt, True))
         return obs
 
 
@@ -604,8 +673,9 @@ class PipelineConfig:
     method: str = "auto"             # the OrderPolicy: auto | exact | greedy
     replan_every: int = 2            # finished batches between re-plans
     window: int = 16                 # batches in the stats window
-    sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.02)
+    sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.01)
     min_sample: int = 16
+    sample_every: int = 1            # sample every k-th batch only
     executor: str = "ray"            # ray | local (in this process, no Ray)
     slots: int | None = None         # concurrent DS + DP slots; default 2 x CPUs (>= 2)
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
@@ -711,8 +781,8 @@ class _Run:
             self.fixed = order
         self.order = list(self.fixed or self.written)
         rate = cfg.sample_rate if cfg.sample_rate is not None else \
-            (0.02 if self.fixed is None else 0.0)
-        self.sample = SampleRule(rate, cfg.min_sample, cfg.seed)
+            (0.01 if self.fixed is None else 0.0)
+        self.sample = SampleRule(rate, cfg.min_sample, cfg.seed, cfg.sample_every)
         self.stats = {o.name: OperatorStats(o.kind, cfg.window) for o in self.specs}
         self.batches_done = 0
         self.last_replan = 0
@@ -802,7 +872,7 @@ class _Run:
             s.write(index, survivors)
         if self.cfg.collect:
             self.selected[index] = survivors
-        if self.batches_done - self.last_replan >= self.cfg.replan_every:
+        if self.batches_done == 1 or self.batches_done - self.last_replan >= self.cfg.replan_every:
             self.last_replan = self.batches_done
             changed = False
             if self.fixed is None:
@@ -923,8 +993,8 @@ def _run_local(run: _Run, source: Source, specs: list) -> dict:
         t1, c1 = time.perf_counter(), time.thread_time()
         order = list(run.order)
         rows = run.sample.rows(index, len(batch))
-        survivors, obs = proc.process(batch, order, rows, _where(source, index, spec))
-        survivors = survivors.select(run.cfg.columns)
+        survivors, obs = proc.process(batch, order, rows, _where(source, index, spec),
+                                      run.cfg.columns)
         t2, c2 = time.perf_counter(), time.thread_time()
         run.stage["read_wall_s"] += t1 - t0
         run.stage["read_cpu_s"] += c1 - c0
@@ -971,8 +1041,7 @@ def _slot_class():
             _, proc, sample, columns = self.runs[run_id]
             t0, c0 = time.perf_counter(), time.thread_time()
             rows = sample.rows(index, len(batch))
-            survivors, obs = proc.process(batch, order, rows, where)
-            survivors = survivors.select(columns)
+            survivors, obs = proc.process(batch, order, rows, where, columns)
             info = {"records": len(batch), "wall_s": time.perf_counter() - t0,
                     "cpu_s": time.thread_time() - c0}
             return survivors, obs, info

@@ -1,0 +1,185 @@
+"""The ttH-style selection on real ROOT events equals a straightforward fixed-order implementation,
+in every order the engine chooses."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ak = pytest.importorskip("awkward")
+uproot = pytest.importorskip("uproot")
+skhep_testdata = pytest.importorskip("skhep_testdata")
+
+from apps.hep import BRANCHES, CUTS, POOR, WRITTEN, gaussian_draws, hep_pipeline  # noqa: E402
+
+DRAWS = 32
+FILTERS = [n for n in WRITTEN if n not in ("jets", "bjets", "muons", "electrons", "lepton")]
+
+
+def reference(path: str, draws: int = DRAWS, seed: int = 0):
+    """Every proposition on every event of the file at once, applied in the written order."""
+    C = CUTS
+    ev = uproot.open(path)["events"].arrays(BRANCHES, library="ak")
+    n = len(ev)
+    event = np.arange(n)
+
+    def objects(prefix, pt_cut, eta_cut, extra):
+        px, py, pz = ev[f"{prefix}_Px"], ev[f"{prefix}_Py"], ev[f"{prefix}_Pz"]
+        pt = np.hypot(px, py)
+        eta = np.arcsinh(pz / np.maximum(pt, 1e-9))
+        good = (pt > pt_cut) & (abs(eta) < eta_cut)
+        if prefix == "Jet":
+            good = good & ev.Jet_ID
+        fields = {"px": px, "py": py, "pz": pz, "e": ev[f"{prefix}_E"], "pt": pt}
+        fields.update({k: ev[f"{prefix}_{v}"] for k, v in extra.items()})
+        return ak.zip(fields)[good]
+
+    jets = objects("Jet", C["jet_pt"], C["jet_eta"], {"btag": "btag"})
+    bjets = jets[jets.btag > C["btag"]]
+    mus = objects("Muon", C["mu_pt"], C["mu_eta"], {"charge": "Charge", "iso": "Iso"})
+    els = objects("Electron", C["el_pt"], C["el_eta"], {"charge": "Charge", "iso": "Iso"})
+    leptons = ak.concatenate([mus, els], axis=1)
+    lead = ak.firsts(leptons[ak.argmax(leptons.pt, axis=1, keepdims=True)])
+    lep = {k: ak.to_numpy(ak.fill_none(lead[k], np.nan)).astype(np.float64)
+           for k in ("px", "py", "pz", "e", "pt", "iso")}
+    mx, my = ak.to_numpy(ev.MET_px).astype(np.float64), ak.to_numpy(ev.MET_py).astype(np.float64)
+
+    def mass(p):
+        return np.sqrt(np.maximum(p.e ** 2 - p.px ** 2 - p.py ** 2 - p.pz ** 2, 0.0))
+
+    def z_pair(lst):
+        a, b = ak.unzip(ak.combinations(lst, 2))
+        m = mass(ak.zip({k: a[k] + b[k] for k in ("px", "py", "pz", "e")}))
+        return ak.to_numpy(ak.any((a.charge * b.charge < 0)
+                                  & (abs(m - C["z_mass"]) < C["z_window"]), axis=1))
+
+    a, b = ak.unzip(ak.combinations(jets, 2))
+    mjj = mass(ak.zip({k: a[k] + b[k] for k in ("px", "py", "pz", "e")}))
+
+    # the heavy reconstruction, written out directly: per draw, smear, solve the neutrino pz
+    z = gaussian_draws(event, draws, 4, seed)
+    nux = mx[:, None] + C["met_sigma"] * z[:, :, 2]
+    nuy = my[:, None] + C["met_sigma"] * z[:, :, 3]
+    lx, ly, lz, le = (lep[k][:, None] for k in ("px", "py", "pz", "e"))
+    mu = C["w_mass"] ** 2 / 2 + lx * nux + ly * nuy
+    pt2 = lx ** 2 + ly ** 2
+    centre = mu * lz / pt2
+    root = np.sqrt(np.maximum(centre ** 2 - (le ** 2 * (nux ** 2 + nuy ** 2) - mu ** 2) / pt2, 0))
+    nuz = np.where(np.abs(centre - root) < np.abs(centre + root), centre - root, centre + root)
+    nue = np.sqrt(nux ** 2 + nuy ** 2 + nuz ** 2)
+    padded = ak.pad_none(bjets, 2, clip=True)
+    best = np.full((n, draws), np.nan)
+    best_d = np.full((n, draws), np.inf)
+    for j in range(2):
+        bq = {k: ak.to_numpy(ak.fill_none(padded[k][:, j], np.nan)).astype(np.float64)[:, None]
+              for k in ("px", "py", "pz", "e")}
+        s = 1 + C["jes"] * z[:, :, j]
+        e = le + nue + s * bq["e"]
+        px, py, pz = lx + nux + s * bq["px"], ly + nuy + s * bq["py"], lz + nuz + s * bq["pz"]
+        m = np.sqrt(np.maximum(e ** 2 - px ** 2 - py ** 2 - pz ** 2, 0))
+        d = np.abs(m - C["top_mass"])
+        d[np.isnan(d)] = np.inf
+        best = np.where(d < best_d, m, best)
+        best_d = np.minimum(d, best_d)
+    reco = (np.abs(best - C["top_mass"]) < C["top_window"]).mean(axis=1) >= C["reco_fraction"]
+
+    met = np.hypot(ak.to_numpy(ev.MET_px), ak.to_numpy(ev.MET_py))
+    mt = np.sqrt(np.maximum(2 * (lep["pt"] * np.hypot(mx, my) - lep["px"] * mx - lep["py"] * my),
+                            0))
+    cuts = {
+        "trigger": ak.to_numpy(ev.triggerIsoMu24),
+        "pv": ak.to_numpy(ev.NPrimaryVertices) >= 1,
+        "n_jets": ak.to_numpy(ak.num(jets)) >= C["n_jets"],
+        "n_bjets": ak.to_numpy(ak.num(bjets)) >= C["n_bjets"],
+        "one_lepton": ak.to_numpy(ak.num(leptons)) >= 1,
+        "lepton_pt": lep["pt"] > C["lep_pt"],
+        "met": met > C["met"],
+        "lepton_iso": lep["iso"] < C["lep_iso"],
+        "z_veto": ~(z_pair(mus) | z_pair(els)),
+        "mt_w": mt > C["mt_w"],
+        "w_window": ak.to_numpy(ak.any((mjj > C["mjj_lo"]) & (mjj < C["mjj_hi"]), axis=1)),
+        "ttbar_reco": reco,
+    }
+    alive = np.ones(n, bool)
+    flow = {}
+    for name in FILTERS:
+        alive &= cuts[name]
+        flow[name] = int(alive.sum())
+    weight = float(ak.to_numpy(ev.EventWeight)[alive].sum())
+    return event[alive], flow, weight
+
+
+@pytest.fixture(scope="module")
+def ref():
+    path = skhep_testdata.data_path("uproot-HZZ.root")
+    return reference(path)
+
+
+def test_reference_is_a_real_selection(ref):
+    events, flow, _ = ref
+    assert len(FILTERS) >= 12 - 1 and len(WRITTEN) == 17
+    assert 10 < len(events) < 200, flow  # something survives, most does not
+    assert list(flow.values()) == sorted(flow.values(), reverse=True)
+
+
+def test_adaptive_run_from_the_poor_order_selects_the_reference_events(ray_local, runs, ref):
+    events, flow, weight = ref
+    p = hep_pipeline(order="poor", adaptive=True, reco_draws=DRAWS, step_size=250,
+                     replan_every=1, slots=3, sample_rate=0.02, progress=False, runs_root=runs)
+    res = p.run()
+    got = np.sort(np.asarray(res.selected["event"]))
+    assert np.array_equal(got, events)
+    assert res.n_selected == len(events) == flow["ttbar_reco"]
+    assert res.summary["weight_selected"] == pytest.approx(weight, rel=1e-5)
+    # the run moved away from the poor order: the heavy reconstruction is no longer first
+    assert len(res.orders) >= 2, res.orders
+    final = res.summary["final_order"]
+    assert final.index("ttbar_reco") > final.index("n_bjets")
+    # per-operator work: the reconstruction saw far fewer events than a fixed poor order would
+    reco = res.cutflow.set_index("op").loc["ttbar_reco"]
+    assert reco.records_in < 0.5 * 2421
+    # the run directory tells the dashboard the order over time
+    lines = [json.loads(x) for x in open(os.path.join(res.run_dir, "pipeline.jsonl"))]
+    assert lines[0]["order"] == POOR and len(lines) >= 3
+    assert set(lines[-1]["ops"]["ttbar_reco"]) >= {"cost_s", "pass_rate", "records_in"}
+    meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
+    assert meta["kind"] == "pipeline" and meta["app"] == "hep"
+    assert json.load(open(os.path.join(res.run_dir, "status.json")))["state"] == "finished"
+    import pandas as pd
+    sel = pd.read_parquet(res.outputs["parquet"])
+    assert np.array_equal(np.sort(sel["event"].to_numpy()), events)
+    hist = res.histograms["n_jets"]
+    assert sum(hist["counts"]) == pytest.approx(weight, rel=1e-5)
+
+    # every order the engine used selects exactly the same events (each run as a fixed order)
+    for order in res.orders:
+        fixed = hep_pipeline(order=order, adaptive=False, reco_draws=DRAWS, step_size=800,
+                             executor="local", progress=False, runs_root=runs).run()
+        assert np.array_equal(np.sort(np.asarray(fixed.selected["event"])), events), order
+
+
+def test_written_order_cutflow_equals_the_reference_cutflow(runs, ref):
+    events, flow, _ = ref
+    res = hep_pipeline(order="written", adaptive=False, reco_draws=DRAWS, step_size=2421,
+                       executor="local", progress=False, runs_root=runs).run()
+    cut = res.cutflow.set_index("op")
+    assert {name: int(cut.loc[name, "passed"]) for name in FILTERS} == flow
+    assert res.n_selected == len(events)
+
+
+def test_hydra_entry_point_on_a_compression_variant(ray_local, tmp_path, ref):
+    from hydra import compose, initialize_config_dir
+    from apps.cli import CONFIG_DIR, _register_resolvers, run_config
+    events, flow, _ = ref
+    _register_resolvers()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[
+            "app=hep_poor", "data.file=uproot-HZZ-lzma.root", f"hep.reco_draws={DRAWS}",
+            "data.step_size=1000", "progress=false", f"runs_root={tmp_path}"])
+    module, res = run_config(cfg, str(tmp_path / "run"))
+    assert res.summary["final_order"] == POOR  # app=hep_poor runs the poor order as written
+    assert np.array_equal(np.sort(np.asarray(res.selected["event"])), events)
+    text = module.report(res)
+    assert f"selected={len(events)}" in text and "ttbar_reco" in text

@@ -1,0 +1,158 @@
+"""The pipeline ordering policy on synthetic operators with known costs and pass rates (no Ray)."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from engine.ordering import (DSDPBalancer, OperatorStats, OpSpec, OrderPolicy, SampleRule,
+                             ancestors, brute_force_best, check_dag, expected_cost, heft_order,
+                             is_valid_order, topological)
+
+
+def _stats(table):
+    return {name: (c, p) for name, (c, p) in table.items()}
+
+
+def test_independent_filters_ascending_rank_is_optimal():
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        n = int(rng.integers(2, 7))
+        ops = [OpSpec(f"f{i}") for i in range(n)]
+        cost = {o.name: float(rng.uniform(1e-6, 1e-3)) for o in ops}
+        rate = {o.name: float(rng.uniform(0.01, 0.99)) for o in ops}
+        best, best_v = brute_force_best(ops, cost, rate)
+        rank = sorted(cost, key=lambda k: cost[k] / (1 - rate[k]))
+        for method in ("exact", "greedy"):
+            got = OrderPolicy(ops, method=method).order({k: (cost[k], rate[k]) for k in cost})
+            assert got == rank, (method, got, rank)
+            assert math.isclose(expected_cost(ops, got, cost, rate), best_v, rel_tol=1e-12)
+
+
+def test_known_example_orders_by_rank_not_by_cost_or_selectivity():
+    ops = [OpSpec("cheap_loose"), OpSpec("dear_tight"), OpSpec("mid")]
+    stats = {"cheap_loose": (1.0, 0.99), "dear_tight": (5.0, 0.01), "mid": (2.0, 0.5)}
+    # ranks: 100, 5.05, 4
+    assert OrderPolicy(ops).order(stats) == ["mid", "dear_tight", "cheap_loose"]
+
+
+def test_dependencies_are_respected_and_the_exact_order_is_optimal():
+    rng = np.random.default_rng(3)
+    for trial in range(30):
+        n = int(rng.integers(3, 8))
+        ops = []
+        for i in range(n):
+            deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.3)
+            kind = "map" if rng.random() < 0.3 else "filter"
+            ops.append(OpSpec(f"o{i}", kind, deps))
+        cost = {o.name: float(rng.uniform(0.1, 10)) for o in ops}
+        rate = {o.name: (1.0 if o.kind == "map" else float(rng.uniform(0.05, 0.95)))
+                for o in ops}
+        stats = {k: (cost[k], rate[k]) for k in cost}
+        best, best_v = brute_force_best(ops, cost, rate)
+        exact = OrderPolicy(ops, method="exact").order(stats)
+        greedy = OrderPolicy(ops, method="greedy").order(stats)
+        for order in (exact, greedy):
+            assert is_valid_order(ops, order), order
+        assert math.isclose(expected_cost(ops, exact, cost, rate), best_v, rel_tol=1e-9)
+        assert expected_cost(ops, greedy, cost, rate) >= best_v * (1 - 1e-9)
+
+
+def test_a_map_runs_only_when_it_pays_and_always_before_its_readers():
+    ops = [OpSpec("pt", "map"), OpSpec("pt_cut", "filter", ("pt",)), OpSpec("met", "filter"),
+           OpSpec("heavy", "filter", ("pt",))]
+    stats = {"pt": (1.0, 1.0), "pt_cut": (0.1, 0.1), "met": (0.9, 0.5), "heavy": (50.0, 0.5)}
+    order = OrderPolicy(ops).order(stats)
+    assert order.index("pt") < order.index("pt_cut") < order.index("heavy")
+    assert order[-1] == "heavy"
+    cost, rate = {k: v[0] for k, v in stats.items()}, {k: v[1] for k, v in stats.items()}
+    assert math.isclose(expected_cost(ops, order, cost, rate),
+                        brute_force_best(ops, cost, rate)[1])
+    # the map unlocks a cheap tight filter: (1 + 0.1) / 0.9 < 0.9 / 0.5, so it goes first
+    assert order[:2] == ["pt", "pt_cut"]
+    # a map whose reader is loose waits behind the independent tight filter
+    stats2 = dict(stats, pt_cut=(0.1, 0.95))
+    order2 = OrderPolicy(ops).order(stats2)
+    assert order2[0] == "met"
+
+
+def test_greedy_fallback_when_too_many_subsets():
+    ops = [OpSpec(f"f{i}") for i in range(12)]  # 4096 subsets
+    rng = np.random.default_rng(1)
+    stats = {o.name: (float(rng.uniform(1, 2)), float(rng.uniform(0.1, 0.9))) for o in ops}
+    pol = OrderPolicy(ops, max_states=100)
+    got = pol.order(stats)
+    assert pol.last_method == "greedy"
+    assert got == sorted(stats, key=lambda k: stats[k][0] / (1 - stats[k][1]))
+
+
+def test_ties_and_unknown_stats_keep_the_written_order():
+    ops = [OpSpec("a"), OpSpec("b"), OpSpec("c")]
+    assert OrderPolicy(ops).order({}) == ["a", "b", "c"]
+    assert OrderPolicy(ops).order({"a": (1, 0.5), "b": (1, 0.5), "c": (1, 0.5)}) == ["a", "b", "c"]
+    # unmeasured c: mean cost, pass rate 1 -> last
+    assert OrderPolicy(ops).order({"a": (2, 0.5), "b": (1, 0.5)})[-1] == "c"
+
+
+def test_dag_errors_name_the_operator():
+    with pytest.raises(ValueError, match="'x'.*'nope'"):
+        check_dag([OpSpec("x", after=("nope",))])
+    with pytest.raises(ValueError, match="cycle"):
+        check_dag([OpSpec("a", after=("b",)), OpSpec("b", after=("a",))])
+    with pytest.raises(ValueError, match="two operators"):
+        check_dag([OpSpec("a"), OpSpec("a")])
+    ops = [OpSpec("m", "map"), OpSpec("f", after=("m",)), OpSpec("g", after=("f",))]
+    assert topological(ops, ["g", "f", "m"]) == ["m", "f", "g"]
+    assert ancestors(ops)["g"] == {"f", "m"}
+
+
+def test_operator_stats_window_and_sample_pass_rate():
+    s = OperatorStats(window=3, min_pass_records=10)
+    assert s.cost_s is None and s.pass_rate is None
+    s.observe(100, 50, 1.0)
+    assert s.cost_s == pytest.approx(0.01) and s.pass_rate == 0.5
+    for _ in range(3):
+        s.observe(100, 10, 2.0)
+    assert s.cost_s == pytest.approx(0.02) and s.pass_rate == pytest.approx(0.1)  # old one left
+    s.observe(20, 18, 0.2, sampled=True)  # the sample decides the pass rate once big enough
+    assert s.pass_rate == pytest.approx(0.9)
+    assert s.total["records_in"] == 400 and s.sample_total["records_in"] == 20
+    assert OperatorStats(kind="map").pass_rate == 1.0
+
+
+def test_sample_rule_is_deterministic_and_small():
+    rule = SampleRule(rate=0.02, min_records=16, seed=5)
+    a, b = rule.rows(3, 10_000), rule.rows(3, 10_000)
+    assert np.array_equal(a, b) and len(a) == 200 and len(np.unique(a)) == 200
+    assert not np.array_equal(a, rule.rows(4, 10_000))
+    assert len(rule.rows(0, 10)) == 10 and len(SampleRule(0.0).rows(0, 100)) == 0
+
+
+def test_heft_order_ignores_pass_rates():
+    ops = [OpSpec("m", "map"), OpSpec("heavy", after=("m",)), OpSpec("cheap")]
+    order = heft_order(ops, {"m": 1.0, "heavy": 100.0, "cheap": 0.1})
+    assert order == ["m", "heavy", "cheap"]
+
+
+def test_balancer_moves_toward_measured_costs_and_doubles_interval_when_stable():
+    b = DSDPBalancer(slots=4, interval0=2, max_interval=16)
+    assert (b.n_ds, b.n_dp) == (2, 2)
+    # reading costs 3x processing per record: best split is 3 readers, 1 processor
+    assert b.checkpoint(3e-3, 1e-3, batches_done=2)
+    assert (b.n_ds, b.n_dp) == (3, 1) and b.interval == 2 and b.next_at == 4
+    assert not b.checkpoint(3e-3, 1e-3, batches_done=4)
+    assert b.interval == 4 and b.next_at == 8
+    assert not b.checkpoint(3e-3, 1e-3, batches_done=8)
+    assert b.interval == 8
+    for k in range(4):
+        b.checkpoint(3e-3, 1e-3, batches_done=16 + k)
+    assert b.interval == 16  # capped
+    # processing becomes heavy: one slot per checkpoint toward the readers' minimum
+    assert b.checkpoint(1e-3, 5e-3, 40) and b.n_ds == 2
+    assert b.checkpoint(1e-3, 5e-3, 42) and b.n_ds == 1
+    assert not b.checkpoint(1e-3, 5e-3, 44) and b.n_ds == 1
+    # a gain below tolerance does not move
+    c = DSDPBalancer(slots=4, tolerance=0.5)
+    assert not c.checkpoint(1.1e-3, 1e-3)
+    with pytest.raises(ValueError):
+        DSDPBalancer(slots=1)
