@@ -71,6 +71,9 @@ TRACE_DIRECT_CELLS = 20_000_000
 TRACE_MAX_CELLS = 400_000_000
 # Above this many traceback cells in all, tracebacks fan out as Ray tasks.
 TRACE_FANOUT_CELLS = 200_000_000
+# Work per tile the engine aims at (configs/app/align.yaml sets the same): each tile also writes
+# a top-k part (a few ms), and the engine's two-item probe overstates what a pair costs in a tile.
+TARGET_TILE_S = 0.5
 
 
 @lru_cache(maxsize=4)
@@ -577,11 +580,12 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
     """The Python form of ``pairflow app=align``: run, trace the hits, write the outputs.
 
     ``options`` are ``engine.allpairs`` options (``run_dir``, ``runs_root``, ``leaf_items``,
-    ``validate``, ``progress`` ...). Returns the engine's result with ``.hits`` (a DataFrame)
+    ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
     and ``.align`` (the summary) attached.
     """
     from engine.driver import allpairs
     from engine.sinks import TopK
+    options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
                    min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,

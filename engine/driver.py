@@ -125,10 +125,13 @@ def weighted_probe(w: PairWeights, row_keys: Sequence[str], col_keys: Sequence[s
 def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weight: float,
                     target_s: float, n_actors: int) -> dict:
     """Cost per weight unit from the probe, and the most one tile may weigh: about
-    ``target_s`` of work, and no more than 1/4 of an actor's share (so heavy regions split)."""
+    ``target_s`` of work, no more than 1/4 of an actor's share (so heavy regions split), and no
+    less than 1/64 of it: a probe of two items overstates per-pair costs, and a slow probe (a
+    busy machine) must not cut the work into thousands of round trips."""
     rate = float(max(probe_weight, 1e-12) / max(t_pair, 1e-12))  # weight units per second
     total = w.total(space)
-    max_weight = min(target_s * rate, total / (4 * max(1, n_actors)))
+    share = total / max(1, n_actors)
+    max_weight = min(max(target_s * rate, share / 64), share / 4)
     return {"weight_per_s": rate, "probe_weight": float(probe_weight),
             "max_weight": max(max_weight, 1e-9), "total_weight": total}
 
@@ -331,7 +334,9 @@ class _Run:
         if previous is not None:
             leaf = int(previous["leaf_items"])
         else:
-            leaf = cfg.leaf_items or choose_leaf(self.measured["t_pair"], space, host_items_eff,
+            # weighted tiles: the weight budget sizes tiles, the leaf only bounds their side
+            t_leaf = self.measured["t_pair"] if weights is None else 1e-12
+            leaf = cfg.leaf_items or choose_leaf(t_leaf, space, host_items_eff,
                                                  per_node_tiles, n_actors, cfg.target_tile_s)
         if weights is not None and "max_weight" not in self.measured:
             self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],

@@ -142,7 +142,10 @@ def test_driver_weight_hook_sizes_tiles_from_the_probe():
     b = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05, n_actors=2)
     assert b["weight_per_s"] == pytest.approx(1e9)
     assert b["total_weight"] == pytest.approx(rows.sum() * cols.sum())
-    assert b["max_weight"] == pytest.approx(min(0.05 * 1e9, b["total_weight"] / 8))
+    share = b["total_weight"] / 2
+    assert b["max_weight"] == pytest.approx(min(max(0.05 * 1e9, share / 64), share / 4))
+    slow = weighted_budget(w, space, t_pair=10.0, probe_weight=1e4, target_s=0.05, n_actors=2)
+    assert slow["max_weight"] == pytest.approx(share / 64)  # never thousands of tiny tiles
 
     class App:
         def pair_weights(self):
