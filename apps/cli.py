@@ -24,6 +24,9 @@ def _register_resolvers() -> None:
     from apps.data import data_path
     if not OmegaConf.has_resolver("pairflow_data"):
         OmegaConf.register_new_resolver("pairflow_data", lambda rel="": data_path(rel))
+    if not OmegaConf.has_resolver("pairflow_or"):  # first non-null argument (oc.select keeps a null)
+        OmegaConf.register_new_resolver("pairflow_or", lambda *xs: next(
+            (x for x in xs if x is not None), None))
 
 
 def run_config(cfg, run_dir: str | None = None):
