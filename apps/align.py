@@ -591,7 +591,14 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
                    min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,
                    kmer=kmer, weighted=weighted)
     sinks = [TopK(app.top_k, field="score")] + list(extra_sinks)
-    result = allpairs(app=app, sinks=sinks, wait=True, **options)
+    show = options.pop("progress", True)  # the cells/s display replaces the engine's bar
+    handle = allpairs(app=app, sinks=sinks, progress=False, **options)
+    stop = watch(handle.run_dir, app) if show else None
+    try:
+        result = handle.result()
+    finally:
+        if stop is not None:
+            stop()
     finish(app, result, validate_hits=validate_hits)
     return result
 
