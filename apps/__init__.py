@@ -1,5 +1,7 @@
 """Scientific applications: each wires operators and kernels into an engine run.
 
-Every app module exposes ``build(cfg) -> (app, sinks)`` and ``report(result) -> str``.
+Every app module exposes ``build(cfg) -> (app, sinks)`` (an all-pairs run) or its own
+``run(cfg, run_dir) -> result`` (e.g. a pipeline), and ``report(result) -> str``.
 """
-APPS = {"jaccard": "apps.jaccard", "align": "apps.align"}
+APPS = {"jaccard": "apps.jaccard", "align": "apps.align", "hep": "apps.hep",
+        "jaccard_filtered": "apps.jaccard_filtered"}
