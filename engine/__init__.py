@@ -1,6 +1,7 @@
 """pairflow's engine: pair spaces, caches, scheduling, sinks and runs on Ray.
 
-The Python API lives here: ``from engine import allpairs, Triangle, Rectangle, PairList``.
+The Python API lives here: ``from engine import allpairs, Triangle, Rectangle, PairList``, and
+for filter pipelines ``from engine import Pipeline, Map, Filter``.
 """
 from .app import BasePairApp, FunctionApp, PairApp
 from .errors import InputError, PairflowError
@@ -9,11 +10,19 @@ from .sinks import DenseMatrix, Threshold, TopK
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp", "InputError",
            "PairflowError", "PairList", "Rectangle", "Tile", "Triangle", "leaves", "quadtree",
-           "DenseMatrix", "Threshold", "TopK"]
+           "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
+           "ParquetSink", "Histogram", "DaskSource", "PairSource", "prefilter"]
+
+_PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "ParquetSink", "Histogram", "DaskSource",
+             "ArraySource", "PairSource", "prefilter", "PipelineConfig", "PipelineResult",
+             "Source")
 
 
 def __getattr__(name):  # Ray is imported only when a run is started
     if name in ("allpairs", "AllPairsConfig", "RunHandle", "AllPairsResult"):
         import importlib
         return getattr(importlib.import_module(".driver", __name__), name)
+    if name in _PIPELINE:
+        import importlib
+        return getattr(importlib.import_module(".pipeline", __name__), name)
     raise AttributeError(name)
