@@ -222,3 +222,25 @@ def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_loc
     # these similar-sized loci rejects nothing; the sketch test does the work)
     assert pre["ops"]["sketch"]["records_in"] == pre["pairs_total"]
     assert pre["ops"]["sketch"]["passed"] == pre["candidates"]
+
+
+def test_parquet_source_and_reusable_operators(runs, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from operators.columnar import ParquetSource, at_least, between, derive
+    d = _data(5_000)
+    pq.write_table(pa.table(d), str(tmp_path / "d.parquet"), row_group_size=1_000)
+    src = ParquetSource(str(tmp_path / "d.parquet"), columns=["id", "x", "y"])
+    assert len(src.partitions()) == 5
+    ops = [derive("x2", lambda x: np.asarray(x) ** 2, ["x"]),
+           at_least("far", "x2", 1.0 + 1e-12, after=["x2"]), between("low", "y", -1, 0.25)]
+    res = Pipeline(src, ops, sinks=[ParquetSink("out.parquet")]).run(
+        executor="local", runs_root=runs, progress=False)
+    exp = d["id"][(d["x"] ** 2 >= 1.0 + 1e-12) & (d["y"] < 0.25)]
+    assert np.array_equal(res.selected["id"], exp)
+    again = Pipeline(ParquetSource(res.outputs["parquet"]), []).run(
+        executor="local", runs_root=runs, progress=False)  # a sink's output reads back
+    assert sorted(again.selected["id"].tolist()) == exp.tolist()
+    from engine.errors import InputError
+    with pytest.raises(InputError, match="no column"):
+        ParquetSource(str(tmp_path / "d.parquet"), columns=["nope"])
