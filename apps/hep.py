@@ -1,4 +1,5 @@
-"""A ttH-style event selection on real ROOT files: 16 propositions with declared dependencies.
+"""A ttH-style event selection on real ROOT files: 17 operators with declared dependencies
+(5 object selections and 12 event propositions).
 
 Data: scikit-hep-testdata 0.3.12's ``uproot-HZZ.root`` (tree ``events``, 2,421 simulated events
 with jets, muons, electrons, photons and MET) or one of its compression variants.
@@ -294,13 +295,24 @@ def propositions(reco_draws: int = 1024, seed: int = 0) -> dict:
     return {o.name: o for o in ops}
 
 
-def operators(order: str | list = "written", reco_draws: int = 1024, seed: int = 0) -> list:
-    """The operators listed in the written (sensible) order, the poor order, or a given one."""
+PRESELECTION = ["trigger", "pv", "met", "jets", "n_jets"]
+
+
+def operators(order: str | list = "written", reco_draws: int = 1024, seed: int = 0,
+              selection: str = "full") -> list:
+    """The operators listed in the written (sensible) order, the poor order, or a given one.
+    ``selection="preselection"`` keeps only the trigger, vertex, MET and jet-count cuts (a light
+    selection, for the read-heavy variant)."""
     names = {"written": WRITTEN, "poor": POOR}.get(order, order) \
         if isinstance(order, str) else list(order)
     if isinstance(names, str):
         raise ValueError(f"order must be 'written', 'poor' or a list of names, got {order!r}")
     ops = propositions(reco_draws, seed)
+    if selection == "preselection":
+        ops = {k: v for k, v in ops.items() if k in PRESELECTION}
+        names = [n for n in names if n in ops]
+    elif selection != "full":
+        raise ValueError(f"selection must be 'full' or 'preselection', got {selection!r}")
     if sorted(names) != sorted(ops):
         raise ValueError(f"an order must list every operator once: {sorted(ops)}")
     return [ops[n] for n in names]
@@ -310,7 +322,10 @@ OUTPUT_COLUMNS = ["event", "EventWeight", "n_jets", "n_b", "n_lep", "lep_pt", "l
                   "MET_px", "MET_py"]
 
 
-def sinks():
+def sinks(selection: str = "full"):
+    if selection == "preselection":
+        return [ParquetSink("selected.parquet", columns=["event", "EventWeight", "n_jets"]),
+                Histogram("n_jets", "n_jets", bins=np.arange(-0.5, 8.5), weight="EventWeight")]
     return [ParquetSink("selected.parquet", columns=OUTPUT_COLUMNS),
             Histogram("met", lambda b: np.hypot(_np(b["MET_px"]), _np(b["MET_py"])),
                       bins=20, range=(0, 200), weight="EventWeight"),
@@ -322,17 +337,25 @@ def sinks():
 def hep_pipeline(file: str = "uproot-HZZ.root", order: str | list = "written",
                  adaptive: bool = True, reco_draws: int = 1024, seed: int = 0,
                  step_size: int = 500, repeat: int = 1, tree: str = "events",
-                 columns=None, **options) -> Pipeline:
-    """The selection as a Pipeline (``.run()`` it). ``options`` are PipelineConfig fields."""
+                 columns=None, selection: str = "full", branches: str = "used",
+                 keep_open: bool = True, **options) -> Pipeline:
+    """The selection as a Pipeline (``.run()`` it). ``options`` are PipelineConfig fields.
+    ``branches="all"`` reads every branch (MC truth included), ``keep_open=False`` reopens the
+    file for every batch: both make reading heavier (the read-heavy benchmark variant)."""
     from operators.root import RootSource
     files = [data_file(f) for f in ([file] if isinstance(file, str) else file)]
-    source = RootSource(files, tree=tree, branches=BRANCHES, step_size=step_size, repeat=repeat)
-    ops = operators(order, reco_draws, seed)
+    if branches not in ("used", "all"):
+        raise ValueError(f"branches must be 'used' or 'all', got {branches!r}")
+    source = RootSource(files, tree=tree, branches=BRANCHES if branches == "used" else None,
+                        step_size=step_size, repeat=repeat, keep_open=keep_open)
+    ops = operators(order, reco_draws, seed, selection)
     options.setdefault("order", "adaptive" if adaptive else "written")
     options.setdefault("weight", "EventWeight")
     options.setdefault("name", "hep")
-    return Pipeline(source, ops, sinks(), columns=columns or OUTPUT_COLUMNS + ["jet_pt"],
-                    **options)
+    if columns is None:
+        columns = OUTPUT_COLUMNS + ["jet_pt"] if selection == "full" else \
+            ["event", "EventWeight", "n_jets"]
+    return Pipeline(source, ops, sinks(selection), columns=columns, **options)
 
 
 def run(cfg, run_dir: str | None = None):
@@ -348,7 +371,10 @@ def run(cfg, run_dir: str | None = None):
     p = hep_pipeline(file=str(d.file), order=h.order if isinstance(h.order, str)
                      else list(h.order), adaptive=bool(h.adaptive),
                      reco_draws=int(h.reco_draws), seed=int(h.seed), step_size=int(d.step_size),
-                     repeat=int(d.repeat), tree=str(d.tree), **options)
+                     repeat=int(d.repeat), tree=str(d.tree),
+                     selection=str(h.get("selection", "full")),
+                     branches=str(d.get("branches", "used")),
+                     keep_open=bool(d.get("keep_open", True)), **options)
     return p.run(run_dir=run_dir, progress=bool(cfg.get("progress", True)),
                  runs_root=str(cfg.get("runs_root", "runs")),
                  config_dump=OmegaConf.to_container(cfg, resolve=True))

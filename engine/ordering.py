@@ -135,9 +135,9 @@ class OperatorStats:
     """Windowed measurements of one operator.
 
     ``observe(records_in, passed, seconds, sampled)`` once per batch (and once more for the
-    batch's sample). ``cost_s``: marginal seconds per record over the window, separated from a
-    fixed cost per call (``overhead_s``, paid wherever the operator sits) by a least-squares fit
-    over calls of different sizes; ``pass_rate``: passed / in over the sample observations of the window when they
+    batch's sample). ``cost_s``: marginal seconds per record over the window, with a fixed cost
+    per call (``overhead_s``, paid wherever the operator sits) taken out when calls of very
+    different sizes show it; ``pass_rate``: passed / in over the sample observations of the window when they
     hold at least ``min_pass_records`` records, else over every observation. Totals over the whole
     run are kept apart for the cutflow.
     """
@@ -177,21 +177,26 @@ class OperatorStats:
         return self._sums(self.normal)[0] + self._sums(self.sampled)[0]
 
     def _fit(self) -> tuple[float, float] | None:
-        """(overhead per call, seconds per record) over the window: least squares of
-        seconds = a + b * records when the window holds calls of clearly different sizes (the
-        sample's small calls and the full ones), else a = 0 and b = total seconds / records."""
+        """(overhead per call, seconds per record) over the window.
+
+        The cost per record is the records-weighted ratio seconds / records, less a per-call
+        floor ``a`` when the window holds calls much smaller than the typical one (the sample's
+        calls, or calls late in the order): ``a`` is the fastest of those small calls, an upper
+        bound of the fixed cost per call that timing noise can only raise. So an operator whose
+        time is mostly a fixed cost per call (awkward's, say) is not charged per record for it,
+        and an operator whose cost grows with its records is never estimated free (a least-
+        squares fit on a handful of noisy small calls can be)."""
         pts = [(a, c) for a, _, c in list(self.normal) + list(self.sampled) if a > 0]
         if not pts:
             return None
         n = np.array([p[0] for p in pts], float)
         s = np.array([p[1] for p in pts], float)
-        ratio = float(s.sum() / n.sum())
-        if len(pts) < 3 or n.max() < 2 * n.min():
-            return 0.0, ratio
-        b, a = np.polyfit(n, s, 1)
-        if a < 0:  # through the origin
-            a, b = 0.0, float((n * s).sum() / (n * n).sum())
-        return float(a), max(0.0, float(b))
+        typical = float((n * n).sum() / n.sum())
+        small = n <= 0.25 * typical
+        if not small.any():
+            return 0.0, float(s.sum() / n.sum())
+        a = float(min(s[small].min(), s.min()))
+        return a, max(0.0, float((s - a).sum() / n.sum()))
 
     @property
     def cost_s(self) -> float | None:
@@ -438,15 +443,18 @@ class SampleRule:
 class DSDPBalancer:
     """How many of ``slots`` concurrent slots read/decode (DS) and how many process (DP).
 
-    ``checkpoint(ds_cost, dp_cost)`` takes the measured seconds per record of one DS slot and of
-    one DP slot. The best split maximises throughput min(n_ds / ds_cost, n_dp / dp_cost); the
-    split moves one slot toward it when that gains more than ``tolerance``; otherwise nothing
-    changes and the interval to the next checkpoint (in finished batches) doubles, up to
-    ``max_interval``. A move resets the interval to ``interval0``.
+    ``checkpoint(ds_cost, dp_cost)`` takes the measured CPU seconds per record of reading and
+    of processing. The best split maximises the modelled throughput
+    min(min(n_ds, C) / ds_cost, min(n_dp, C) / dp_cost, C / (ds_cost + dp_cost)) with C = ``cores``
+    (slots beyond the cores only time-share them; ``cores=None``: every slot is a core, as in
+    HEP-Frame's thread model); the split moves one slot toward it when that gains more than
+    ``tolerance``; otherwise nothing changes and the interval to the next checkpoint (in finished
+    batches) doubles, up to ``max_interval``. A move resets the interval to ``interval0``.
     """
 
     slots: int
     n_ds: int | None = None
+    cores: int | None = None
     interval0: int = 2
     max_interval: int = 64
     tolerance: float = 0.05
@@ -470,7 +478,9 @@ class DSDPBalancer:
 
     def throughput(self, n_ds: int, ds_cost: float, dp_cost: float) -> float:
         ds_cost, dp_cost = max(ds_cost, 1e-12), max(dp_cost, 1e-12)
-        return min(n_ds / ds_cost, (self.slots - n_ds) / dp_cost)
+        c = self.cores or self.slots
+        return min(min(n_ds, c) / ds_cost, min(self.slots - n_ds, c) / dp_cost,
+                   c / (ds_cost + dp_cost))
 
     def target(self, ds_cost: float, dp_cost: float) -> int:
         best = max(range(1, self.slots), key=lambda k: (self.throughput(k, ds_cost, dp_cost),

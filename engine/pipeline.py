@@ -567,10 +567,12 @@ class Processor:
     operator); returns the survivors and per-operator observations. Used by the processing
     actors and by the local executor alike."""
 
-    def __init__(self, ops: Sequence[Op]):
+    def __init__(self, ops: Sequence[Op], method: str = "auto"):
         self.ops = {o.name: o for o in ops}
         specs = [o.spec for o in ops]
         check_dag(specs)
+        self.specs, self.method = specs, method
+        self._policy = None
         self.written = topological(specs)
         anc = ancestors(specs)
         self.anc = anc
@@ -597,12 +599,23 @@ class Processor:
         for k, v in out.items():
             derived[k] = (rows, v)
 
-    def process(self, batch: Batch, order: Sequence[str], sample_rows=None,
+    def bootstrap_order(self, obs: list) -> list[str]:
+        """An order from one sample's observations (before the driver has any stats)."""
+        if self._policy is None:
+            self._policy = OrderPolicy(self.specs, method=self.method)
+        stats = {name: (sec / n, passed / n) for name, n, passed, sec, _ in obs if n > 0}
+        return self._policy.order(stats)
+
+    def process(self, batch: Batch, order: Sequence[str] | None, sample_rows=None,
                 where: str = "a batch", columns: Sequence[str] | None = None
-                ) -> tuple[Batch, list]:
+                ) -> tuple[Batch, list, list]:
+        """Returns (survivors, observations, the order used). ``order=None``: choose it here
+        from this batch's sample (the first batches of an adaptive run, before any stats)."""
         obs: list = []
         if sample_rows is not None and len(sample_rows):
             obs += self._sample(batch, np.asarray(sample_rows, dtype=np.int64), where)
+        if order is None:
+            order = self.bootstrap_order(obs) if obs else list(self.written)
         rows = None  # all
         derived: dict = {}
         produced: dict[str, list] = {}
@@ -629,7 +642,7 @@ class Processor:
                             time.perf_counter() - t0, False))
                 n = len(batch) if rows is None else len(rows)
         survivors = View(batch, rows, derived, frozenset(), cache).materialize(columns)
-        return survivors, obs
+        return survivors, obs, list(order)
 
     def _sample(self, batch: Batch, sample: np.ndarray, where: str) -> list:
         """Every operator on the sample records that passed its own dependencies."""
@@ -673,11 +686,11 @@ class PipelineConfig:
     method: str = "auto"             # the OrderPolicy: auto | exact | greedy
     replan_every: int = 2            # finished batches between re-plans
     window: int = 16                 # batches in the stats window
-    sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.01)
-    min_sample: int = 16
+    sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.005)
+    min_sample: int = 8
     sample_every: int = 1            # sample every k-th batch only
     executor: str = "ray"            # ray | local (in this process, no Ray)
-    slots: int | None = None         # concurrent DS + DP slots; default 2 x CPUs (>= 2)
+    slots: int | None = None         # concurrent DS + DP slots; default CPUs + 1 (>= 2)
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
     balance: bool = True
     balance_clock: str = "cpu"       # cpu (thread CPU time; robust to time-sharing) | wall
@@ -780,9 +793,13 @@ class _Run:
                 raise ValueError(f"order {order} breaks a dependency (after=)")
             self.fixed = order
         self.order = list(self.fixed or self.written)
+        # until the first re-plan, an adaptive run lets each batch choose its order from its
+        # own sample (a batch dispatched before any stats would otherwise run the written order)
+        self.bootstrapping = self.fixed is None
         rate = cfg.sample_rate if cfg.sample_rate is not None else \
-            (0.01 if self.fixed is None else 0.0)
+            (0.005 if self.fixed is None else 0.0)
         self.sample = SampleRule(rate, cfg.min_sample, cfg.seed, cfg.sample_every)
+        self.boot_sample = SampleRule(max(rate, 0.005), max(cfg.min_sample, 16), cfg.seed)
         self.stats = {o.name: OperatorStats(o.kind, cfg.window) for o in self.specs}
         self.batches_done = 0
         self.last_replan = 0
@@ -826,6 +843,13 @@ class _Run:
         self._log_plan(changed=False)
         self._last_snap = 0.0
         self._last_line = self._last_status = time.time()
+
+    def dispatch(self, index: int, n: int) -> tuple[list | None, np.ndarray]:
+        """The order to send with batch ``index`` (None: choose from the sample) and the rows
+        of its sample."""
+        if self.bootstrapping:
+            return None, self.boot_sample.rows(index, n)
+        return list(self.order), self.sample.rows(index, n)
 
     def _log_plan(self, changed: bool, expected: float | None = None) -> None:
         line = {"t": time.time(), "batch": self.batches_done, "order": list(self.order),
@@ -876,6 +900,7 @@ class _Run:
             self.last_replan = self.batches_done
             changed = False
             if self.fixed is None:
+                self.bootstrapping = False
                 new = self.policy.order(self.stats)
                 changed = new != self.order
                 self.order = new
@@ -984,17 +1009,16 @@ def _read(source: Source, spec, index: int) -> Batch:
 
 
 def _run_local(run: _Run, source: Source, specs: list) -> dict:
-    proc = Processor(run.p.ops)
+    proc = Processor(run.p.ops, run.cfg.method)
     run.start(len(specs), None)
     run.rundir.set_status("running")
     for index, spec in enumerate(specs):
         t0, c0 = time.perf_counter(), time.thread_time()
         batch = _read(source, spec, index)
         t1, c1 = time.perf_counter(), time.thread_time()
-        order = list(run.order)
-        rows = run.sample.rows(index, len(batch))
-        survivors, obs = proc.process(batch, order, rows, _where(source, index, spec),
-                                      run.cfg.columns)
+        order, rows = run.dispatch(index, len(batch))
+        survivors, obs, order = proc.process(batch, order, rows, _where(source, index, spec),
+                                             run.cfg.columns)
         t2, c2 = time.perf_counter(), time.thread_time()
         run.stage["read_wall_s"] += t1 - t0
         run.stage["read_cpu_s"] += c1 - c0
@@ -1020,8 +1044,8 @@ def _slot_class():
         def __init__(self):
             self.runs: dict = {}
 
-        def configure(self, run_id, source, ops, sample, columns):
-            self.runs = {run_id: (source, Processor(ops), sample, columns)}
+        def configure(self, run_id, source, ops, method, columns):
+            self.runs = {run_id: (source, Processor(ops, method), columns)}
             return True
 
         def release(self, run_id):
@@ -1037,13 +1061,12 @@ def _slot_class():
                     "cpu_s": time.thread_time() - c0}
             return batch, info
 
-        def process(self, run_id, batch, index, order, where):
-            _, proc, sample, columns = self.runs[run_id]
+        def process(self, run_id, batch, index, order, rows, where):
+            _, proc, columns = self.runs[run_id]
             t0, c0 = time.perf_counter(), time.thread_time()
-            rows = sample.rows(index, len(batch))
-            survivors, obs = proc.process(batch, order, rows, where, columns)
+            survivors, obs, used = proc.process(batch, order, rows, where, columns)
             info = {"records": len(batch), "wall_s": time.perf_counter() - t0,
-                    "cpu_s": time.thread_time() - c0}
+                    "cpu_s": time.thread_time() - c0, "order": used}
             return survivors, obs, info
 
     _SLOT_CLASS = PipelineSlot
@@ -1080,12 +1103,12 @@ def _run_ray(run: _Run, source: Source, specs: list) -> dict:
     init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
     ray_init_s = time.time() - t0
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-    slots = max(2, cfg.slots or 2 * cpus)
+    slots = max(2, cfg.slots or cpus + 1)
     if cfg.ds_slots is not None and not 1 <= cfg.ds_slots <= slots - 1:
         raise ValueError(f"ds_slots must be in [1, {slots - 1}] with {slots} slots, "
                          f"got {cfg.ds_slots}")
-    run.balancer = bal = DSDPBalancer(slots, n_ds=cfg.ds_slots, interval0=cfg.checkpoint,
-                                      max_interval=cfg.max_checkpoint)
+    run.balancer = bal = DSDPBalancer(slots, n_ds=cfg.ds_slots, cores=cpus,
+                                      interval0=cfg.checkpoint, max_interval=cfg.max_checkpoint)
     balancing = cfg.balance and cfg.ds_slots is None
     depth = max(1, cfg.depth)
     max_ready = cfg.max_ready or 2 * slots
@@ -1094,7 +1117,7 @@ def _run_ray(run: _Run, source: Source, specs: list) -> dict:
     t1 = time.time()
     pool = _slot_pool(slots)
     src_ref, ops_ref = ray.put(source), ray.put(list(run.p.ops))
-    ray.get([a.configure.remote(run_id, src_ref, ops_ref, run.sample, cfg.columns)
+    ray.get([a.configure.remote(run_id, src_ref, ops_ref, cfg.method, cfg.columns)
              for a in pool])
     actors_s = time.time() - t1
     try:
@@ -1121,10 +1144,10 @@ def _run_ray(run: _Run, source: Source, specs: list) -> dict:
             for s in range(bal.n_ds, slots):
                 while ready and inflight[s] < depth:
                     index, b_ref, n = ready.popleft()
-                    order = list(run.order)
-                    ref = pool[s].process.remote(run_id, b_ref, index, order,
+                    order, rows = run.dispatch(index, n)
+                    ref = pool[s].process.remote(run_id, b_ref, index, order, rows,
                                                  _where(source, index, specs[index]))
-                    processing[ref] = (index, s, order)
+                    processing[ref] = (index, s)
                     inflight[s] += 1
             done, _ = ray.wait(list(reading) + list(processing), num_returns=1, timeout=0.5)
             for ref in done:
@@ -1137,8 +1160,9 @@ def _run_ray(run: _Run, source: Source, specs: list) -> dict:
                     run.stage["read_wall_s"] += info["wall_s"]
                     run.stage["read_cpu_s"] += info["cpu_s"]
                 else:
-                    index, s, order = processing.pop(ref)
+                    index, s = processing.pop(ref)
                     survivors, obs, info = ray.get(ref)
+                    order = info["order"]
                     inflight[s] -= 1
                     dp_recent.append(info)
                     run.stage["process_wall_s"] += info["wall_s"]

@@ -5,8 +5,9 @@ tree into entry ranges of ``step_size`` events; each range is one batch, read an
 data-setup task. Every batch gets an ``event`` column: the event's global number (file offsets and
 repeats included), which is what per-event random draws are seeded from, so a selection never
 depends on how events were batched or ordered. ``repeat`` reads the same files several times
-(for benchmarks on the small test files). Files, trees and branches are checked when the source
-is made, so bad input stops the run before any compute with the file and the problem named.
+(for benchmarks on the small test files); ``keep_open=False`` opens the file afresh for every
+batch, so nothing decoded is reused (what reading a stream of new files costs). Files, trees and
+branches are checked when the source is made, so bad input stops the run before any compute with the file and the problem named.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class RootSource(Source):
 
     def __init__(self, files: str | Sequence[str], tree: str = "events",
                  branches: Sequence[str] | None = None, step_size: int = 500, repeat: int = 1,
-                 entry_column: str = "event"):
+                 entry_column: str = "event", keep_open: bool = True):
         import uproot
         self.files = [files] if isinstance(files, str) else [str(f) for f in files]
         if not self.files:
@@ -50,6 +51,7 @@ class RootSource(Source):
             raise ValueError(f"step_size and repeat must be >= 1, got {step_size}, {repeat}")
         self.tree, self.step_size, self.repeat = tree, int(step_size), int(repeat)
         self.entry_column = entry_column
+        self.keep_open = keep_open
         self.branches = list(branches) if branches is not None else None
         self.entries = []
         for path in self.files:
@@ -95,8 +97,14 @@ class RootSource(Source):
 
     def read(self, spec):
         i, start, stop, first = spec
-        t = _tree(self.files[i], self.tree)
-        arrays = t.arrays(self.branches, entry_start=start, entry_stop=stop, library="ak")
+        if self.keep_open:
+            t = _tree(self.files[i], self.tree)
+            arrays = t.arrays(self.branches, entry_start=start, entry_stop=stop, library="ak")
+        else:  # every batch opened and decompressed afresh, as a stream of new files would be
+            import uproot
+            with uproot.open(self.files[i]) as fh:
+                arrays = fh[self.tree].arrays(self.branches, entry_start=start,
+                                              entry_stop=stop, library="ak")
         batch = Batch.from_any(arrays)
         return batch.with_columns({self.entry_column: np.arange(first, first + (stop - start),
                                                                 dtype=np.int64)})
@@ -104,4 +112,4 @@ class RootSource(Source):
     def describe(self):
         return {"type": "RootSource", "files": self.files, "tree": self.tree,
                 "entries": self.entries, "step_size": self.step_size, "repeat": self.repeat,
-                "branches": self.branches}
+                "branches": self.branches, "keep_open": self.keep_open}

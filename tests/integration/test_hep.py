@@ -134,7 +134,7 @@ def test_adaptive_run_from_the_poor_order_selects_the_reference_events(ray_local
     assert res.n_selected == len(events) == flow["ttbar_reco"]
     assert res.summary["weight_selected"] == pytest.approx(weight, rel=1e-5)
     # the run moved away from the poor order: the heavy reconstruction is no longer first
-    assert len(res.orders) >= 2, res.orders
+    assert all(o != POOR for o in res.orders), res.orders
     final = res.summary["final_order"]
     assert final.index("ttbar_reco") > final.index("n_bjets")
     # per-operator work: the reconstruction saw far fewer events than a fixed poor order would
@@ -155,7 +155,7 @@ def test_adaptive_run_from_the_poor_order_selects_the_reference_events(ray_local
 
     # every order the engine used selects exactly the same events (each run as a fixed order)
     for order in res.orders:
-        fixed = hep_pipeline(order=order, adaptive=False, reco_draws=DRAWS, step_size=800,
+        fixed = hep_pipeline(order=order, adaptive=False, reco_draws=DRAWS, step_size=2421,
                              executor="local", progress=False, runs_root=runs).run()
         assert np.array_equal(np.sort(np.asarray(fixed.selected["event"])), events), order
 

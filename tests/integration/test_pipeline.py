@@ -99,7 +99,10 @@ def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
     assert np.array_equal(res.selected["id"], exp)
     final = res.summary["final_order"]
     assert final[-1] == "costly" and final.index("x2") < final.index("far"), final
-    assert res.orders[0] == ["costly", "x2", "far", "low"] and len(res.orders) >= 2
+    # the first batches chose their order from their own sample (no stats yet): the costly
+    # operator written first never ran first
+    assert all(o[0] != "costly" for o in res.orders), res.orders
+    assert res.summary["replans"] >= 10
     cut = res.cutflow.set_index("op")
     assert cut.loc["costly", "records_in"] < 0.5 * len(d["id"])  # it ran late on most batches
     assert cut.loc["costly", "sample_records_in"] > 0             # and kept being measured
@@ -161,14 +164,14 @@ class SlowSource(Source):
 def test_ds_dp_balance_follows_measured_costs(ray_local, runs):
     ops = [Filter("low", lambda b: b["y"] < 0.5)]
     res = Pipeline(SlowSource(24, 500, 0.03), ops).run(
-        runs_root=runs, progress=False, slots=4, checkpoint=2, order="written")
+        runs_root=runs, progress=False, slots=3, checkpoint=2, order="written")
     bal = res.summary["balance"]
-    assert bal["final_ds"] == 3 and bal["final_dp"] == 1, bal  # reading is the slow side
+    assert bal["final_ds"] == 2 and bal["final_dp"] == 1, bal  # reading is the slow side
     assert bal["checkpoints"][0]["changed"]
     intervals = [c["interval"] for c in bal["checkpoints"] if not c["changed"]]
     assert intervals == sorted(intervals) and intervals[-1] > 2  # doubling while stable
     fixed = Pipeline(SlowSource(6, 500, 0.0), ops).run(
-        runs_root=runs, progress=False, slots=4, ds_slots=1, order="written")
+        runs_root=runs, progress=False, slots=3, ds_slots=1, order="written")
     assert fixed.summary["balance"]["final_ds"] == 1
     assert not fixed.summary["balance"]["checkpoints"]
 

@@ -156,3 +156,31 @@ def test_balancer_moves_toward_measured_costs_and_doubles_interval_when_stable()
     assert not c.checkpoint(1.1e-3, 1e-3)
     with pytest.raises(ValueError):
         DSDPBalancer(slots=1)
+
+
+def test_balancer_with_fewer_cores_than_slots():
+    # 3 slots on 2 cores: reading 4x dearer than processing wants 2 readers, the reverse 1
+    b = DSDPBalancer(slots=3, cores=2)
+    assert b.n_ds == 1
+    assert b.checkpoint(200e-6, 50e-6) and b.n_ds == 2
+    c = DSDPBalancer(slots=3, cores=2, n_ds=2)
+    assert c.checkpoint(5e-6, 1000e-6) and c.n_ds == 1
+    # 4 slots on 2 cores, processing-bound: 2 and 3 processors time-share the same 2 cores,
+    # so the even split does not move
+    d = DSDPBalancer(slots=4, cores=2)
+    assert not d.checkpoint(5e-6, 1000e-6) and d.n_ds == 2
+
+
+def test_cost_per_record_separates_a_fixed_cost_per_call():
+    s = OperatorStats()
+    for n in (4000, 3000, 20, 4000):   # 10 ms per call whatever the records: no cost per record
+        s.observe(n, n // 2, 0.010 + (0.0002 if n == 20 else 0.0), sampled=(n == 20))
+    assert s.overhead_s == pytest.approx(0.010) and s.cost_s < 1e-7
+    t = OperatorStats()
+    for n in (4000, 20, 4000, 20):      # 2 us per record, no fixed cost, noisy small calls
+        t.observe(n, n, 2e-6 * n + (0.00003 if n == 20 else 0.0))
+    assert t.cost_s == pytest.approx(2e-6, rel=0.02)
+    u = OperatorStats()
+    for n in (4000, 3900, 4100):        # all calls alike: plain ratio
+        u.observe(n, n, 1e-6 * n + 0.001)
+    assert u.overhead_s == 0.0 and u.cost_s == pytest.approx(1.25e-6, rel=0.01)
