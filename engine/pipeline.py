@@ -567,7 +567,12 @@ class Processor:
     operator); returns the survivors and per-operator observations. Used by the processing
     actors and by the local executor alike."""
 
-    def __init__(self, ops: Sequence[Op], method: str = "auto"):
+    def __init__(self, ops: Sequence[Op], method: str = "auto", clock: str = "cpu"):
+        if clock not in ("cpu", "wall"):
+            raise ValueError(f"clock must be 'cpu' or 'wall', got {clock!r}")
+        # operator costs in thread CPU time by default: processes that time-share cores (more
+        # slots than cores, or a busy machine) would otherwise charge waiting to the operator
+        self.clock = time.thread_time if clock == "cpu" else time.perf_counter
         self.ops = {o.name: o for o in ops}
         specs = [o.spec for o in ops]
         check_dag(specs)
@@ -628,18 +633,18 @@ class Processor:
             hidden = frozenset(c for m, cols in produced.items() if m not in self.anc[name]
                                for c in cols)
             view = View(batch, rows, derived, hidden, cache)
-            t0 = time.perf_counter()
+            t0 = self.clock()
             out = self._call(op, view, where)
             if op.kind == MAP:
                 self._add(batch, derived, name, out, rows)
                 produced[name] = list(out)
-                obs.append((name, n, n, time.perf_counter() - t0, False))
+                obs.append((name, n, n, self.clock() - t0, False))
             else:
                 if not out.all():
                     rows = np.flatnonzero(out) if rows is None else rows[out]
                     cache = {}
                 obs.append((name, n, len(out) if rows is None else len(rows),
-                            time.perf_counter() - t0, False))
+                            self.clock() - t0, False))
                 n = len(batch) if rows is None else len(rows)
         survivors = View(batch, rows, derived, frozenset(), cache).materialize(columns)
         return survivors, obs, list(order)
@@ -661,9 +666,9 @@ class Processor:
                     passed[name] = np.zeros(m, bool)
                 continue
             view = View(batch, rows, derived)
-            t0 = time.perf_counter()
+            t0 = self.clock()
             out = self._call(op, view, where + " (sample)")
-            dt = time.perf_counter() - t0
+            dt = self.clock() - t0
             if op.kind == MAP:
                 self._add(batch, derived, name, out, rows)
                 obs.append((name, len(rows), len(rows), dt, True))
@@ -694,6 +699,7 @@ class PipelineConfig:
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
     balance: bool = True
     balance_clock: str = "cpu"       # cpu (thread CPU time; robust to time-sharing) | wall
+    op_clock: str = "cpu"            # how operator costs are timed: cpu | wall (I/O-bound ops)
     checkpoint: int = 2              # first DS/DP checkpoint interval, batches (then doubles)
     max_checkpoint: int = 64
     max_ready: int | None = None     # batches read or being read, not yet processed;
@@ -1009,7 +1015,7 @@ def _read(source: Source, spec, index: int) -> Batch:
 
 
 def _run_local(run: _Run, source: Source, specs: list) -> dict:
-    proc = Processor(run.p.ops, run.cfg.method)
+    proc = Processor(run.p.ops, run.cfg.method, run.cfg.op_clock)
     run.start(len(specs), None)
     run.rundir.set_status("running")
     for index, spec in enumerate(specs):
@@ -1044,8 +1050,8 @@ def _slot_class():
         def __init__(self):
             self.runs: dict = {}
 
-        def configure(self, run_id, source, ops, method, columns):
-            self.runs = {run_id: (source, Processor(ops, method), columns)}
+        def configure(self, run_id, source, ops, method, clock, columns):
+            self.runs = {run_id: (source, Processor(ops, method, clock), columns)}
             return True
 
         def release(self, run_id):
@@ -1117,7 +1123,7 @@ def _run_ray(run: _Run, source: Source, specs: list) -> dict:
     t1 = time.time()
     pool = _slot_pool(slots)
     src_ref, ops_ref = ray.put(source), ray.put(list(run.p.ops))
-    ray.get([a.configure.remote(run_id, src_ref, ops_ref, cfg.method, cfg.columns)
+    ray.get([a.configure.remote(run_id, src_ref, ops_ref, cfg.method, cfg.op_clock, cfg.columns)
              for a in pool])
     actors_s = time.time() - t1
     try:
