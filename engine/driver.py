@@ -90,7 +90,8 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
                 n_actors: int, target_s: float = 0.05) -> int:
     """Leaf side so a tile costs about ``target_s``, bounded so stripes fit and work balances."""
     b = math.ceil(math.sqrt(target_s / max(t_pair, 1e-9)))
-    b = min(b, max(1, host_items // (2 + per_node_tiles)))  # a stripe plus streamed columns fit
+    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host tier
+    b = min(b, max(1, host_items // (4 + per_node_tiles)))
     pairs = max(1, space.total)
     b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
     return max(1, b)

@@ -113,7 +113,19 @@ class NodeCache:
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
         return load_item.options(**opts).remote(self.app_ref, self.item_keys[item])
 
+    def _near_budget(self, extra: int) -> bool:
+        c = self.cache
+        if c.budget_items is not None and len(c) + extra > c.budget_items:
+            return True
+        return c.budget_bytes is not None and c.nbytes > 0.9 * c.budget_bytes
+
     async def get(self, items: list[int]) -> dict:
+        missing = [i for i in items if i not in self.cache]
+        if missing and isinstance(self.evictor, _AdvisedEviction) and \
+                self._near_budget(len(missing)):
+            # inserting will evict: decide with fresh next-use advice, not a stale one
+            self.evictor.advice = await self.scheduler.next_uses.remote(
+                self.cache.keys() + missing)
         out = {}
         fresh = []
         for item in items:
