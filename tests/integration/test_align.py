@@ -183,9 +183,10 @@ def test_bad_input_fails_before_compute(ray_local, runs, tmp_path, globins):
     from apps.align import align
     from engine.errors import InputError
     bad = tmp_path / "bad.fa"
-    bad.write_text(">ok\nMKVLAHWQ\n>odd\nMKV1LA\n")
+    bad.write_text(">ok\nMKVLAHWQ\n>odd\nMKVJLA\n")
     for kwargs, pattern in [
-        (dict(queries=str(bad)), r"record 'odd' \(#2\): letter '1' at position 4"),
+        (dict(queries=str(bad)),
+         r"record 'odd' \(#2\): letter 'J' at position 4 is not in the blosum62"),
         (dict(queries=need(WZI), alphabet="protein"), r"looks like DNA"),
         (dict(queries=globins[0], top_k=0), r"top_k must be >= 1"),
     ]:
