@@ -94,19 +94,21 @@ def _signature(url: str):
 
 
 def _records(url: str, fmt: str = "auto"):
-    """Every record of a file, read and parsed once per process (per worker). Items are records,
-    so fetching the whole file for each of its records (the engine's url() path) would read a
-    2.5 MB target file 8,000 times; instead ``url()`` is None and ``parse`` reads through this."""
+    """``(records, {name: index})`` of a file, read and parsed once per process (per worker).
+    Items are records, so fetching the whole file for each of its records (the engine's url()
+    path) would read a 2.5 MB target file 8,000 times; instead ``url()`` is None and ``parse``
+    reads through this."""
     key, sig = (url, fmt), _signature(url)
     hit = _FILES.get(key)
     if hit is not None and hit[0] == sig:
         _FILES.move_to_end(key)
         return hit[1]
     records = read_records(url, fmt=fmt)
-    _FILES[key] = (sig, records)
+    value = (records, {r.name: i for i, r in enumerate(records)})
+    _FILES[key] = (sig, value)
     while len(_FILES) > _FILES_KEPT:
         _FILES.popitem(last=False)
-    return records
+    return value
 
 
 def _as_int(value, what: str) -> int:
@@ -215,6 +217,7 @@ class AlignApp(BasePairApp):
                  gap_extend: int = 1, convention: str = "standard", alphabet: str = "auto",
                  min_length_ratio: float | None = None, min_shared_kmers: int | None = None,
                  kmer: int | None = None, weighted: bool = True, fmt: str = "auto"):
+        self._worker = False
         self.top_k = _as_int(top_k, "top_k")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1 (hits reported per query), got {top_k}")
@@ -235,9 +238,14 @@ class AlignApp(BasePairApp):
         seqs: dict[str, str] = {}
         self._where: dict[str, tuple[str, int, str]] = {}   # key -> (url, record index, name)
         order: dict[str, list[str]] = {}
+        self._stem_url: dict[str, str] = {}  # key prefix -> file (a repeated stem gets ~2, ~3)
         for url in dict.fromkeys(self.query_urls + self.target_urls):
             keys = order[url] = []
-            stem = file_stem(url)
+            stem, n = file_stem(url), 1
+            while stem in self._stem_url:
+                n += 1
+                stem = f"{file_stem(url)}~{n}"
+            self._stem_url[stem] = url
             for i, rec in enumerate(read_records(url, fmt=fmt)):
                 key = f"{stem}/{rec.name}"
                 if key in self._where:
@@ -276,6 +284,22 @@ class AlignApp(BasePairApp):
             raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
         self.filter_report: list[dict] = []
         self._space = self._make_space(seqs)
+        self.n_queries, self.n_targets = len(self._rows), len(self._cols)
+
+    # Ray unpickles the app for every item-load task: what workers get is a slim copy (the
+    # scoring, the file of each key prefix, the options), not the per-key tables of the driver,
+    # which for 8,000 targets took longer to unpickle than a sequence takes to load.
+    _DRIVER_ONLY = ("_where", "lengths", "query_order", "target_order", "_rows", "_cols",
+                    "_keys", "_space", "filter_report")
+
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in self._DRIVER_ONLY}
+        state["_worker"] = True
+        return state
+
+    def _driver(self, what: str) -> None:
+        if self._worker:
+            raise RuntimeError(f"AlignApp.{what} is driver-side; this is the slim copy workers get")
 
     # -- set-up ------------------------------------------------------------------------------
     def _scoring(self, matrix, gap_open, gap_extend, convention, alphabet, all_seqs):
@@ -294,8 +318,16 @@ class AlignApp(BasePairApp):
                              f"{DEFAULT_MATRIX[alphabet]}) or alphabet=auto")
         return scoring, scoring.alphabet, detected
 
+    def _locate(self, key: str) -> tuple[str, int | None, str]:
+        """(file, record index or None if not known here, record name) of a key."""
+        where = None if self._worker else self._where.get(key)
+        if where is not None:
+            return where
+        stem, _, name = key.partition("/")
+        return self._stem_url[stem], None, name
+
     def _validate(self, key: str, seq: str) -> str:
-        url, index, name = self._where[key]
+        url, index, name = self._locate(key)
         try:
             (out,) = validate([seq], self.scoring, names=[name])
         except ValueError as exc:
@@ -352,15 +384,19 @@ class AlignApp(BasePairApp):
 
     # -- the PairApp protocol ----------------------------------------------------------------
     def keys(self):
+        self._driver("keys()")
         return self._keys
 
     def row_keys(self):
+        self._driver("row_keys()")
         return self._rows
 
     def col_keys(self):
+        self._driver("col_keys()")
         return self._cols
 
     def space(self):
+        self._driver("space()")
         return self._space
 
     def url(self, key):
@@ -368,22 +404,18 @@ class AlignApp(BasePairApp):
 
     def source(self, key) -> str:
         """The file a key's record comes from."""
-        return self._where[key][0]
+        return self._locate(key)[0]
 
     def _record(self, key: str, raw=None) -> str:
-        url, index, name = self._where[key]
-        records = _records(url, self.fmt)
-        if index >= len(records) or records[index].name != name:
+        url, _, name = self._locate(key)
+        records, index = _records(url, self.fmt)
+        if name not in index:
             raise InputError(url, "the file changed since the run started (record not found)",
                              record=name)
-        return records[index].sequence.decode("latin-1")
+        return records[index[name]].sequence.decode("latin-1")
 
     def check(self, key, raw):
-        seq = self._validate(key, self._record(key, raw))
-        if len(seq) != self.lengths[key]:
-            url, index, name = self._where[key]
-            raise InputError(url, f"the file changed since the run started ({len(seq)} letters, "
-                             f"{self.lengths[key]} before)", record=name, index=index)
+        self._validate(key, self._record(key, raw))
 
     def parse(self, key, raw):
         return self._record(key, raw).upper()
@@ -403,6 +435,7 @@ class AlignApp(BasePairApp):
 
     def pair_weights(self):
         """Sequence lengths: a pair costs |q| * |t| cells (capacity-aware tiles)."""
+        self._driver("pair_weights()")
         if not self.weighted:
             return None
         return (np.array([self.lengths[k] for k in self._rows], dtype=np.float64),
@@ -410,6 +443,7 @@ class AlignApp(BasePairApp):
 
     def cells(self) -> int:
         """Dynamic-programming cells of every wanted pair."""
+        self._driver("cells()")
         w = PairWeights([self.lengths[k] for k in self._rows],
                         [self.lengths[k] for k in self._cols])
         return int(round(w.total(self._space)))
@@ -418,8 +452,8 @@ class AlignApp(BasePairApp):
         return {"app": self.name, "top_k": self.top_k, "matrix": self.scoring.matrix,
                 "gap_open": self.scoring.gap_open, "gap_extend": self.scoring.gap_extend,
                 "convention": self.scoring.convention, "alphabet": self.alphabet,
-                "all_vs_all": self.all_vs_all, "n_queries": len(self._rows),
-                "n_targets": len(self._cols), "weighted": self.weighted,
+                "all_vs_all": self.all_vs_all, "n_queries": self.n_queries,
+                "n_targets": self.n_targets, "weighted": self.weighted,
                 "filters": [f.describe() for f in self.filters]}
 
     def fingerprint(self):
@@ -434,7 +468,7 @@ class AlignApp(BasePairApp):
         return {key: self.parse(key, None) for key in keys}
 
     def record_name(self, key: str) -> str:
-        return self._where[key][2]
+        return self._locate(key)[2]
 
 
 # ------------------------------------------------------------------------------- tracebacks

@@ -158,3 +158,23 @@ def test_cells_helper_agrees_with_kernel(globins):
     lens = [app.lengths[k] for k in app.row_keys()]
     mask = np.triu(np.ones((45, 45), bool), 1)
     assert app.cells() == cells(lens, lens, mask)
+
+
+def test_workers_get_a_slim_copy(globins, tmp_path):
+    """Ray unpickles the app for every item load: the copy holds no per-key tables, and still
+    parses and checks any key (two files with the same stem stay apart)."""
+    import pickle
+    other = tmp_path / "sub"
+    other.mkdir()
+    same_stem = fasta(other, "globins45.fa", [("X1", "MKVLAHWQERTYIPASDFGHKLW")])
+    app = AlignApp(globins, [same_stem, globins])
+    assert "globins45~2/X1" in app.keys()
+    blob = pickle.dumps(app)
+    assert len(blob) < 5000
+    slim = pickle.loads(blob)
+    for key in ("globins45~2/X1", app.row_keys()[0], app.row_keys()[-1]):
+        assert slim.parse(key, None) == app.parse(key, None)
+        slim.check(key, None)
+    assert slim.describe() == app.describe()
+    with pytest.raises(RuntimeError, match="driver-side"):
+        slim.keys()
