@@ -99,6 +99,21 @@ def start_engine_producer(run_dir: Path, **_ignored) -> EngineProducerHandle:
 
 
 @pytest.fixture
+def synthetic_producer():
+    """The synthetic writer alone: for tests of the reading layer that need exact timing."""
+    handles = []
+
+    def start(run_dir, **kw):
+        h = start_synthetic_producer(run_dir, **kw)
+        handles.append(h)
+        return h
+
+    yield start
+    for h in handles:
+        h.wait(30)
+
+
+@pytest.fixture
 def producer():
     """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
 

@@ -381,9 +381,9 @@ def test_failed_run_shows_error(failed_run):
     assert (v.tile_states()["state"] == "done").sum() == 7
 
 
-def test_live_run_progress_is_monotonic(tmp_path, producer):
+def test_live_run_progress_is_monotonic(tmp_path, synthetic_producer):
     d = tmp_path / "live"
-    h = producer(d, duration_s=2.0, snapshot_s=0.1)
+    h = synthetic_producer(d, duration_s=2.0, snapshot_s=0.1)
     v = RunView(d)
     seen = []
     deadline = time.time() + 20
