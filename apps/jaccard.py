@@ -69,7 +69,7 @@ class JaccardApp(BasePairApp):
                                      f"{self._key_url[key]} and {url}")
                 self._key_url[key], self._key_record[key] = url, None
         else:
-            from engine.workers import fetch
+            from engine.io import fetch
             for url in self.urls:  # record names are needed up front: read each file once
                 for rec in read_records(url, raw=fetch(url)):
                     key = f"{file_stem(url)}/{rec.name}"

@@ -23,23 +23,10 @@ import ray
 
 from .cache import BudgetCache, TileCache
 from .errors import InputError, PairflowError, root_cause
+from .io import fetch
 from .metrics import EventBuffer
 from .policy import INF, LRUEviction, NextUseEviction
 from .space import Tile
-
-
-def fetch(url: str) -> bytes:
-    """The raw bytes at an fsspec URL (no decompression: parsers decide)."""
-    import fsspec
-    try:
-        with fsspec.open(url, "rb", compression=None) as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError(url, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(url, "is a directory, not a file") from None
-    except OSError as exc:
-        raise InputError(url, f"cannot read: {exc}") from None
 
 
 def load_and_parse(app, key: str):

@@ -20,6 +20,14 @@ Why it looks like this
 * SwissProt/UniProt flat files (``ID   NAME  Reviewed; 2554 AA.``, e.g. HMMER's 7LESS_DROME)
   go through ``Bio.SwissProt``; the record name is the entry name, and the length the ID line
   declares is checked.
+* Hostile input (``tests/unit/test_hostile_input.py``) gives either the records a clean file would
+  give or an :class:`InputError`.  Tolerated: CRLF, a UTF-8 byte-order mark, blanks at line ends,
+  any line wrapping.  Errors, named by record and line: control bytes or invalid UTF-8 anywhere
+  (pysam cuts strings at a NUL byte, which silently shortened a sequence past the 64 KB that
+  :func:`detect_format` samples), sequence characters other than letters, ``*``, ``-`` and ``.``
+  (digits, ``>``, inner blanks: another format's lines mixed in), and text the parsers would skip
+  without a word (a FASTA line starting with '@' or '+', FASTQ lines between records, anything but
+  LOCUS after a GenBank record's ``//`` — a GenBank record whose LOCUS line was lost vanished).
 """
 
 from __future__ import annotations
@@ -97,26 +105,28 @@ class InputError(_EngineInputError):
 
 
 def _fetch(url: str) -> bytes:
-    import fsspec
-
+    from engine.errors import InputError as EngineInputError
+    from engine.io import fetch
     try:
-        with fsspec.open(url, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise InputError(url, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(url, "is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(url, "permission denied") from None
-    except OSError as e:
-        raise InputError(url, f"cannot read file: {e}") from e
+        return fetch(url)
+    except EngineInputError as exc:  # this module's subclass, same message
+        raise InputError(exc.file, exc.problem) from None
+
+
+_BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
 def _decompress(name: str, raw: bytes) -> bytes:
     """Undo gzip/bgzip/bzip2/xz by magic number (not by suffix: names lie, magic does not)."""
     try:
         if raw[:2] == b"\x1f\x8b":
-            return gzip.decompress(raw)  # multi-member: reads bgzip too, and checks every CRC
+            out = gzip.decompress(raw)  # multi-member: reads bgzip too, and checks every CRC
+            # BGZF cut exactly between two blocks is still valid multi-member gzip; only its empty
+            # end-of-file block tells (htslib warns about it; a shorter sequence must not pass).
+            if raw[:4] == b"\x1f\x8b\x08\x04" and raw[12:14] == b"BC" and not raw.endswith(_BGZF_EOF):
+                raise InputError(name, "truncated BGZF file (its end-of-file block is missing: "
+                                 "cut between two blocks?)")
+            return out
         if raw[:3] == b"BZh":
             return bz2.decompress(raw)
         if raw[:6] == b"\xfd7zXZ\x00":
@@ -132,6 +142,15 @@ def _decompress(name: str, raw: bytes) -> bytes:
 
 _CONTROL = bytes(range(0, 9)) + b"\x0b\x0e\x0f" + bytes(range(0x10, 0x20)) + b"\x7f"
 _SEQ_LINE = re.compile(rb"^[A-Za-z*.\-]+\r?$")
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark (Windows editors write it)
+_CONTROL_RE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+_SEQ_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123)) + b"*-."  # what _SEQ_LINE accepts
+_NOT_SEQ_LETTER = re.compile(rb"[^A-Za-z*.\-]")
+_QUAL_CHARS = bytes(range(33, 127))  # Phred+33 '!'..'~'
+_NOT_QUAL_CHAR = re.compile(rb"[^!-~]")
+_TRAILING_BLANKS = re.compile(rb"[ \t]+(?=\r?\n|\Z)")
+_MARKERS = ((b">", "fasta"), (b"@", "fastq"), (b"LOCUS", "genbank"), (b"ID   ", "swiss"))
+_CHUNK = 1 << 24
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -173,6 +192,137 @@ def detect_format(data: bytes) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# hostile input: where in the file, and what
+
+
+def _show(byte: int) -> str:
+    return repr(chr(byte)) if 32 <= byte < 127 else f"byte 0x{byte:02x}"
+
+
+def _line_of(data: bytes, p: int) -> int:
+    return data.count(b"\n", 0, p) + 1
+
+
+def _format_by_marker(data: bytes) -> str | None:
+    """The format the first non-blank bytes announce (what detect_format would say), or None."""
+    m = re.match(rb"\s*", data[:65536])
+    start = m.end()
+    for marker, fmt in _MARKERS:
+        if data.startswith(marker, start):
+            return fmt
+    return None
+
+
+def _fastq_walk(data: bytes, end: int | None = None) -> tuple[list[int], int | None]:
+    """Walk FASTQ lines as kseq reads them: (offsets of the header lines, offset of the first line
+    that belongs to no record, or None).  kseq skips such lines silently while it looks for the next
+    '@'; this walk is the slow path, run only when the line count does not fit 4 lines a record."""
+    end = len(data) if end is None else end
+    heads: list[int] = []
+    pos = 0
+
+    def line(at: int) -> tuple[bytes, int]:
+        nl = data.find(b"\n", at, end)
+        nl = end if nl < 0 else nl
+        return data[at:nl].rstrip(b"\r"), nl + 1
+
+    while pos < end:
+        text, nxt = line(pos)
+        if not text.strip():
+            pos = nxt
+            continue
+        if text[:1] != b"@":
+            return heads, pos
+        heads.append(pos)
+        pos = nxt
+        n_seq = 0
+        while pos < end:
+            text, nxt = line(pos)
+            pos = nxt
+            if text[:1] == b"+":
+                break
+            n_seq += len(text)
+        n_qual = 0
+        while pos < end and n_qual < n_seq:
+            text, pos = line(pos)
+            n_qual += len(text)
+    return heads, None
+
+
+def _record_at(data: bytes, p: int, fmt: str) -> tuple[str | None, int | None]:
+    """(name, 0-based index) of the record holding byte ``p``, for an error message; the name is
+    None when the header has none, both are None before the first header."""
+    eol = data.find(b"\n", p)
+    eol = len(data) if eol < 0 else eol
+    if fmt == "fastq":
+        heads, _ = _fastq_walk(data, eol)
+        n, h = len(heads), (heads[-1] if heads else -1)
+    else:
+        marker = b"\n" + {"fasta": b">", "genbank": b"LOCUS", "swiss": b"ID   "}[fmt]
+        first = data.startswith(marker[1:])
+        n = data.count(marker, 0, p) + first
+        h = data.rfind(marker, 0, p) + 1 if n > first else 0
+    if n == 0:
+        return None, None
+    header = data[h:min(p, eol) if p > h else eol]
+    words = header[1:].split() if fmt in ("fasta", "fastq") else header.split()[1:2]
+    return (words[0].decode("utf-8", "replace") if words else None), n - 1
+
+
+def _check_text(name: str, data: bytes, fmt: str) -> None:
+    """Control bytes or invalid UTF-8 anywhere in a sequence file: an error naming record and line."""
+    problem = p = None
+    for off in range(0, len(data), _CHUNK):  # chunks: no full-size copy of a large file
+        chunk = data[off:off + _CHUNK]
+        if len(chunk.translate(None, _CONTROL)) != len(chunk):
+            p = off + _CONTROL_RE.search(chunk).start()
+            problem = f"binary content ({_show(data[p])})"
+            break
+    if p is None:
+        import codecs
+        dec = codecs.getincrementaldecoder("utf-8")()
+        try:
+            for off in range(0, len(data), _CHUNK):
+                dec.decode(data[off:off + _CHUNK], final=off + _CHUNK >= len(data))
+            return
+        except UnicodeDecodeError as e:
+            p = max(0, off + e.start)  # e.start is relative to the chunk (and any carried-over bytes)
+            p = min(p, len(data) - 1)
+            problem = f"not valid UTF-8 text ({_show(data[p])})"
+    rname, index = _record_at(data, p, fmt)
+    raise InputError(name, f"{problem} at line {_line_of(data, p)}", rname, index)
+
+
+def _check_all_letters(name: str, records: list[SequenceRecord], seqs: list[bytes] | None = None,
+                       quals: list[bytes] | None = None) -> None:
+    """Every sequence holds letters, '*', '-' and '.' only; every FASTQ quality, '!'..'~' only.
+    One pass over all records joined (a call per record cost a third more on short reads); the
+    record is looked for only when something is wrong."""
+    if not records:
+        return
+    if seqs is None:
+        seqs = [r.sequence for r in records]
+        quals = [r.quality for r in records if r.quality is not None]
+    seq_bad = bool(b"".join(seqs).translate(None, _SEQ_LETTERS))
+    if seq_bad or (quals and b"".join(quals).translate(None, _QUAL_CHARS)):
+        for i, r in enumerate(records):
+            _check_letters(name, r.name, i, r.sequence, r.quality)
+
+
+def _check_letters(name: str, rname: str, i: int, seq: bytes, qual: bytes | None = None) -> None:
+    """A sequence holds letters, '*', '-' and '.' only; a FASTQ quality, '!'..'~' only."""
+    if seq.translate(None, _SEQ_LETTERS):
+        j = _NOT_SEQ_LETTER.search(seq).start()
+        raise InputError(name, f"unexpected character {_show(seq[j])} at position {j + 1} of the "
+                         "sequence (sequences hold letters, '*', '-' and '.'; is text of another "
+                         "kind or format mixed in?)", rname, i)
+    if qual is not None and qual.translate(None, _QUAL_CHARS):
+        j = _NOT_QUAL_CHAR.search(qual).start()
+        raise InputError(name, f"unexpected character {_show(qual[j])} at position {j + 1} of the "
+                         "quality string (expected '!' to '~')", rname, i)
+
+
+# --------------------------------------------------------------------------------------------
 # parsers
 
 
@@ -210,10 +360,24 @@ def _write_temp(name: str, data: bytes, suffix: str) -> str:
 
 
 def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
+    """FASTA/FASTQ records.  Blanks at line ends are tolerated without a regex pass over every
+    file: they show up as blanks in a sequence (or as a pysam quality-length error), and only then
+    is the file parsed again with them removed — blanks inside a line stay an error."""
+    try:
+        return _fastx_records(name, data, fmt)
+    except InputError:
+        if not _TRAILING_BLANKS.search(data):
+            raise
+    return _fastx_records(name, _TRAILING_BLANKS.sub(b"", data), fmt)
+
+
+def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     import pysam
 
     path = _write_temp(name, data, ".fq" if fmt == "fastq" else ".fa")
     records: list[SequenceRecord] = []
+    seqs: list[bytes] = []
+    quals: list[bytes] = []
     try:
         try:
             with pysam.FastxFile(path) as fx:
@@ -231,18 +395,21 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
                             raise InputError(
                                 name, f"quality length {len(qual)} differs from sequence length {len(seq)}", rname, i
                             )
+                    elif qual is not None:
+                        raise InputError(name, "a '+' line (FASTQ quality) in a FASTA file: is a "
+                                         "FASTQ file mixed in?", rname, i)
                     try:
                         sbytes = seq.encode("ascii")
                     except UnicodeEncodeError:
                         raise InputError(name, "non-ASCII character in sequence", rname, i) from None
-                    records.append(
-                        SequenceRecord(
-                            rname,
-                            sbytes,
-                            qual.encode("ascii", "replace") if qual is not None else None,
-                            entry.comment or "",
-                        )
-                    )
+                    try:
+                        qbytes = qual.encode("ascii") if qual is not None else None
+                    except UnicodeEncodeError:
+                        raise InputError(name, "non-ASCII character in quality string", rname, i) from None
+                    records.append(SequenceRecord(rname, sbytes, qbytes, (entry.comment or "").rstrip()))
+                    seqs.append(sbytes)
+                    if qbytes is not None:
+                        quals.append(qbytes)
         except InputError:
             raise
         except UnicodeDecodeError as e:
@@ -257,7 +424,45 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    _check_all_letters(name, records, seqs, quals)
+    _check_all_lines_read(name, data, fmt, records)
     return records
+
+
+def _check_all_lines_read(name: str, data: bytes, fmt: str, records: list[SequenceRecord]) -> None:
+    """kseq skips whatever it does not expect while it looks for the next header, and takes a line
+    starting with '@' for a header in FASTA too: records of another format, or a FASTQ record whose
+    header line was lost, would vanish without a word.  Count the header lines it must have read."""
+    if not records:
+        return
+    if fmt == "fasta":
+        start = re.match(rb"\s*", data[:65536]).end()
+        n_heads = data.count(b"\n>", start) + (data[start:start + 1] == b">")
+        if n_heads == len(records):
+            return
+        m = re.compile(rb"^@", re.M).search(data)
+        if m is None:  # kseq drops a bare '>' at the very end of the file
+            p = data.rfind(b"\n>") + 1
+            raise InputError(name, f"header line {_line_of(data, p)} ends the file without a name or "
+                             "a sequence (file truncated?)", index=len(records))
+        rname, index = _record_at(data, m.start(), "fasta")  # the record whose lines hold it
+        raise InputError(name, f"line {_line_of(data, m.start())} starts with '@', a FASTQ header in a "
+                         "FASTA file (is a FASTQ file mixed in?)", rname, index)
+    # FASTQ: 4 lines a record and every record non-empty leave no line unread; otherwise walk.
+    n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    if n_lines == 4 * len(records) and all(r.sequence for r in records):
+        return
+    heads, stray = _fastq_walk(data)
+    if stray is not None:
+        i = len(heads) - 1
+        line = data[stray:stray + 40].split(b"\n", 1)[0].decode("utf-8", "replace")
+        raise InputError(name, f"line {_line_of(data, stray)} ({line!r}) belongs to no FASTQ record "
+                         "(expected an '@' header after the quality; is another format mixed in, "
+                         "or a header line lost?)",
+                         records[i].name if 0 <= i < len(records) else None, i if i >= 0 else None)
+    if len(heads) != len(records):  # kseq drops a bare '@' at the very end of the file
+        raise InputError(name, f"header line {_line_of(data, heads[-1])} ends the file without a name "
+                         "or a sequence (file truncated?)", index=len(records))
 
 
 _LOCUS = re.compile(r"LOCUS\s+\S+\s+(\d+)\s+(?:bp|aa)")
@@ -304,12 +509,38 @@ def _parse_genbank(name: str, data: bytes) -> list[SequenceRecord]:
     if records and not text.rstrip().endswith("//"):
         r = records[-1]
         raise InputError(name, "truncated GenBank file (last record does not end with '//')", r.name, len(records) - 1)
+    _check_all_letters(name, records)
+    _check_genbank_between_records(name, text, records)
     expected = _locus_lengths(text)
     if len(expected) == len(records):
         for i, (n, r) in enumerate(zip(expected, records)):
             if len(r.sequence) and len(r.sequence) != n:
                 raise InputError(name, f"sequence has {len(r.sequence)} letters but LOCUS says {n}", r.name, i)
     return records
+
+
+def _check_genbank_between_records(name: str, text: str, records: list[SequenceRecord]) -> None:
+    """Biopython skips whatever lies between a record's '//' and the next LOCUS line: another
+    format's records, or a whole GenBank record whose LOCUS line was lost.  Nothing may be there."""
+    nonblank = re.compile(r"\S")
+    i, pos = 0, 0
+    while True:
+        e = text.find("\n//", pos)
+        if e < 0:
+            return
+        eol = text.find("\n", e + 1)
+        if eol < 0:
+            return
+        m = nonblank.search(text, eol)
+        if m is None:
+            return
+        if not text.startswith("LOCUS", m.start()):
+            r = records[min(i, len(records) - 1)]
+            line = text[m.start():m.start() + 40].split("\n", 1)[0]
+            raise InputError(name, f"line {text.count(chr(10), 0, m.start()) + 1} ({line!r}) after the "
+                             "record's end '//' is not a LOCUS line (a record without its LOCUS "
+                             "line, or another format mixed in?)", r.name, min(i, len(records) - 1))
+        i, pos = i + 1, m.start()
 
 
 def _parse_swiss(name: str, data: bytes) -> list[SequenceRecord]:
@@ -364,6 +595,11 @@ def read_records(
     if not raw:
         raise InputError(name, "empty file (no records)")
     data = _decompress(name, raw)
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    announced = _format_by_marker(data)
+    if announced is not None:  # a sequence file by its start: control bytes or bad UTF-8 anywhere are named
+        _check_text(name, data, announced)
     try:
         found = detect_format(data)
     except ValueError as e:

@@ -98,30 +98,7 @@ def start_engine_producer(run_dir: Path, **_ignored) -> EngineProducerHandle:
     return EngineProducerHandle(Path(run_dir))
 
 
-@pytest.fixture
-def synthetic_producer():
-    """The synthetic writer alone: for tests of the reading layer that need exact timing."""
-    handles = []
-
-    def start(run_dir, **kw):
-        h = start_synthetic_producer(run_dir, **kw)
-        handles.append(h)
-        return h
-
-    yield start
-    for h in handles:
-        h.wait(30)
-
-
-@pytest.fixture
-def producer():
-    """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
-
-    A real Jaccard run on a local Ray by default (PAIRFLOW_DASHBOARD_PRODUCER=synthetic: a
-    synthetic writer of the same files, for quick iteration). The real run is
-    slower: Ray start plus ~10 s of compute.  Override this fixture for other runs."""
-    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "engine")
-    start_fn = {"synthetic": start_synthetic_producer, "engine": start_engine_producer}[kind]
+def _producer(start_fn):
     handles = []
 
     def start(run_dir, **kw):
@@ -136,6 +113,24 @@ def producer():
             h.stop()
         else:
             h.wait(30)
+
+
+@pytest.fixture
+def synthetic_producer():
+    """The synthetic writer alone: for tests of the reading layer that need exact timing."""
+    yield from _producer(start_synthetic_producer)
+
+
+@pytest.fixture
+def producer():
+    """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
+
+    A real Jaccard run on a local Ray by default (PAIRFLOW_DASHBOARD_PRODUCER=synthetic: a
+    synthetic writer of the same files, for quick iteration). The real run is
+    slower: Ray start plus ~10 s of compute.  Override this fixture for other runs."""
+    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "engine")
+    yield from _producer({"synthetic": start_synthetic_producer,
+                          "engine": start_engine_producer}[kind])
 
 
 @pytest.fixture
