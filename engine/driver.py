@@ -59,6 +59,7 @@ class AllPairsConfig:
     deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
     deadline_factor: float = 20.0        #   expected cost from the measured stage times)
     replace_lost_actors: bool = True
+    preprocess_on_host: bool = True      # CPU devices: preprocess in the node's load task
     journal: bool = True                 # off only to measure its overhead: no resume without
     seed: int = 0                        # for the validation sample
 
@@ -398,7 +399,8 @@ class _Run:
                 f"node-{n_idx}", node["node_id"], app, keys,
                 None if cfg.host_cache_items else host_bytes,
                 host_items if cfg.host_cache_items else None,
-                cfg.eviction, self.scheduler, self.metrics))
+                cfg.eviction, self.scheduler, self.metrics,
+                preprocess_on=dev if self._host_preprocess(dev) else None))
             for d in range(count):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
@@ -426,6 +428,11 @@ class _Run:
             self.refs[handle.run.remote()] = actor_id
         self.rundir.set_status("running")
 
+    def _host_preprocess(self, device: str) -> bool:
+        """On a CPU the device *is* host memory: preprocess once per node in the load task, not
+        once per device actor (which would repeat the work for every actor needing an item)."""
+        return device == "cpu" and self.cfg.preprocess_on_host
+
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -436,7 +443,8 @@ class _Run:
         ).remote(actor_id, f"node-{n_idx}", self.app_ref, self.space, self.items.row_items,
                  self.items.col_items, self.keys, self.node_caches[n_idx], self.scheduler,
                  self.metrics, self.sinks, self.l1_bytes, self.l1_items,
-                 self.cfg.in_flight, dev, self.cfg.eviction, self.tile_dicts)
+                 self.cfg.in_flight, dev, self.cfg.eviction, self.tile_dicts,
+                 preprocessed_on_host=self._host_preprocess(dev))
         self.handles[actor_id] = handle
         self.actor_node[actor_id] = n_idx
         return actor_id

@@ -29,21 +29,26 @@ from .policy import INF, LRUEviction, NextUseEviction
 from .space import Tile
 
 
-def load_and_parse(app, key: str):
+def load_and_parse(app, key: str, preprocess_on: str | None = None):
+    """Fetch and parse one item; with ``preprocess_on`` (a host-memory device such as "cpu")
+    also preprocess it here, once per node, instead of once in every device actor's L1."""
     t0 = time.time()
     url = app.url(key)
     raw = fetch(url) if url else None
     t1 = time.time()
     item = app.parse(key, raw)
     t2 = time.time()
-    info = {"nbytes": int(app.item_nbytes(item)), "raw_bytes": len(raw) if raw else 0,
-            "load": (t0, t1), "parse": (t1, t2)}
+    info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1), "parse": (t1, t2)}
+    if preprocess_on is not None:
+        item = app.preprocess(key, item, preprocess_on)
+        info["preprocess"] = (t2, time.time())
+    info["nbytes"] = int(app.item_nbytes(item))
     return item, info
 
 
 @ray.remote(num_cpus=1)
-def load_item(app, key: str):
-    return load_and_parse(app, key)
+def load_item(app, key: str, preprocess_on: str | None = None):
+    return load_and_parse(app, key, preprocess_on)
 
 
 @ray.remote
@@ -81,7 +86,7 @@ def make_eviction(kind: str):
 class NodeCache:
     def __init__(self, node: str, node_id: str | None, app, item_keys: list[str],
                  budget_bytes: int | None, budget_items: int | None, eviction: str,
-                 scheduler, metrics):
+                 scheduler, metrics, preprocess_on: str | None = None):
         self.node, self.node_id = node, node_id
         self.app = app
         self.item_keys = item_keys
@@ -92,13 +97,15 @@ class NodeCache:
         self.loads = 0
         self.load_bytes = 0
         self.app_ref = ray.put(app)
+        self.preprocess_on = preprocess_on
 
     def _submit(self, item: int):
         opts = {"num_returns": 2}
         if self.node_id:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
-        return load_item.options(**opts).remote(self.app_ref, self.item_keys[item])
+        return load_item.options(**opts).remote(self.app_ref, self.item_keys[item],
+                                                self.preprocess_on)
 
     def _near_budget(self, extra: int) -> bool:
         c = self.cache
@@ -141,6 +148,8 @@ class NodeCache:
         key = self.item_keys[item]
         self.events.span(f"{self.node}/loader", "load", key, *info["load"])
         self.events.span(f"{self.node}/loader", "parse", key, *info["parse"])
+        if "preprocess" in info:
+            self.events.span(f"{self.node}/loader", "preprocess", key, *info["preprocess"])
         self.load_bytes += info["raw_bytes"]
         if item in self.cache:
             self.cache.unpin(item)
@@ -179,7 +188,7 @@ class DeviceActor:
     def __init__(self, actor_id: str, node: str, app, space, row_items, col_items,
                  item_keys: list[str], node_cache, scheduler, metrics, sinks: list,
                  l1_bytes: int | None, l1_items: int | None, in_flight: int, device: str,
-                 eviction: str, tiles: list[dict]):
+                 eviction: str, tiles: list[dict], preprocessed_on_host: bool = False):
         self.id, self.node = actor_id, node
         self.app, self.space = app, space
         self.row_items = np.asarray(row_items)
@@ -195,6 +204,7 @@ class DeviceActor:
                             app.item_nbytes)
         self.events = EventBuffer(metrics)
         self.tiles_done = 0
+        self.preprocessed_on_host = preprocessed_on_host
         import os
         os.environ["PAIRFLOW_ACTOR_ID"] = actor_id  # apps may log or test by it
 
@@ -210,6 +220,8 @@ class DeviceActor:
         refs = await self.node_cache.get.remote(items)
         hosts = await asyncio.gather(*(refs[i][0] for i in items))
         out = {}
+        if self.preprocessed_on_host:  # the node cache holds device-ready items already
+            return dict(zip(items, hosts))
         for item, host in zip(items, hosts):
             key = self.item_keys[item]
             t0 = time.time()
