@@ -413,10 +413,20 @@ def brute_force_best(ops: Sequence[OpSpec], cost: Mapping[str, float],
 
 @dataclass(frozen=True)
 class SampleRule:
-    """Which rows of a batch also run every operator: ``max(min_records, rate * n)`` rows chosen
-    at random but reproducibly from (seed, batch index), in every ``every``-th batch (operators
-    with a large cost per call may prefer sampling fewer batches more deeply); ``rate = 0``
-    samples nothing."""
+    """Which rows of a batch also run every operator.
+
+    ``rows(batch_index, n)``: ``max(min_records, rate * n)`` rows, chosen at random but
+    reproducibly from (seed, batch index), in every ``every``-th batch; ``rate = 0`` samples
+    nothing.
+
+    ``budgeted(batch_index, n, expected, full, overhead, budget)`` caps what the sample costs at
+    a fraction ``budget`` of the batch's expected work: running every operator on a sampled record
+    costs ``full`` seconds (the sum of the operators' costs per record) plus ``overhead`` per
+    batch (their fixed costs per call), the batch itself ``overhead + expected * n``. When even
+    ``min_records`` rows would exceed the budget, ``min_records`` rows are sampled in one batch of
+    every k, so that the budget holds on average. A pipeline whose best order is 100 times cheaper
+    than running everything would otherwise spend more on its sample than on its work.
+    """
 
     rate: float = 0.02
     min_records: int = 16
@@ -429,12 +439,38 @@ class SampleRule:
         if self.every < 1:
             raise ValueError(f"sample every must be >= 1, got {self.every}")
 
+    def _pick(self, batch_index: int, n: int, m: int) -> np.ndarray:
+        m = min(n, m)
+        rng = np.random.default_rng([self.seed, batch_index])
+        return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+
     def rows(self, batch_index: int, n: int) -> np.ndarray:
         if self.rate <= 0 or n <= 0 or batch_index % self.every:
             return np.zeros(0, np.int64)
-        m = min(n, max(self.min_records, int(math.ceil(self.rate * n))))
-        rng = np.random.default_rng([self.seed, batch_index])
-        return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+        return self._pick(batch_index, n, max(self.min_records, int(math.ceil(self.rate * n))))
+
+    def plan(self, n: int, expected: float, full: float, overhead: float,
+             budget: float) -> tuple[int, int]:
+        """(records per sampled batch, sample one batch in every k) within the budget."""
+        if self.rate <= 0 or n <= 0:
+            return 0, 1
+        m_rate = max(self.min_records, int(math.ceil(self.rate * n)))
+        allowed = budget * (overhead + expected * n)          # seconds per batch
+        if overhead + full * m_rate <= allowed:
+            return m_rate, self.every
+        m = int((allowed - overhead) / full) if full > 0 else m_rate
+        if m >= self.min_records:
+            return min(m, m_rate), self.every
+        cost = overhead + full * self.min_records
+        k = int(math.ceil(cost / allowed)) if allowed > 0 else 1_000_000
+        return self.min_records, max(self.every, k)
+
+    def budgeted(self, batch_index: int, n: int, expected: float, full: float,
+                 overhead: float = 0.0, budget: float = 0.02) -> np.ndarray:
+        m, every = self.plan(n, expected, full, overhead, budget)
+        if m <= 0 or batch_index % every:
+            return np.zeros(0, np.int64)
+        return self._pick(batch_index, n, m)
 
 
 # -- data setup vs processing ------------------------------------------------------------------

@@ -694,6 +694,7 @@ class PipelineConfig:
     sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.005)
     min_sample: int = 8
     sample_every: int = 1            # sample every k-th batch only
+    sample_budget: float = 0.02      # adaptive: the sample costs at most this share of the work
     executor: str = "ray"            # ray | local (in this process, no Ray)
     slots: int | None = None         # concurrent DS + DP slots; default CPUs + 1 (>= 2)
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
@@ -802,6 +803,7 @@ class _Run:
         # until the first re-plan, an adaptive run lets each batch choose its order from its
         # own sample (a batch dispatched before any stats would otherwise run the written order)
         self.bootstrapping = self.fixed is None
+        self._costs = None
         rate = cfg.sample_rate if cfg.sample_rate is not None else \
             (0.005 if self.fixed is None else 0.0)
         self.sample = SampleRule(rate, cfg.min_sample, cfg.seed, cfg.sample_every)
@@ -855,7 +857,22 @@ class _Run:
         of its sample."""
         if self.bootstrapping:
             return None, self.boot_sample.rows(index, n)
+        if self.fixed is None and self.cfg.sample_budget and self._costs is not None:
+            expected, full, overhead = self._costs
+            return list(self.order), self.sample.budgeted(index, n, expected, full, overhead,
+                                                          self.cfg.sample_budget)
         return list(self.order), self.sample.rows(index, n)
+
+    def _update_costs(self) -> None:
+        """Expected work per record of the current order, of running every operator on one
+        record, and the operators' fixed costs per call: what the sample budget needs."""
+        snaps = {n: s.snapshot() for n, s in self.stats.items()}
+        if any(v["cost_s"] is None for v in snaps.values()):
+            self._costs = None
+            return
+        full = sum(v["cost_s"] for v in snaps.values())
+        overhead = sum(v["overhead_s"] or 0.0 for v in snaps.values())
+        self._costs = (self.policy.expected_cost(self.order, self.stats), full, overhead)
 
     def _log_plan(self, changed: bool, expected: float | None = None) -> None:
         line = {"t": time.time(), "batch": self.batches_done, "order": list(self.order),
@@ -910,6 +927,7 @@ class _Run:
                 new = self.policy.order(self.stats)
                 changed = new != self.order
                 self.order = new
+                self._update_costs()
             self._log_plan(changed, self.policy.expected_cost(self.order, self.stats))
 
     # -- the end --

@@ -184,3 +184,16 @@ def test_cost_per_record_separates_a_fixed_cost_per_call():
     for n in (4000, 3900, 4100):        # all calls alike: plain ratio
         u.observe(n, n, 1e-6 * n + 0.001)
     assert u.overhead_s == 0.0 and u.cost_s == pytest.approx(1.25e-6, rel=0.01)
+
+
+def test_sample_budget_caps_the_cost_of_running_everything():
+    rule = SampleRule(rate=0.005, min_records=8, seed=1)
+    # running everything costs 100x the expected work: 0.005 * 10000 rows would cost 50% more
+    m, every = rule.plan(10_000, expected=1e-6, full=1e-4, overhead=0.0, budget=0.02)
+    assert m == 8 and every == 4  # 8 rows cost 8e-4 s; the budget is 2e-4 s per batch
+    sampled = [len(rule.budgeted(i, 10_000, 1e-6, 1e-4, 0.0, 0.02)) for i in range(8)]
+    assert sampled == [8, 0, 0, 0, 8, 0, 0, 0]
+    # cheap enough: the plain rate
+    assert rule.plan(10_000, expected=1e-5, full=2e-5, overhead=0.0, budget=0.02) == (50, 1)
+    # in between: fewer rows than the rate, every batch
+    assert rule.plan(10_000, expected=1e-5, full=1e-4, overhead=0.0, budget=0.02) == (20, 1)
