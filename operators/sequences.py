@@ -410,15 +410,16 @@ def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
                     seqs.append(sbytes)
                     if qbytes is not None:
                         quals.append(qbytes)
-        except InputError:
-            raise
+        except InputError as e:
+            raise _fasta_at_line(name, data, fmt, e) from None
         except UnicodeDecodeError as e:
-            raise InputError(name, f"not valid UTF-8 text ({e.reason})", index=len(records)) from None
+            err = InputError(name, f"not valid UTF-8 text ({e.reason})", index=len(records))
+            raise _fasta_at_line(name, data, fmt, err) from None
         except (ValueError, OSError) as e:
             msg = str(e).replace(path, name)
             if "truncated quality" in msg:
                 msg = "quality string longer or shorter than the sequence (pysam: truncated quality string)"
-            raise InputError(name, msg, index=len(records)) from None
+            raise _fasta_at_line(name, data, fmt, InputError(name, msg, index=len(records))) from None
     finally:
         try:
             os.unlink(path)
@@ -427,6 +428,27 @@ def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     _check_all_letters(name, records, seqs, quals)
     _check_all_lines_read(name, data, fmt, records)
     return records
+
+
+_AT_LINE = re.compile(rb"^@", re.M)
+
+
+def _at_line_error(name: str, data: bytes, p: int) -> InputError:
+    rname, index = _record_at(data, p, "fasta")  # the record whose lines hold it
+    return InputError(name, f"line {_line_of(data, p)} starts with '@', a FASTQ header in a FASTA "
+                      "file (is a FASTQ file mixed in?)", rname, index)
+
+
+def _fasta_at_line(name: str, data: bytes, fmt: str, err: InputError) -> InputError:
+    """kseq takes a FASTA line starting with '@' for a header: the records after it are phantoms,
+    and an error about one of them is really about that line.  (Error path only.)"""
+    if fmt != "fasta":
+        return err
+    m = _AT_LINE.search(data)
+    if m is None:
+        return err
+    at = _at_line_error(name, data, m.start())
+    return at if err.index is None or at.index is None or at.index < err.index else err
 
 
 def _check_all_lines_read(name: str, data: bytes, fmt: str, records: list[SequenceRecord]) -> None:
@@ -440,14 +462,12 @@ def _check_all_lines_read(name: str, data: bytes, fmt: str, records: list[Sequen
         n_heads = data.count(b"\n>", start) + (data[start:start + 1] == b">")
         if n_heads == len(records):
             return
-        m = re.compile(rb"^@", re.M).search(data)
+        m = _AT_LINE.search(data)
         if m is None:  # kseq drops a bare '>' at the very end of the file
             p = data.rfind(b"\n>") + 1
             raise InputError(name, f"header line {_line_of(data, p)} ends the file without a name or "
                              "a sequence (file truncated?)", index=len(records))
-        rname, index = _record_at(data, m.start(), "fasta")  # the record whose lines hold it
-        raise InputError(name, f"line {_line_of(data, m.start())} starts with '@', a FASTQ header in a "
-                         "FASTA file (is a FASTQ file mixed in?)", rname, index)
+        raise _at_line_error(name, data, m.start())
     # FASTQ: 4 lines a record and every record non-empty leave no line unread; otherwise walk.
     n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
     if n_lines == 4 * len(records) and all(r.sequence for r in records):
