@@ -135,6 +135,8 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
                     final = res.summary["final_order"]
         med = {k: _median(v) for k, v in times.items()}
         best_static = min(med[f"static-{i}"] for i in range(len(candidates)))
+        wmed = {k: _median(v) for k, v in work.items()}
+        best_work = min(wmed[f"static-{i}"] for i in range(len(candidates)))
         out[pname] = {
             "written_order": written, "best_order_model": best_model,
             "candidates": candidates,
@@ -144,12 +146,17 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
             "median_s": med, "best_static_s": best_static,
             "adaptive_over_best_static": med["adaptive"] / best_static,
             "written_over_adaptive": med["written"] / med["adaptive"],
+            "op_seconds_median": wmed,
+            "work_adaptive_over_best_static": wmed["adaptive"] / best_work,
+            "work_written_over_adaptive": wmed["written"] / wmed["adaptive"],
             "records": n_records, "batches": -(-n_records // batch),
         }
         print(f"(a) {pname}: adaptive {med['adaptive']:.2f} s, best static "
               f"{best_static:.2f} s -> ratio {med['adaptive'] / best_static:.3f} (target <= 1.1); "
               f"written {med['written']:.2f} s -> speedup {med['written'] / med['adaptive']:.2f}x"
-              f"; final order {final}", flush=True)
+              f"; operator CPU time: adaptive/best static {wmed['adaptive'] / best_work:.3f}, "
+              f"written/adaptive {wmed['written'] / wmed['adaptive']:.2f}x; final order {final}",
+              flush=True)
     return out
 
 
@@ -164,11 +171,13 @@ def part_b(reps: int, repeat: int) -> dict:
                "written (physicist), fixed": dict(order="written", adaptive=False)}
     times = {k: [] for k in configs}
     times["HEFT-like static"] = []
+    work = {k: [] for k in times}
     selected, heft, info = {}, None, {}
     for r in range(reps):
         for key, opts in configs.items():
             res = hep_pipeline(**opts, **common).run()
             times[key].append(res.summary["phases"]["compute_s"])
+            work[key].append(res.summary["op_seconds"])
             selected[key] = sorted(np.asarray(res.selected["event"]).tolist())
             if key.startswith("adaptive"):
                 info["adaptive_final_order"] = res.summary["final_order"]
@@ -183,6 +192,7 @@ def part_b(reps: int, repeat: int) -> dict:
                     info["heft_costs_s"] = cost
         res = hep_pipeline(order=heft, adaptive=False, **common).run()
         times["HEFT-like static"].append(res.summary["phases"]["compute_s"])
+        work["HEFT-like static"].append(res.summary["op_seconds"])
         selected["HEFT-like static"] = sorted(np.asarray(res.selected["event"]).tolist())
     assert len({tuple(v) for v in selected.values()}) == 1, "selections differ"
     med = {k: _median(v) for k, v in times.items()}
@@ -191,7 +201,9 @@ def part_b(reps: int, repeat: int) -> dict:
         "HEFT-like static"]), "heft_order": heft, "times_s": times, "median_s": med,
         "poor_fixed_over_adaptive": med["poor, fixed as written"] / a,
         "heft_over_adaptive": med["HEFT-like static"] / a,
-        "written_fixed_over_adaptive": med["written (physicist), fixed"] / a, **info}
+        "written_fixed_over_adaptive": med["written (physicist), fixed"] / a,
+        "op_seconds": work, "op_seconds_median": {k: _median(v) for k, v in work.items()},
+        **info}
     print(f"(b) HEP {out['events']} events, {out['selected']} selected: adaptive {a:.2f} s; poor "
           f"fixed {med['poor, fixed as written']:.2f} s ({out['poor_fixed_over_adaptive']:.2f}x); "
           f"HEFT-like {med['HEFT-like static']:.2f} s ({out['heft_over_adaptive']:.2f}x); "

@@ -16,7 +16,8 @@ guarantees) an operator needs. A record survives when every filter accepts it, s
 never depend on the order; only the work does.
 
 Mechanism (the policy is ``engine.ordering``): the driver keeps per-operator windowed stats
-(cost per record, pass rate), re-plans the order every ``replan_every`` finished batches, and hands
+(cost per record, pass rate), re-plans the order every ``replan_every`` finished batches (the
+interval doubling while the order holds, up to ``max_replan_every``), and hands
 each batch to a processing actor with the current order. Every batch also runs a small sample of
 its records through every operator (each operator sees the sample records that passed its own
 dependencies) so that estimates of operators the order rarely reaches stay honest. Reading and
@@ -689,7 +690,8 @@ class PipelineConfig:
 
     order: Any = "adaptive"          # adaptive | written | [names...] (fixed)
     method: str = "auto"             # the OrderPolicy: auto | exact | greedy
-    replan_every: int = 2            # finished batches between re-plans
+    replan_every: int = 2            # finished batches between re-plans (doubling while the
+    max_replan_every: int = 16       #   order holds, up to max_replan_every)
     window: int = 16                 # batches in the stats window
     sample_rate: float | None = None  # records per batch run through every op (adaptive: 0.005)
     min_sample: int = 8
@@ -811,6 +813,7 @@ class _Run:
         self.stats = {o.name: OperatorStats(o.kind, cfg.window) for o in self.specs}
         self.batches_done = 0
         self.last_replan = 0
+        self.replan_interval = cfg.replan_every
         self.records_in = 0
         self.records_selected = 0
         self.weight_selected = 0.0
@@ -919,7 +922,7 @@ class _Run:
             s.write(index, survivors)
         if self.cfg.collect:
             self.selected[index] = survivors
-        if self.batches_done == 1 or self.batches_done - self.last_replan >= self.cfg.replan_every:
+        if self.batches_done == 1 or self.batches_done - self.last_replan >= self.replan_interval:
             self.last_replan = self.batches_done
             changed = False
             if self.fixed is None:
@@ -928,6 +931,9 @@ class _Run:
                 changed = new != self.order
                 self.order = new
                 self._update_costs()
+            # like the DS/DP checkpoints: a plan that holds is re-examined less and less often
+            self.replan_interval = self.cfg.replan_every if changed else min(
+                self.cfg.max_replan_every, 2 * self.replan_interval)
             self._log_plan(changed, self.policy.expected_cost(self.order, self.stats))
 
     # -- the end --

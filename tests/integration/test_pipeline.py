@@ -102,7 +102,7 @@ def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
     # the first batches chose their order from their own sample (no stats yet): the costly
     # operator written first never ran first
     assert all(o[0] != "costly" for o in res.orders), res.orders
-    assert res.summary["replans"] >= 10
+    assert 3 <= res.summary["replans"] < 30  # re-planned, less often while the order held
     cut = res.cutflow.set_index("op")
     assert cut.loc["costly", "records_in"] < 0.5 * len(d["id"])  # it ran late on most batches
     assert cut.loc["costly", "sample_records_in"] > 0             # and kept being measured
