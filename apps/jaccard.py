@@ -100,6 +100,12 @@ class JaccardApp(BasePairApp):
                              f"letter other than A/C/G/T, or the sequence is shorter than k)",
                              record=where)
 
+    def warmup(self, device):
+        device = "cpu" if device == "host" else device
+        one = self.preprocess("warmup", {"kmers": canonical_kmers([b"ACGTACGTAC" * 4],
+                                                                  self.k).hashes}, device)
+        self.compare([one], [one], np.ones((1, 1), bool), device)
+
     def parse(self, key, raw):
         kset = canonical_kmers(self._sequences(key, raw), self.k)
         if len(kset.hashes) == 0:

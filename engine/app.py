@@ -57,6 +57,16 @@ class BasePairApp:
     def check(self, key: Key, raw: bytes | None) -> None:
         return None
 
+    def warmup(self, device: str) -> None:
+        """Pay one-off per-process costs (JIT loading, library start-up) before the clock starts.
+
+        The engine calls it once in every process that will run a stage: the loader processes
+        during the pre-flight (``device="host"``) and each device actor before it takes a tile.
+        A numba kernel costs ~0.8 s of CPU on its first call in a process even with its cache on
+        disk; paid inside the first tiles, that is most of a short run's lost efficiency.
+        """
+        return None
+
     def parse(self, key: Key, raw: bytes | None) -> Any:
         raise NotImplementedError
 

@@ -36,7 +36,10 @@ class AllPairsConfig:
     """Every knob of a run, with the defaults the Hydra config uses too."""
 
     leaf_items: int | None = None        # tile side; None: chosen from measured stage costs
-    target_tile_s: float = 0.05          # what a tile should cost when the leaf is chosen
+    target_tile_s: float = 0.05          # the least a tile should cost when the leaf is chosen
+    tile_overhead_s: float = 0.02        # fixed cost per tile in the leaf's cost model
+    load_batch: int | None = None        # items per load task; None: from the measured parse
+    load_batch_s: float = 0.1            #   time, so one task carries about this much work
     in_flight: int = 2                   # tiles under way per device actor (prefetch depth)
     devices: str = "auto"                # auto | cpu | torch-cpu | cuda
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
@@ -88,9 +91,19 @@ def _measure_task(app, keys, device):
 
 
 def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
-                n_actors: int, target_s: float = 0.05) -> int:
-    """Leaf side so a tile costs about ``target_s``, bounded so stripes fit and work balances."""
-    b = math.ceil(math.sqrt(target_s / max(t_pair, 1e-9)))
+                n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
+                n_items: int = 0, overhead_s: float = 0.02) -> int:
+    """Leaf side from a two-term cost model, bounded so stripes fit and work balances.
+
+    Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events: ~20 ms of CPU
+    measured on this 2-core machine), and the run ends with actors idle for about half a tile
+    each. With W an actor's share of the work, the lost fraction is overhead/t + t/(2W), least
+    at t* = sqrt(2 * overhead * W): big runs get big tiles, small runs small ones, and no tile
+    is aimed below ``target_s``.
+    """
+    work = (n_items * t_item + space.total * t_pair) / max(1, n_actors)
+    t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
+    b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
     # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host tier
     b = min(b, max(1, host_items // (4 + per_node_tiles)))
     pairs = max(1, space.total)
@@ -299,6 +312,8 @@ class _Run:
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             chunks = np.array_split(np.array(keys, dtype=object), min(len(keys), 4 * n_actors))
             checks = [check_items.remote(self.app_ref, list(c)) for c in chunks if len(c)]
+        else:  # nothing to check: still warm the loader processes up (app.warmup)
+            checks = [check_items.remote(self.app_ref, []) for _ in range(n_actors)]
         probe = None
         if previous is not None:
             self.measured = previous.get("measured", {})
@@ -338,8 +353,10 @@ class _Run:
         else:
             # weighted tiles: the weight budget sizes tiles, the leaf only bounds their side
             t_leaf = self.measured["t_pair"] if weights is None else 1e-12
-            leaf = cfg.leaf_items or choose_leaf(t_leaf, space, host_items_eff,
-                                                 per_node_tiles, n_actors, cfg.target_tile_s)
+            leaf = cfg.leaf_items or choose_leaf(
+                t_leaf, space, host_items_eff, per_node_tiles, n_actors, cfg.target_tile_s,
+                t_item=self.measured.get("t_parse", 0.0), n_items=items.n_items,
+                overhead_s=cfg.tile_overhead_s)
         if weights is not None and "max_weight" not in self.measured:
             self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],
                                                  probe_weight, cfg.target_tile_s, n_actors))
@@ -400,7 +417,8 @@ class _Run:
                 None if cfg.host_cache_items else host_bytes,
                 host_items if cfg.host_cache_items else None,
                 cfg.eviction, self.scheduler, self.metrics,
-                preprocess_on=dev if self._host_preprocess(dev) else None))
+                preprocess_on=dev if self._host_preprocess(dev) else None,
+                load_batch=self.load_batch(), load_slots=max(1, node["cpus"])))
             for d in range(count):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
@@ -427,6 +445,14 @@ class _Run:
         for actor_id, handle in self.handles.items():
             self.refs[handle.run.remote()] = actor_id
         self.rundir.set_status("running")
+
+    def load_batch(self) -> int:
+        """Items per load task: enough that one task carries ``load_batch_s`` of parsing
+        (a Ray task costs a few ms of CPU), or ``cfg.load_batch`` when set."""
+        if self.cfg.load_batch:
+            return int(self.cfg.load_batch)
+        t_item = self.measured.get("t_parse", 0.0)
+        return max(1, min(256, math.ceil(self.cfg.load_batch_s / max(t_item, 1e-5))))
 
     def _host_preprocess(self, device: str) -> bool:
         """On a CPU the device *is* host memory: preprocess once per node in the load task, not

@@ -58,6 +58,11 @@ class Sink:
     def write_tile(self, tile: Tile, fields: dict[str, np.ndarray], mask: np.ndarray) -> list[dict]:
         raise NotImplementedError
 
+    def attach(self) -> None:
+        """In the writing process, before its first tile: import and open what writing needs
+        (importing zarr or pyarrow costs a device actor up to a second of CPU)."""
+        return None
+
     def verify(self, entry: dict) -> bool:
         """Does what the journal says was written still read back with the same CRC?"""
         return True
@@ -131,6 +136,9 @@ class DenseMatrix(Sink):
                                 dtype=arr.dtype)
                 np.fill_diagonal(block, diag)
                 arr[b0:b1, b0:b1] = block
+
+    def attach(self):
+        self._open_arrays()
 
     def _open_arrays(self):
         import zarr
@@ -214,6 +222,9 @@ class _PartsSink(Sink):
         if not resume and os.path.exists(self.parts_dir):
             shutil.rmtree(self.parts_dir)
         os.makedirs(self.parts_dir, exist_ok=True)
+
+    def attach(self):
+        import pyarrow.parquet  # noqa: F401  (see Sink.attach)
 
     def _write_part(self, tile: Tile, table) -> dict:
         import pyarrow.parquet as pq

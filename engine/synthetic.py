@@ -72,6 +72,9 @@ class SyntheticApp(BasePairApp):
     def space(self):
         return Rectangle(self.n, self.targets) if self.targets else Triangle(self.n)
 
+    def warmup(self, device):
+        burn(1e-6, self.rate)  # loads the compiled _spin (~0.8 s of CPU per process)
+
     def parse(self, key, raw):
         if self.io_sleep:
             time.sleep(self.io_sleep)

@@ -51,9 +51,32 @@ def load_item(app, key: str, preprocess_on: str | None = None):
     return load_and_parse(app, key, preprocess_on)
 
 
+@ray.remote(num_cpus=1)
+def load_items(app, keys: list[str], preprocess_on: str | None = None):
+    """Several items in one task (``num_returns=len(keys) + 1``): one return per item, so each
+    stays a separate object the node cache can evict alone, then the list of their infos.
+    A Ray task costs a few ms of CPU; items that parse in less are loaded in batches."""
+    out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    return (*[item for item, _ in out], [info for _, info in out])
+
+
+_WARM: set = set()
+
+
+def warm_process(app, device: str) -> None:
+    """``app.warmup(device)`` once per process and app (see ``BasePairApp.warmup``)."""
+    token = (type(app).__qualname__, device)
+    warm = getattr(app, "warmup", None)
+    if warm is not None and token not in _WARM:
+        warm(device)
+        _WARM.add(token)
+
+
 @ray.remote
 def check_items(app, keys: list[str]) -> list[str]:
-    """Pre-flight: every item's raw bytes checked before any compute; returns problems."""
+    """Pre-flight: every item's raw bytes checked before any compute; returns problems.
+    The loader process is warmed up on the way, so the first load does not pay for it."""
+    warm_process(app, "host")
     problems = []
     for key in keys:
         try:
@@ -86,8 +109,10 @@ def make_eviction(kind: str):
 class NodeCache:
     def __init__(self, node: str, node_id: str | None, app, item_keys: list[str],
                  budget_bytes: int | None, budget_items: int | None, eviction: str,
-                 scheduler, metrics, preprocess_on: str | None = None):
+                 scheduler, metrics, preprocess_on: str | None = None, load_batch: int = 1,
+                 load_slots: int = 1):
         self.node, self.node_id = node, node_id
+        self.load_batch, self.load_slots = max(1, load_batch), max(1, load_slots)
         self.app = app
         self.item_keys = item_keys
         self.evictor = make_eviction(eviction)
@@ -99,13 +124,26 @@ class NodeCache:
         self.app_ref = ray.put(app)
         self.preprocess_on = preprocess_on
 
-    def _submit(self, item: int):
-        opts = {"num_returns": 2}
+    def _submit(self, batch: list[int]) -> tuple[list, object]:
+        """One load task for ``batch``: (a ref per item, a ref to the list of their infos)."""
+        opts = {}
         if self.node_id:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
-        return load_item.options(**opts).remote(self.app_ref, self.item_keys[item],
-                                                self.preprocess_on)
+        keys = [self.item_keys[i] for i in batch]
+        if len(batch) == 1:
+            item_ref, info_ref = load_item.options(num_returns=2, **opts).remote(
+                self.app_ref, keys[0], self.preprocess_on)
+            return [item_ref], info_ref
+        refs = load_items.options(num_returns=len(batch) + 1, **opts).remote(
+            self.app_ref, keys, self.preprocess_on)
+        return list(refs[:-1]), refs[-1]
+
+    def _batches(self, missing: list[int]) -> list[list[int]]:
+        """Batches of at most ``load_batch`` items, and never fewer batches than load slots
+        while there are items enough: batching must not serialise what could run in parallel."""
+        size = min(self.load_batch, max(1, -(-len(missing) // self.load_slots)))
+        return [missing[i:i + size] for i in range(0, len(missing), size)]
 
     def _near_budget(self, extra: int) -> bool:
         c = self.cache
@@ -121,41 +159,51 @@ class NodeCache:
             self.evictor.advice = await self.scheduler.next_uses.remote(
                 self.cache.keys() + missing)
         out = {}
-        fresh = []
+        to_load = []
         for item in items:
             ref = self.cache.lookup(item)
             if ref is None:
-                item_ref, info_ref = self._submit(item)
+                to_load.append(item)
+            else:
+                out[item] = [ref]  # wrapped: the caller awaits it, this actor does not fetch it
+        for batch in self._batches(list(dict.fromkeys(to_load))):
+            item_refs, info_ref = self._submit(batch)
+            for item, item_ref in zip(batch, item_refs):
                 self.cache.put(item, item_ref, 0, pin=True)  # pinned until its size is known
-                self.loads += 1
-                fresh.append((item, info_ref))
-                ref = item_ref
-            out[item] = [ref]  # wrapped: the caller awaits it, this actor does not fetch it
-        for item, info_ref in fresh:
-            asyncio.ensure_future(self._account(item, info_ref))
+                out[item] = [item_ref]
+            self.loads += len(batch)
+            asyncio.ensure_future(self._account(batch, info_ref))
         self._report()
         return out
 
-    async def _account(self, item: int, info_ref) -> None:
-        try:
-            info = await info_ref
-        except Exception:
-            # a failed load: forget it so no one is handed a broken ref twice
+    async def _account(self, batch: list[int], info_ref) -> None:
+        infos = await self._infos(batch, info_ref)
+        for item, info in zip(batch, infos):
+            if info is None:
+                # a failed load: forget it so no one is handed a broken ref twice
+                if item in self.cache:
+                    self.cache.unpin(item)
+                    self.cache.discard(item)
+                continue
+            key = self.item_keys[item]
+            self.events.span(f"{self.node}/loader", "load", key, *info["load"])
+            self.events.span(f"{self.node}/loader", "parse", key, *info["parse"])
+            if "preprocess" in info:
+                self.events.span(f"{self.node}/loader", "preprocess", key, *info["preprocess"])
+            self.load_bytes += info["raw_bytes"]
             if item in self.cache:
                 self.cache.unpin(item)
-                self.cache.discard(item)
-            return
-        key = self.item_keys[item]
-        self.events.span(f"{self.node}/loader", "load", key, *info["load"])
-        self.events.span(f"{self.node}/loader", "parse", key, *info["parse"])
-        if "preprocess" in info:
-            self.events.span(f"{self.node}/loader", "preprocess", key, *info["preprocess"])
-        self.load_bytes += info["raw_bytes"]
-        if item in self.cache:
-            self.cache.unpin(item)
-            self.cache.fill(item, self.cache.peek(item), info["nbytes"])  # may evict
+                self.cache.fill(item, self.cache.peek(item), info["nbytes"])  # may evict
         await self._shrink()
         self._report()
+
+    @staticmethod
+    async def _infos(batch: list[int], info_ref) -> list:
+        try:
+            found = await info_ref
+        except Exception:
+            return [None] * len(batch)
+        return [found] if len(batch) == 1 else list(found)
 
     async def _shrink(self) -> None:
         if isinstance(self.evictor, _AdvisedEviction) and self.cache._over():
@@ -211,9 +259,9 @@ class DeviceActor:
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""
         import os
-        warm = getattr(self.app, "warmup", None)
-        if warm is not None:
-            warm(self.device)
+        warm_process(self.app, self.device)
+        for sink in self.sinks:
+            sink.attach()
         return os.getpid()
 
     async def _load(self, items: list[int]) -> dict:
@@ -277,7 +325,8 @@ class DeviceActor:
             self.l1.release(items)
         return {k: np.asarray(v) for k, v in fields.items()}
 
-    async def _process(self, t: int, advice: dict, keep: bool = False) -> None:
+    async def _process(self, t: int, advice: dict, keep: bool = False) -> dict:
+        """Compute and write tile ``t``; returns the scheduler's next hand-out for this slot."""
         tile = self.tiles[t]
         items = self._tile_items(tile)
         if isinstance(self.evictor, _AdvisedEviction):
@@ -290,11 +339,12 @@ class DeviceActor:
         finally:
             self.l1.release(items)
         kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
-        await self.scheduler.complete.remote(self.id, t, entries, kept)
         self.tiles_done += 1
         self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
                          "t_end": time.time(), "pairs": tile.pairs})
         self._report_tier()
+        return await self.scheduler.complete_and_request.remote(
+            self.id, t, entries, kept, self.node, self.l1.resident())
 
     def _report_tier(self) -> None:
         self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
@@ -302,12 +352,13 @@ class DeviceActor:
 
     async def run(self) -> dict:
         running: set = set()
+        replies: list = []  # hand-outs that came back with a completion, not yet started
         finished = False
         try:
             while True:
                 while not finished and len(running) < self.in_flight:
-                    reply = await self.scheduler.request.remote(self.id, self.node,
-                                                                self.l1.resident())
+                    reply = replies.pop(0) if replies else await self.scheduler.request.remote(
+                        self.id, self.node, self.l1.resident())
                     if "tile" in reply:
                         running.add(asyncio.ensure_future(
                             self._process(reply["tile"], reply["next_use"],
@@ -324,7 +375,11 @@ class DeviceActor:
                     continue
                 done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
-                    fut.result()
+                    reply = fut.result()
+                    if "tile" in reply:
+                        replies.append(reply)  # already the scheduler's: must be run
+                    elif "done" in reply:
+                        finished = True
         except BaseException as exc:
             for fut in running:
                 fut.cancel()
