@@ -41,7 +41,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,6 +51,7 @@ import numpy as np  # noqa: E402
 
 from kernels.scoring import Scoring  # noqa: E402
 from kernels.smith_waterman import cells, sw_reference_batch, sw_scores  # noqa: E402
+from cpu_meter import CpuMeter  # noqa: E402
 
 AMINO = np.array(list("ARNDCQEGHILKMFPSTWYV"))
 # Robinson & Robinson background frequencies, so random proteins score like real unrelated ones
@@ -60,61 +60,6 @@ FREQ = np.array([7.805, 5.129, 4.487, 5.364, 1.925, 4.264, 6.295, 7.377, 2.199, 
 FREQ = FREQ / FREQ.sum()
 TUTORIAL = os.path.join(ROOT, ".data", "root", "usr", "share", "doc", "hmmer", "examples",
                         "tutorial")
-
-
-class CpuMeter:
-    """CPU seconds of this process and all its descendants, sampled from /proc in a thread (a
-    process that exits keeps what it had at its last sample)."""
-
-    def __init__(self, interval: float = 0.2):
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.seen: dict[int, float] = {}
-        self.samples: list[tuple[float, float]] = []
-        self.stop_event = threading.Event()
-        self.sample()
-        self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
-        self.thread.start()
-
-    def _stat(self):
-        out = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    rest = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            out[int(d)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / self.tick)
-        return out
-
-    def sample(self) -> None:
-        stat = self._stat()
-        mine, frontier = {os.getpid()}, [os.getpid()]
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _) in stat.items():
-            children.setdefault(ppid, []).append(pid)
-        while frontier:
-            for c in children.get(frontier.pop(), []):
-                if c not in mine:
-                    mine.add(c)
-                    frontier.append(c)
-        for pid in mine:
-            if pid in stat:
-                self.seen[pid] = stat[pid][1]
-        self.samples.append((time.time(), sum(self.seen.values())))
-
-    def _loop(self, interval):
-        while not self.stop_event.wait(interval):
-            self.sample()
-
-    def at(self, t: float) -> float:
-        """CPU seconds at wall time ``t`` (the nearest sample)."""
-        return min(self.samples, key=lambda s: abs(s[0] - t))[1]
-
-    def close(self) -> None:
-        self.stop_event.set()
-        self.thread.join()
 
 
 def load() -> float:

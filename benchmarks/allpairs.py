@@ -40,12 +40,14 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
+from cpu_meter import CpuMeter  # noqa: E402
 from engine.driver import allpairs  # noqa: E402
+from engine.rundir import read_json  # noqa: E402
 from engine.runtime import init_ray  # noqa: E402
 from engine.simulate import simulate  # noqa: E402
 from engine.sinks import Sink  # noqa: E402
 from engine.space import Triangle  # noqa: E402
-from engine.synthetic import SyntheticApp, burn, spin_rate  # noqa: E402
+from engine.synthetic import SyntheticApp, spin_rate  # noqa: E402
 
 # Shaped like Rocket's Table 1: which stage dominates one item's or one pair's cost.
 PROFILES = {
@@ -53,6 +55,10 @@ PROFILES = {
     "preprocess-heavy": dict(n=100, t_parse=0.004, t_pre=0.040, t_cmp=0.001),
     "compare-heavy": dict(n=60, t_parse=0.003, t_pre=0.003, t_cmp=0.010),
 }
+# The same profiles at about 3x the work (15-25 s of compute on 2 cores): the fixed costs of
+# a run (the first tiles waiting for their items, the last actor finishing alone, Ray's own
+# processes) weigh less, which is where the >= 0.90 target is read.
+LARGE = {"parse-heavy": 200, "preprocess-heavy": 200, "compare-heavy": 100}
 
 
 def _median_time(fn, reps=5):
@@ -64,10 +70,14 @@ def _median_time(fn, reps=5):
     return statistics.median(times)
 
 
-def part_a(runs_root: str) -> dict:
+def part_a(runs_root: str, sizes=("small", "large")) -> dict:
     out = {}
     spin_rate()
-    for name, prof in PROFILES.items():
+    plan = [(name, prof, size) for size in sizes for name, prof in PROFILES.items()]
+    for base, prof, size in plan:
+        name = base if size == "small" else f"{base} (n={LARGE[base]})"
+        if size == "large":
+            prof = {**prof, "n": LARGE[base]}
         app = SyntheticApp(**prof)
         item = app.parse("item000001", None)
         t_parse = _median_time(lambda: app.parse("item000001", None))
@@ -77,10 +87,19 @@ def part_a(runs_root: str) -> dict:
         n = prof["n"]
         pairs = n * (n - 1) // 2
         t_min = n * (t_parse + t_pre) + pairs * t_cmp
-        res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False, wait=True)
+        meter = CpuMeter()
+        try:
+            res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False, wait=True)
+        finally:
+            meter.close()
         s = res.summary
         p = s["n_actors"]
         eff = t_min / (p * s["compute_s"])
+        t_end = read_json(os.path.join(res.run_dir, "status.json"))["finished"]
+        roles = meter.roles_between(t_end - s["compute_s"], t_end)
+        capacity = 2 * s["compute_s"]  # the machine's 2 cores over the compute phase
+        shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
+        shares["idle"] = max(0.0, 1 - sum(shares.values()))
         eff_e2e = t_min / (p * (s["wall_s"] - s["phases"]["ray_init_s"]))
         m = res.matrix()
         iu = np.triu_indices(n, 1)
@@ -88,10 +107,11 @@ def part_a(runs_root: str) -> dict:
         out[name] = {"n": n, "pairs": pairs, "t_parse": t_parse, "t_pre": t_pre, "t_cmp": t_cmp,
                      "T_min": t_min, "p": p, "T": s["compute_s"], "efficiency": eff,
                      "efficiency_incl_startup": eff_e2e, "leaf": s["leaf_items"], "R": s["R"],
-                     "correct": ok}
-        print(f"(a) {name:17s} T_min={t_min:6.2f}s p={p} T={s['compute_s']:6.2f}s "
+                     "correct": ok, "cpu_shares": shares}
+        print(f"(a) {name:28s} T_min={t_min:6.2f}s p={p} T={s['compute_s']:6.2f}s "
               f"efficiency={eff:.3f} (with start-up {eff_e2e:.3f}) leaf={s['leaf_items']} "
-              f"R={s['R']:.2f} correct={ok}", flush=True)
+              f"R={s['R']:.2f} correct={ok}\n    CPU of 2 cores x T: "
+              + ", ".join(f"{k} {v:.1%}" for k, v in shares.items()), flush=True)
     return out
 
 

@@ -5,7 +5,7 @@ pure aggregation (tested without Ray); the actor appends spans and finished tile
 writes a cumulative snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
 
 Event kinds:
-  {"kind": "span", "actor", "stage", "what", "t0", "t1"}       a stage ran (load, parse, ...)
+  {"kind": "span", "actor", "stage", "what", "t0", "t1"[, "cpu"]} a stage ran (load, parse, ...)
   {"kind": "tile_start", "id", "actor", "t"}                   a tile's items are being acquired
   {"kind": "tile", "id", "actor", "t_start", "t_end", "pairs"}  a tile finished
   {"kind": "tier", "source", "tier", "stats": {...}}           cumulative counters of one cache
@@ -150,9 +150,13 @@ class EventBuffer:
         if time.time() - self._last >= self.interval:
             self.flush()
 
-    def span(self, actor: str, stage: str, what, t0: float, t1: float) -> None:
-        self.add({"kind": "span", "actor": actor, "stage": stage, "what": str(what),
-                  "t0": t0, "t1": t1})
+    def span(self, actor: str, stage: str, what, t0: float, t1: float,
+             cpu: float | None = None) -> None:
+        event = {"kind": "span", "actor": actor, "stage": stage, "what": str(what),
+                 "t0": t0, "t1": t1}
+        if cpu is not None:  # the thread's CPU seconds: wall minus waiting (GIL, cores)
+            event["cpu"] = cpu
+        self.add(event)
 
     def flush(self):
         self._last = time.time()

@@ -271,40 +271,43 @@ class TopK(_PartsSink):
         self.k, self.field, self.largest = int(k), field, largest
 
     def _select(self, q, t, v):
-        """Keep the k best per query: by value, then by lower target index."""
-        import pandas as pd
-        df = pd.DataFrame({"qi": q, "ti": t, "score": v})
-        df = df.sort_values(["qi", "score", "ti"], ascending=[True, not self.largest, True],
-                            kind="mergesort")
-        return df.groupby("qi", sort=False).head(self.k)
+        """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
+        ordered by query then rank. numpy only: per tile, pandas cost ~10 ms here."""
+        q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
+        key = v
+        if self.largest:
+            key = -(v.astype(np.int64) if v.dtype.kind in "ub" else v)
+        order = np.lexsort((t, key, q))
+        q, t, v = q[order], t[order], v[order]
+        starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]]) if len(q) else np.zeros(0, int)
+        rank = np.arange(len(q)) - np.repeat(starts, np.diff(np.r_[starts, len(q)]))
+        keep = rank < self.k
+        return q[keep], t[keep], v[keep], rank[keep] + 1
 
     def write_tile(self, tile, fields, mask):
         import pyarrow as pa
         q, t, v = _pairs_of(tile, np.asarray(fields[self.field]), mask)
         if self.ctx.space.symmetric:
             q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
-        df = self._select(q, t, v)
-        table = pa.table({"qi": df.qi.to_numpy(np.int64), "ti": df.ti.to_numpy(np.int64),
-                          "score": df.score.to_numpy()})
-        return [self._write_part(tile, table)]
+        q, t, v, _ = self._select(q, t, v)
+        return [self._write_part(tile, pa.table({"qi": q, "ti": t, "score": v}))]
 
     def finalize(self):
         import pyarrow as pa
         import pyarrow.parquet as pq
         table = self._read_parts()
         if table is None:
-            df = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+            q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                         np.zeros(0))
         else:
-            df = self._select(table["qi"].to_numpy(), table["ti"].to_numpy(),
-                              table["score"].to_numpy())
-        df = df.reset_index(drop=True)
-        df["rank"] = df.groupby("qi").cumcount() + 1
+            q, t, v, rank = self._select(table["qi"].to_numpy(), table["ti"].to_numpy(),
+                                         table["score"].to_numpy())
         rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
-        qkeys = rows if not self.ctx.space.symmetric else rows
-        df.insert(0, "query", qkeys[df.qi.to_numpy()] if len(df) else [])
-        df.insert(1, "target", cols[df.ti.to_numpy()] if len(df) else [])
+        out = pa.table({"query": rows[q] if len(q) else np.zeros(0, dtype=object),
+                        "target": cols[t] if len(t) else np.zeros(0, dtype=object),
+                        "qi": q, "ti": t, "score": v, "rank": rank})
         tmp = self.path + ".tmp"
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+        pq.write_table(out, tmp)
         os.replace(tmp, self.path)
         return self.path
 

@@ -211,8 +211,13 @@ class NodeCache:
         if self.cache.shrink():
             self.scheduler.l2_update.remote(self.node, self.cache.keys())
 
-    def _report(self) -> None:
-        self.scheduler.l2_update.remote(self.node, self.cache.keys())
+    def _report(self, force: bool = False) -> None:
+        # what the L2 holds changes only by loads and evictions: when neither happened since
+        # the last report, sending the whole key list again only costs both actors CPU
+        state = (self.loads, len(self.cache), self.cache.stats.evictions)
+        if force or state != getattr(self, "_reported", None):
+            self._reported = state
+            self.scheduler.l2_update.remote(self.node, self.cache.keys())
         self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
                          "stats": self.cache.stats.to_dict()})
         self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,
@@ -223,7 +228,7 @@ class NodeCache:
 
     async def stats(self) -> dict:
         """Counters, after every pending event reached the metrics actor."""
-        self._report()
+        self._report(force=True)
         ref = self.events.flush()
         if ref is not None:
             await ref
@@ -251,6 +256,10 @@ class DeviceActor:
         self.l1 = TileCache(BudgetCache(l1_bytes, l1_items, self.evictor), self._load,
                             app.item_nbytes)
         self.events = EventBuffer(metrics)
+        # one compare at a time per actor (an actor is one device, a CPU actor one core):
+        # in_flight is prefetch depth, not compute threads. Two compute threads in one process
+        # fight over the GIL at every kernel call (parasail: per pair) and lost 20-40 % here.
+        self.compute_slot = asyncio.Semaphore(1)
         self.tiles_done = 0
         self.preprocessed_on_host = preprocessed_on_host
         import os
@@ -287,28 +296,27 @@ class DeviceActor:
         left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
         right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
-        t0 = time.time()
+        t0, c0 = time.time(), time.thread_time()
         try:
             block = self.app.compare(left, right, mask, self.device)
-            t1 = time.time()
+            t1, c1 = time.time(), time.thread_time()
             fields = self.app.postprocess(block, tile, mask)
         except Exception as exc:
             raise PairflowError(f"{self._describe(tile)}: compare failed: "
                                 f"{type(exc).__name__}: {exc}") from exc
         t2 = time.time()
         what = f"tile {tile.id}"
-        self.events.span(self.id, "compare", what, t0, t1)
+        self.events.span(self.id, "compare", what, t0, t1, cpu=c1 - c0)
         self.events.span(self.id, "postprocess", what, t1, t2)
         return fields, mask
 
-    def _work(self, tile: Tile, values: dict):
-        fields, mask = self._compute(tile, values)
+    def _write(self, tile: Tile, fields: dict, mask):
         t2 = time.time()
         entries = []
         for sink in self.sinks:
             entries.extend(sink.write_tile(tile, fields, mask))
         self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
-        return entries, fields
+        return entries
 
     def _tile_items(self, tile: Tile) -> list:
         return np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
@@ -335,9 +343,11 @@ class DeviceActor:
         self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
         values = await self.l1.acquire(items)
         try:
-            entries, fields = await asyncio.to_thread(self._work, tile, values)
+            async with self.compute_slot:
+                fields, mask = await asyncio.to_thread(self._compute, tile, values)
         finally:
             self.l1.release(items)
+        entries = await asyncio.to_thread(self._write, tile, fields, mask)
         kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
         self.tiles_done += 1
         self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
