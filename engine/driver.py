@@ -64,6 +64,7 @@ class AllPairsConfig:
     replace_lost_actors: bool = True
     preprocess_on_host: bool = True      # CPU devices: preprocess in the node's load task
     journal: bool = True                 # off only to measure its overhead: no resume without
+    journal_fsync_s: float = 1.0         # fsync the journal at most this often (and at the end)
     seed: int = 0                        # for the validation sample
 
 
@@ -404,7 +405,7 @@ class _Run:
             self.rundir.path, self.tile_dicts, items.row_items, items.col_items, order,
             cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
-            col_keys=col_keys, journal=cfg.journal)
+            col_keys=col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
         self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
         # L2 plus every L1 of a node stay under ~70 % of its object store
         per_node = max(c for _, c, _ in self.plan_nodes)
@@ -602,7 +603,7 @@ class _Run:
                 cache_stats.append(ray.get(cache.stats.remote(), timeout=30))
             except Exception as exc:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
-        ray.get(self.scheduler.close.remote())
+        journal_s = ray.get(self.scheduler.close.remote())["journal_s"]
         snap = ray.get(self.metrics.close.remote())
         outputs = {}
         for sink in self.sinks:
@@ -624,6 +625,7 @@ class _Run:
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
+            "journal_s": journal_s,
         }
         write_json(self.rundir.file("summary.json"), summary)
         _trace_to_parquet(self.rundir)

@@ -62,6 +62,7 @@ class Scheduler:
         self.error: str | None = None
         self.completed = int(self.policy.done.sum())
         self.excluded: set[str] = set()
+        self.journal_s = 0.0
 
     def request(self, actor: str, node: str, l1_items: list[int]) -> dict:
         if self.error is not None:
@@ -96,10 +97,14 @@ class Scheduler:
         return self.request(actor, node, l1_items)
 
     def _append(self, t: int, actor: str, entries: list[dict]) -> None:
+        t0 = time.perf_counter()
         self.journal.write([{"tile": t, "actor": actor, **e} for e in entries])
         if time.time() - self._last_sync >= self.journal_fsync_s:
             os.fsync(self.journal.fh.fileno())
             self._last_sync = time.time()
+        # time spent journaling, on this actor's serial path: an upper bound on what the
+        # journal adds to the run's wall time (benchmarks/allpairs.py part e)
+        self.journal_s += time.perf_counter() - t0
 
     def fail(self, actor: str, message: str) -> None:
         if self.error is None:
@@ -144,7 +149,10 @@ class Scheduler:
                 "in_flight": len(self.in_flight), "error": self.error,
                 "retries": sum(self.attempts.values())}
 
-    def close(self) -> None:
+    def close(self) -> dict:
         if self.journal is not None:
+            t0 = time.perf_counter()
             os.fsync(self.journal.fh.fileno())
             self.journal.close()
+            self.journal_s += time.perf_counter() - t0
+        return {"journal_s": self.journal_s}
