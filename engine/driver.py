@@ -28,7 +28,7 @@ from .runtime import alive_nodes, init_ray
 from .scheduler import Scheduler
 from .sinks import Sink, SinkContext, make_sink
 from .space import PairSpace, PairWeights, Tile, leaves
-from .workers import DeviceActor, NodeCache, check_items, load_and_parse
+from .workers import DeviceActor, NodeCache, check_items, load_and_parse, warm_process
 
 
 @dataclass
@@ -69,7 +69,10 @@ class AllPairsConfig:
 
 
 def _measure(app, keys: Sequence[str], device: str) -> dict:
-    """Parse and compare a small sample, timing the second compare (the first compiles)."""
+    """Parse and compare a small sample, timing the second compare (the first compiles).
+    The process is warmed up first, so first-call costs do not inflate the parse time."""
+    warm_process(app, "host")
+    warm_process(app, device)
     sample = list(dict.fromkeys(keys))[:2]
     t0 = time.perf_counter()
     items = [load_and_parse(app, k)[0] for k in sample]

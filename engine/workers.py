@@ -89,6 +89,14 @@ def check_items(app, keys: list[str]) -> list[str]:
     return problems
 
 
+def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
+    """Batches of at most ``per_task`` items, and never fewer batches than ``slots`` (the
+    node's CPUs) while there are items enough: batching must not serialise what could run in
+    parallel."""
+    size = min(max(1, per_task), max(1, -(-len(missing) // max(1, slots))))
+    return [missing[i:i + size] for i in range(0, len(missing), size)]
+
+
 class _AdvisedEviction(NextUseEviction):
     """Next-use eviction from advice fetched just before evicting (an actor cannot block)."""
 
@@ -140,10 +148,7 @@ class NodeCache:
         return list(refs[:-1]), refs[-1]
 
     def _batches(self, missing: list[int]) -> list[list[int]]:
-        """Batches of at most ``load_batch`` items, and never fewer batches than load slots
-        while there are items enough: batching must not serialise what could run in parallel."""
-        size = min(self.load_batch, max(1, -(-len(missing) // self.load_slots)))
-        return [missing[i:i + size] for i in range(0, len(missing), size)]
+        return load_batches(missing, self.load_batch, self.load_slots)
 
     def _near_budget(self, extra: int) -> bool:
         c = self.cache
