@@ -1,6 +1,7 @@
 """The actors that move items and compute tiles.
 
-``load_item`` (a Ray task on the item's node): fetch the raw bytes through fsspec and parse them.
+``load_items`` (a Ray task on the item's node): fetch the raw bytes through fsspec and parse them,
+one item or a batch of small ones per task.
 
 ``NodeCache`` (one per node): the L2 host tier. It submits the load tasks itself so that it owns
 the parsed objects (an object dies with its owner; a device actor's death must not empty the host
@@ -47,14 +48,9 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None):
 
 
 @ray.remote(num_cpus=1)
-def load_item(app, key: str, preprocess_on: str | None = None):
-    return load_and_parse(app, key, preprocess_on)
-
-
-@ray.remote(num_cpus=1)
 def load_items(app, keys: list[str], preprocess_on: str | None = None):
-    """Several items in one task (``num_returns=len(keys) + 1``): one return per item, so each
-    stays a separate object the node cache can evict alone, then the list of their infos.
+    """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
+    each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches."""
     out = [load_and_parse(app, key, preprocess_on) for key in keys]
     return (*[item for item, _ in out], [info for _, info in out])
@@ -121,6 +117,7 @@ class NodeCache:
                  load_slots: int = 1):
         self.node, self.node_id = node, node_id
         self.load_batch, self.load_slots = max(1, load_batch), max(1, load_slots)
+        self._reported = None  # (loads, resident, evictions) at the last l2_update
         self.app = app
         self.item_keys = item_keys
         self.evictor = make_eviction(eviction)
@@ -138,17 +135,9 @@ class NodeCache:
         if self.node_id:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
-        keys = [self.item_keys[i] for i in batch]
-        if len(batch) == 1:
-            item_ref, info_ref = load_item.options(num_returns=2, **opts).remote(
-                self.app_ref, keys[0], self.preprocess_on)
-            return [item_ref], info_ref
         refs = load_items.options(num_returns=len(batch) + 1, **opts).remote(
-            self.app_ref, keys, self.preprocess_on)
+            self.app_ref, [self.item_keys[i] for i in batch], self.preprocess_on)
         return list(refs[:-1]), refs[-1]
-
-    def _batches(self, missing: list[int]) -> list[list[int]]:
-        return load_batches(missing, self.load_batch, self.load_slots)
 
     def _near_budget(self, extra: int) -> bool:
         c = self.cache
@@ -171,7 +160,8 @@ class NodeCache:
                 to_load.append(item)
             else:
                 out[item] = [ref]  # wrapped: the caller awaits it, this actor does not fetch it
-        for batch in self._batches(list(dict.fromkeys(to_load))):
+        for batch in load_batches(list(dict.fromkeys(to_load)), self.load_batch,
+                                  self.load_slots):
             item_refs, info_ref = self._submit(batch)
             for item, item_ref in zip(batch, item_refs):
                 self.cache.put(item, item_ref, 0, pin=True)  # pinned until its size is known
@@ -182,7 +172,10 @@ class NodeCache:
         return out
 
     async def _account(self, batch: list[int], info_ref) -> None:
-        infos = await self._infos(batch, info_ref)
+        try:
+            infos = await info_ref
+        except Exception:
+            infos = [None] * len(batch)
         for item, info in zip(batch, infos):
             if info is None:
                 # a failed load: forget it so no one is handed a broken ref twice
@@ -202,25 +195,16 @@ class NodeCache:
         await self._shrink()
         self._report()
 
-    @staticmethod
-    async def _infos(batch: list[int], info_ref) -> list:
-        try:
-            found = await info_ref
-        except Exception:
-            return [None] * len(batch)
-        return [found] if len(batch) == 1 else list(found)
-
     async def _shrink(self) -> None:
         if isinstance(self.evictor, _AdvisedEviction) and self.cache._over():
             self.evictor.advice = await self.scheduler.next_uses.remote(self.cache.keys())
-        if self.cache.shrink():
-            self.scheduler.l2_update.remote(self.node, self.cache.keys())
+        self.cache.shrink()  # an eviction changes the state _report sends next
 
     def _report(self, force: bool = False) -> None:
         # what the L2 holds changes only by loads and evictions: when neither happened since
         # the last report, sending the whole key list again only costs both actors CPU
         state = (self.loads, len(self.cache), self.cache.stats.evictions)
-        if force or state != getattr(self, "_reported", None):
+        if force or state != self._reported:
             self._reported = state
             self.scheduler.l2_update.remote(self.node, self.cache.keys())
         self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
