@@ -142,6 +142,8 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
     from engine.rundir import read_json
     t_end = read_json(os.path.join(res.run_dir, "status.json"))["finished"]
     cpu = meter.at(t_end) - meter.at(t_end - a["compute_s"])
+    roles = {k: round(v, 2) for k, v in
+             meter.roles_between(t_end - a["compute_s"], t_end).items()}
     tiles = []
     with open(os.path.join(res.run_dir, "tiles.jsonl")) as fh:
         for line in fh:
@@ -154,7 +156,8 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
             "leaf_items": s["leaf_items"], "max_tile_cells": a["max_tile_cells"],
             "probe_cells_per_s": a["probe_cells_per_s"], "actor_busy_s": busy,
             "tile_s_median": float(np.median(spans)), "tile_s_max": float(np.max(spans)),
-            "compute_cpu_s": cpu, "load_before": load0, "load_after": load(),
+            "compute_cpu_s": cpu, "cpu_by_role_s": roles, "phases": s["phases"],
+            "load_before": load0, "load_after": load(),
             "run_dir": res.run_dir, "hits": res.hits}
 
 
@@ -232,8 +235,9 @@ def main(argv=None):
                   f"in {e['tiles']} tiles (median {e['tile_s_median'] * 1e3:.0f} ms, max "
                   f"{e['tile_s_max'] * 1e3:.0f} ms), efficiency {e['efficiency']:.3f} "
                   f"(cpu efficiency {e['cpu_efficiency']:.3f} x cpu share {e['cpu_share']:.3f}; "
-                  f"load {e['load_before']}->{e['load_after']}), {e['vs_numpy']:.0f}x numpy",
-                  flush=True)
+                  f"load {e['load_before']}->{e['load_after']}), {e['vs_numpy']:.0f}x numpy\n"
+                  f"  CPU s by role: {e['cpu_by_role_s']}; drain {e['phases'].get('drain_s', 0):.2f}"
+                  f" s, finalize {e['phases'].get('finalize_s', 0):.2f} s", flush=True)
         for r in results["inputs"].values():
             r.pop("_scores", None)
         b = results["inputs"]["balanced"]["engine"]["efficiency"]

@@ -79,8 +79,11 @@ class BudgetCache:
         entry = self._entries.get(key)
         return None if entry is None else entry.value
 
-    def put(self, key, value, nbytes: int, pin: bool = False) -> list:
-        """Insert (or replace) ``key``; returns the keys evicted to make room."""
+    def put(self, key, value, nbytes: int, pin: bool = False, shrink: bool = True) -> list:
+        """Insert (or replace) ``key``; returns the keys evicted to make room.
+
+        ``shrink=False`` defers eviction to one ``shrink()`` after a batch of inserts: choosing
+        victims ranks every candidate, so once per batch, not once per item."""
         old = self._entries.pop(key, None)
         if old is not None:
             self.nbytes -= old.nbytes
@@ -88,15 +91,15 @@ class BudgetCache:
         self._entries[key] = entry
         self.nbytes += entry.nbytes
         self.stats.bytes_in += entry.nbytes
-        return self.shrink()
+        return self.shrink() if shrink else []
 
-    def fill(self, key, value, nbytes: int) -> list:
+    def fill(self, key, value, nbytes: int, shrink: bool = True) -> list:
         """Give a placeholder entry its value and size, keeping its pins and recency."""
         entry = self._entries[key]
         self.nbytes += int(nbytes) - entry.nbytes
         self.stats.bytes_in += int(nbytes)
         entry.value, entry.nbytes = value, int(nbytes)
-        return self.shrink()
+        return self.shrink() if shrink else []
 
     def pin(self, key) -> None:
         self._entries[key].pins += 1
@@ -170,7 +173,7 @@ class TileCache:
                 fut = asyncio.get_running_loop().create_future()
                 self._loading[key] = fut
                 # placeholder entry so pins and budget see it at once
-                self.cache.put(key, None, 0, pin=True)
+                self.cache.put(key, None, 0, pin=True, shrink=False)
                 self.cache.stats.misses += 1
                 waiting[key] = fut
                 to_load.append(key)
@@ -200,10 +203,11 @@ class TileCache:
         for key in keys:
             value = values[key]
             if key in self.cache:
-                self.cache.fill(key, value, self.sizeof(value))
+                self.cache.fill(key, value, self.sizeof(value), shrink=False)
             fut = self._loading.pop(key)
             if not fut.done():
                 fut.set_result(None)
+        self.cache.shrink()
 
     def release(self, keys: Iterable) -> None:
         for key in dict.fromkeys(keys):

@@ -45,8 +45,9 @@ class AllPairsConfig:
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
     host_cache_items: int | None = None  # S: items one node's host tier holds
     host_cache_bytes: int | None = None  # default: half the node's object store
-    device_cache_items: int | None = None
-    device_cache_bytes: int | None = None
+    device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1); no cap
+    device_cache_bytes: int | None = None  #   for small items (bytes budget only)
+    inline_item_bytes: int = 65536       # items up to this size go to device actors by value
     plan: str = "stripe"                 # stripe | zorder
     eviction: str = "next_use"           # next_use | lru
     window: int = 8                      # pending tiles the scheduler looks at per request
@@ -381,6 +382,7 @@ class _Run:
         ctx = SinkContext(self.rundir.result_dir, space, leaf, row_keys, col_keys, app.fields())
         for sink in self.sinks:
             sink.open(ctx, resume=previous is not None)
+            sink.before_finalize()
         done_tiles: list[int] = []
         if previous is not None:
             done_tiles, self.resume_report = _replay_journal(self.rundir, self.sinks, len(tiles))
@@ -409,7 +411,12 @@ class _Run:
             cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
             col_keys=col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
-        self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
+        # an item cap bounds how many object-store items an L1 keeps alive past their L2
+        # eviction; items small enough to travel by value live in the actor alone, and a cap
+        # only makes it evict (and ask for advice) every tile for nothing
+        small = self.measured.get("item_bytes", 0) <= cfg.inline_item_bytes
+        self.l1_items = cfg.device_cache_items or (
+            None if small else max(4, 2 * leaf * (cfg.in_flight + 1)))
         # L2 plus every L1 of a node stay under ~70 % of its object store
         per_node = max(c for _, c, _ in self.plan_nodes)
         self.l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
@@ -422,7 +429,8 @@ class _Run:
                 host_items if cfg.host_cache_items else None,
                 cfg.eviction, self.scheduler, self.metrics,
                 preprocess_on=dev if self._host_preprocess(dev) else None,
-                load_batch=self.load_batch(), load_slots=max(1, node["cpus"])))
+                load_batch=self.load_batch(), load_slots=max(1, node["cpus"]),
+                inline_bytes=cfg.inline_item_bytes))
             for d in range(count):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
@@ -600,6 +608,7 @@ class _Run:
         self.validated = len(kept)
 
     def _finish(self) -> AllPairsResult:
+        t_drain = time.time()
         cache_stats = []
         for cache in self.node_caches:  # a cache on a lost node is gone with its counters
             try:
@@ -608,9 +617,12 @@ class _Run:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
         journal_s = ray.get(self.scheduler.close.remote())["journal_s"]
         snap = ray.get(self.metrics.close.remote())
+        t_finalize = time.time()
         outputs = {}
         for sink in self.sinks:
             outputs[sink.name] = sink.finalize()
+        self.phases["drain_s"] = t_finalize - t_drain  # counters and journal closed
+        self.phases["finalize_s"] = time.time() - t_finalize  # sinks merged and written
         wall = time.time() - self.t_start
         loads = snap["tiers"]["source"]["loads"]  # every node's last report, lost ones too
         journal = read_jsonl(self.rundir.file("journal.jsonl"))

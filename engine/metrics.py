@@ -120,7 +120,8 @@ class Metrics:
                           for e in events if e.get("kind") == "span"])
         self.tiles.write([{k: v for k, v in e.items() if k != "kind"}
                           for e in events if e.get("kind") == "tile"])
-        self.tick()
+        if time.time() - self._last >= self.interval:  # a snapshot only when one is due
+            self.tick()
 
     def tick(self, force: bool = False) -> dict:
         now = time.time()

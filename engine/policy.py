@@ -68,6 +68,8 @@ class StripePlan:
     ``cache_items`` is S, the items one node's host tier holds; ``spare_tiles`` is how many tiles
     may be under way at once on that node (their column items must fit beside the stripe).
     The dimension with fewer stripes' worth of streaming is the one made into stripes.
+    Room is kept beside the stripe for the streamed leaves of the tiles under way (which share
+    one column while the stripe has more rows than there are such tiles).
     """
 
     name = "stripe"
@@ -86,8 +88,12 @@ class StripePlan:
         n_rows = max(t.r1 for t in tiles)
         n_cols = max(t.c1 for t in tiles)
         s = self.cache_items if self.cache_items else max(n_rows, n_cols)
-        # Items the stripe may hold: the rest is room for the streamed columns under way.
-        stripe_items = max(leaf, s - self.spare_tiles * leaf)
+        # Items the stripe may hold: the rest is room for the streamed columns under way. The
+        # tiles under way on a node run down one streamed column together (consecutive tiles of
+        # the order share it), so that room is ceil(tiles under way / stripe rows) leaves, not
+        # one per tile: at S = 5 % of n this took R from 1.34x to 1.11x of 1 + n/(2S) (sim).
+        stream = math.ceil(self.spare_tiles / max(1, s // leaf - 1))
+        stripe_items = max(leaf, s - stream * leaf)
         h = max(1, stripe_items // leaf)
         brows, bcols = -(-n_rows // leaf), -(-n_cols // leaf)
         transpose = False

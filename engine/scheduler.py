@@ -1,7 +1,10 @@
 """The scheduler actor: the mechanism around ``TilePolicy`` (which is where decisions live).
 
 Device actors pull: ``request`` answers with a tile chosen for what that actor's L1 and its node's
-L2 hold, plus next-use advice for the actor's resident items; ``complete`` records a finished
+L2 hold (an actor reports only what entered and left its L1 since its last call), plus next-use
+advice for the actor's resident items when it asks (its L1 is about to evict: advice for
+thousands of items every tile cost both ends more than the tile's work when items are small);
+``complete`` records a finished
 tile in the append-only journal (the journal, not files, says what is done) and, in the same call,
 hands out the actor's next tile (``complete_and_request``). Node caches report
 what they hold with ``l2_update`` and ask ``next_uses`` before they evict.
@@ -51,6 +54,7 @@ class Scheduler:
         self.journal_fsync_s = journal_fsync_s
         self._last_sync = time.time()
         self.l2: dict[str, set] = {}
+        self.l1: dict[str, set] = {}  # actor -> what its L1 holds, kept from reported changes
         self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
         self.done_by: dict[int, str] = {}
         self.attempts: dict[int, int] = {}
@@ -64,18 +68,25 @@ class Scheduler:
         self.excluded: set[str] = set()
         self.journal_s = 0.0
 
-    def request(self, actor: str, node: str, l1_items: list[int]) -> dict:
+    def request(self, actor: str, node: str, l1_added=(), l1_removed=(),
+                advice: bool = False) -> dict:
+        """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
+        since its previous call; ``advice``: also return next-use advice for its L1."""
+        l1 = self.l1.setdefault(actor, set())
+        l1.difference_update(l1_removed)
+        l1.update(l1_added)
         if self.error is not None:
             return {"done": True, "error": self.error}
         if actor in self.excluded:
             return {"done": True}
-        t = self.policy.next_tile(set(l1_items), self.l2.get(node, ()))
+        t = self.policy.next_tile(l1, self.l2.get(node, ()))
         if t is None:
             if self.in_flight:
                 return {"wait": 0.05}
             return {"done": True}
         self.in_flight[t] = (actor, time.time())
-        return {"tile": t, "next_use": self.policy.next_uses(l1_items), "keep": t in self.keep}
+        return {"tile": t, "next_use": self.policy.next_uses(l1) if advice else {},
+                "keep": t in self.keep}
 
     def complete(self, actor: str, t: int, entries: list[dict], fields: dict | None = None) -> None:
         if fields is not None and t not in self.kept:
@@ -90,11 +101,11 @@ class Scheduler:
         self.completed += 1
 
     def complete_and_request(self, actor: str, t: int, entries: list[dict], fields: dict | None,
-                             node: str, l1_items: list[int]) -> dict:
+                             node: str, l1_added=(), l1_removed=(), advice: bool = False) -> dict:
         """``complete`` then ``request`` in one round trip: an actor finishing a tile always
         wants the next one, and each Ray call costs about a millisecond of CPU on both ends."""
         self.complete(actor, t, entries, fields)
-        return self.request(actor, node, l1_items)
+        return self.request(actor, node, l1_added, l1_removed, advice)
 
     def _append(self, t: int, actor: str, entries: list[dict]) -> None:
         t0 = time.perf_counter()
@@ -113,6 +124,7 @@ class Scheduler:
     def actor_lost(self, actor: str, reason: str) -> list[int]:
         """Requeue the unfinished tiles of a dead actor; fail a tile past its retries."""
         self.excluded.add(actor)
+        self.l1.pop(actor, None)
         lost = [t for t, (a, _) in self.in_flight.items() if a == actor]
         for t in lost:
             del self.in_flight[t]

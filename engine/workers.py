@@ -5,8 +5,9 @@ one item or a batch of small ones per task.
 
 ``NodeCache`` (one per node): the L2 host tier. It submits the load tasks itself so that it owns
 the parsed objects (an object dies with its owner; a device actor's death must not empty the host
-tier), keeps their ObjectRefs under a byte/item budget and evicts by the scheduler's advice.
-A second request for an item being loaded gets the same ObjectRef: one load.
+tier), keeps small items as values and large ones as ObjectRefs under a byte/item budget, and
+evicts by the scheduler's advice.
+A second request for an item being loaded waits for that load: one load.
 
 ``DeviceActor`` (one per device: a GPU, or a CPU slot): pulls tiles from the scheduler, keeps
 ``in_flight`` of them under way so the next tile's items load while this one computes, holds
@@ -48,12 +49,21 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None):
 
 
 @ray.remote(num_cpus=1)
-def load_items(app, keys: list[str], preprocess_on: str | None = None):
+def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
-    A Ray task costs a few ms of CPU; items that parse in less are loaded in batches."""
+    A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
+
+    An item of at most ``inline_bytes`` travels in its info instead (``info["value"]``; its own
+    return is ``None``): the node cache keeps small items as values, because an ObjectRef per
+    300-byte sequence cost more CPU to hand over and fetch than aligning it."""
     out = [load_and_parse(app, key, preprocess_on) for key in keys]
-    return (*[item for item, _ in out], [info for _, info in out])
+    items = []
+    for item, info in out:
+        if info["nbytes"] <= inline_bytes:
+            info["value"], item = item, None
+        items.append(item)
+    return (*items, [info for _, info in out])
 
 
 _WARM: set = set()
@@ -114,7 +124,7 @@ class NodeCache:
     def __init__(self, node: str, node_id: str | None, app, item_keys: list[str],
                  budget_bytes: int | None, budget_items: int | None, eviction: str,
                  scheduler, metrics, preprocess_on: str | None = None, load_batch: int = 1,
-                 load_slots: int = 1):
+                 load_slots: int = 1, inline_bytes: int = 64 * 1024):
         self.node, self.node_id = node, node_id
         self.load_batch, self.load_slots = max(1, load_batch), max(1, load_slots)
         self._reported = None  # (loads, resident, evictions) at the last l2_update
@@ -128,6 +138,8 @@ class NodeCache:
         self.load_bytes = 0
         self.app_ref = ray.put(app)
         self.preprocess_on = preprocess_on
+        self.inline_bytes = inline_bytes
+        self._pending: dict[int, asyncio.Future] = {}  # item -> its load's accounting
 
     def _submit(self, batch: list[int]) -> tuple[list, object]:
         """One load task for ``batch``: (a ref per item, a ref to the list of their infos)."""
@@ -136,7 +148,8 @@ class NodeCache:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=False)
         refs = load_items.options(num_returns=len(batch) + 1, **opts).remote(
-            self.app_ref, [self.item_keys[i] for i in batch], self.preprocess_on)
+            self.app_ref, [self.item_keys[i] for i in batch], self.preprocess_on,
+            self.inline_bytes)
         return list(refs[:-1]), refs[-1]
 
     def _near_budget(self, extra: int) -> bool:
@@ -146,6 +159,8 @@ class NodeCache:
         return c.budget_bytes is not None and c.nbytes > 0.9 * c.budget_bytes
 
     async def get(self, items: list[int]) -> dict:
+        """``{item: ("value", item) | ("ref", ObjectRef)}`` once every item is loaded: small
+        items by value, large ones by reference (zero-copy from the object store)."""
         missing = [i for i in items if i not in self.cache]
         if missing and isinstance(self.evictor, _AdvisedEviction) and \
                 self._near_budget(len(missing)):
@@ -155,28 +170,41 @@ class NodeCache:
         out = {}
         to_load = []
         for item in items:
-            ref = self.cache.lookup(item)
-            if ref is None:
+            entry = self.cache.lookup(item)
+            if entry is None:
                 to_load.append(item)
             else:
-                out[item] = [ref]  # wrapped: the caller awaits it, this actor does not fetch it
+                out[item] = entry
+        loop = asyncio.get_running_loop()
         for batch in load_batches(list(dict.fromkeys(to_load)), self.load_batch,
                                   self.load_slots):
             item_refs, info_ref = self._submit(batch)
+            accounted = loop.create_future()
             for item, item_ref in zip(batch, item_refs):
-                self.cache.put(item, item_ref, 0, pin=True)  # pinned until its size is known
-                out[item] = [item_ref]
+                # pinned until its size is known; the ref keeps a failed load's error
+                self.cache.put(item, ("ref", item_ref), 0, pin=True, shrink=False)
+                out[item] = ("ref", item_ref)
+                self._pending[item] = accounted
             self.loads += len(batch)
-            asyncio.ensure_future(self._account(batch, info_ref))
+            asyncio.ensure_future(self._account(batch, item_refs, info_ref, accounted))
+        self.cache.shrink()
         self._report()
+        waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
+        if waits:
+            await asyncio.gather(*waits.values())
+        for item in items:  # a small item is a value now; a failed one keeps its ref
+            entry = self.cache.peek(item)
+            if entry is not None:
+                out[item] = entry
         return out
 
-    async def _account(self, batch: list[int], info_ref) -> None:
+    async def _account(self, batch: list[int], item_refs: list, info_ref, accounted) -> None:
         try:
             infos = await info_ref
         except Exception:
             infos = [None] * len(batch)
-        for item, info in zip(batch, infos):
+        for item, item_ref, info in zip(batch, item_refs, infos):
+            self._pending.pop(item, None)
             if info is None:
                 # a failed load: forget it so no one is handed a broken ref twice
                 if item in self.cache:
@@ -190,8 +218,11 @@ class NodeCache:
                 self.events.span(f"{self.node}/loader", "preprocess", key, *info["preprocess"])
             self.load_bytes += info["raw_bytes"]
             if item in self.cache:
+                entry = ("value", info["value"]) if "value" in info else ("ref", item_ref)
                 self.cache.unpin(item)
-                self.cache.fill(item, self.cache.peek(item), info["nbytes"])  # may evict
+                self.cache.fill(item, entry, info["nbytes"], shrink=False)
+        if not accounted.done():
+            accounted.set_result(None)
         await self._shrink()
         self._report()
 
@@ -241,6 +272,8 @@ class DeviceActor:
         self.in_flight = max(1, in_flight)
         self.device = device
         self.tiles = [Tile(**t) for t in tiles]
+        self.tile_items_max = max((t.r1 - t.r0) + (t.c1 - t.c0) for t in self.tiles) \
+            if self.tiles else 1
         self.evictor = make_eviction(eviction)
         self.l1 = TileCache(BudgetCache(l1_bytes, l1_items, self.evictor), self._load,
                             app.item_nbytes)
@@ -250,6 +283,7 @@ class DeviceActor:
         # fight over the GIL at every kernel call (parasail: per pair) and lost 20-40 % here.
         self.compute_slot = asyncio.Semaphore(1)
         self.tiles_done = 0
+        self._l1_told: set = set()  # what the scheduler was last told this L1 holds
         self.preprocessed_on_host = preprocessed_on_host
         import os
         os.environ["PAIRFLOW_ACTOR_ID"] = actor_id  # apps may log or test by it
@@ -263,15 +297,23 @@ class DeviceActor:
         return os.getpid()
 
     async def _load(self, items: list[int]) -> dict:
-        refs = await self.node_cache.get.remote(items)
-        hosts = await asyncio.gather(*(refs[i][0] for i in items))
-        out = {}
+        got = await self.node_cache.get.remote(items)
+        refs = {i: got[i][1] for i in items if got[i][0] == "ref"}
+        hosts = {i: got[i][1] for i in items if got[i][0] == "value"}
+        if refs:
+            hosts.update(zip(refs, await asyncio.gather(*refs.values())))
         if self.preprocessed_on_host:  # the node cache holds device-ready items already
-            return dict(zip(items, hosts))
-        for item, host in zip(items, hosts):
+            return hosts
+        return await asyncio.to_thread(self._preprocess, items, hosts)
+
+    def _preprocess(self, items: list[int], hosts: dict) -> dict:
+        """Every item of a load in one hop off the event loop (one per item cost more than a
+        small item's preprocess)."""
+        out = {}
+        for item in items:
             key = self.item_keys[item]
             t0 = time.time()
-            out[item] = await asyncio.to_thread(self.app.preprocess, key, host, self.device)
+            out[item] = self.app.preprocess(key, hosts[item], self.device)
             self.events.span(self.id, "preprocess", key, t0, time.time())
         return out
 
@@ -343,7 +385,20 @@ class DeviceActor:
                          "t_end": time.time(), "pairs": tile.pairs})
         self._report_tier()
         return await self.scheduler.complete_and_request.remote(
-            self.id, t, entries, kept, self.node, self.l1.resident())
+            self.id, t, entries, kept, self.node, *self._l1_news())
+
+    def _l1_news(self) -> tuple[list, list, bool]:
+        """(entered, left) the L1 since the last report, and whether next-use advice is
+        wanted: only when an insert may evict (with room for two more tiles of misses)."""
+        now = set(self.l1.resident())
+        added, removed = list(now - self._l1_told), list(self._l1_told - now)
+        self._l1_told = now
+        c = self.l1.cache
+        room = 2 * self.tile_items_max * self.in_flight
+        advice = isinstance(self.evictor, _AdvisedEviction) and (
+            (c.budget_items is not None and len(c) + room > c.budget_items)
+            or (c.budget_bytes is not None and c.nbytes > 0.5 * c.budget_bytes))
+        return added, removed, advice
 
     def _report_tier(self) -> None:
         self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
@@ -357,7 +412,7 @@ class DeviceActor:
             while True:
                 while not finished and len(running) < self.in_flight:
                     reply = replies.pop(0) if replies else await self.scheduler.request.remote(
-                        self.id, self.node, self.l1.resident())
+                        self.id, self.node, *self._l1_news())
                     if "tile" in reply:
                         running.add(asyncio.ensure_future(
                             self._process(reply["tile"], reply["next_use"],
