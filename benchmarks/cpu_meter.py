@@ -33,8 +33,13 @@ class CpuMeter:
     """Samples every ``interval`` s in a thread; ``at(t)`` is the total at wall time t and
     ``roles_between(t0, t1)`` the split by role (a process keeps what it had when it exited)."""
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, rescan_every: int = 5):
         self.tick = os.sysconf("SC_CLK_TCK")
+        # reading every process of the machine cost ~4 ms a sample (1-1.5 % of 2 cores at 5 Hz,
+        # charged to the driver): the whole of /proc is read every ``rescan_every`` samples to
+        # find new processes, and only this process's tree in between
+        self.rescan_every, self.n_samples = rescan_every, 0
+        self.mine: set[int] = set()
         self.last: dict[int, float] = {}
         self.totals: Counter = Counter()
         self.samples: list[tuple[float, float, dict]] = []
@@ -43,9 +48,9 @@ class CpuMeter:
         self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
         self.thread.start()
 
-    def _stat(self) -> dict[int, tuple[int, float, str]]:
+    def _stat(self, pids=None) -> dict[int, tuple[int, float, str]]:
         out = {}
-        for d in os.listdir("/proc"):
+        for d in (os.listdir("/proc") if pids is None else map(str, pids)):
             if not d.isdigit():
                 continue
             try:
@@ -71,8 +76,13 @@ class CpuMeter:
         return mine
 
     def sample(self) -> None:
-        stat = self._stat()
-        for pid in self._mine(stat):
+        if self.n_samples % self.rescan_every == 0:
+            stat = self._stat()
+            self.mine = self._mine(stat)
+        else:
+            stat = self._stat(self.mine)
+        self.n_samples += 1
+        for pid in self.mine:
             if pid in stat:
                 cpu, title = stat[pid][1], stat[pid][2]
                 self.totals[role_of(title, pid)] += cpu - self.last.get(pid, 0.0)

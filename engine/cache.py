@@ -65,6 +65,16 @@ class BudgetCache:
     def keys(self) -> list:
         return list(self._entries)
 
+    def oldest(self, k: int) -> list:
+        """Up to ``k`` unpinned keys, least recently used first (eviction's candidates)."""
+        out = []
+        for key, entry in self._entries.items():
+            if len(out) >= k:
+                break
+            if entry.pins == 0:
+                out.append(key)
+        return out
+
     def lookup(self, key):
         """The value, counting a hit or a miss; ``None`` on a miss."""
         entry = self._entries.get(key)

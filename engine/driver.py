@@ -45,8 +45,8 @@ class AllPairsConfig:
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
     host_cache_items: int | None = None  # S: items one node's host tier holds
     host_cache_bytes: int | None = None  # default: half the node's object store
-    device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1); no cap
-    device_cache_bytes: int | None = None  #   for small items (bytes budget only)
+    device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1)
+    device_cache_bytes: int | None = None
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
     plan: str = "stripe"                 # stripe | zorder
     eviction: str = "next_use"           # next_use | lru
@@ -411,12 +411,7 @@ class _Run:
             cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
             col_keys=col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
-        # an item cap bounds how many object-store items an L1 keeps alive past their L2
-        # eviction; items small enough to travel by value live in the actor alone, and a cap
-        # only makes it evict (and ask for advice) every tile for nothing
-        small = self.measured.get("item_bytes", 0) <= cfg.inline_item_bytes
-        self.l1_items = cfg.device_cache_items or (
-            None if small else max(4, 2 * leaf * (cfg.in_flight + 1)))
+        self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
         # L2 plus every L1 of a node stay under ~70 % of its object store
         per_node = max(c for _, c, _ in self.plan_nodes)
         self.l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)

@@ -68,10 +68,9 @@ class Scheduler:
         self.excluded: set[str] = set()
         self.journal_s = 0.0
 
-    def request(self, actor: str, node: str, l1_added=(), l1_removed=(),
-                advice: bool = False) -> dict:
+    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
         """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
-        since its previous call; ``advice``: also return next-use advice for its L1."""
+        since its previous call; ``advice``: items to return next-use advice for."""
         l1 = self.l1.setdefault(actor, set())
         l1.difference_update(l1_removed)
         l1.update(l1_added)
@@ -85,7 +84,7 @@ class Scheduler:
                 return {"wait": 0.05}
             return {"done": True}
         self.in_flight[t] = (actor, time.time())
-        return {"tile": t, "next_use": self.policy.next_uses(l1) if advice else {},
+        return {"tile": t, "next_use": self.policy.next_uses(advice),
                 "keep": t in self.keep}
 
     def complete(self, actor: str, t: int, entries: list[dict], fields: dict | None = None) -> None:
@@ -101,7 +100,7 @@ class Scheduler:
         self.completed += 1
 
     def complete_and_request(self, actor: str, t: int, entries: list[dict], fields: dict | None,
-                             node: str, l1_added=(), l1_removed=(), advice: bool = False) -> dict:
+                             node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
         """``complete`` then ``request`` in one round trip: an actor finishing a tile always
         wants the next one, and each Ray call costs about a millisecond of CPU on both ends."""
         self.complete(actor, t, entries, fields)

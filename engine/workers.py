@@ -104,18 +104,20 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
 
 
 class _AdvisedEviction(NextUseEviction):
-    """Next-use eviction from advice fetched just before evicting (an actor cannot block)."""
+    """Next-use eviction from advice fetched just before evicting (an actor cannot block).
+    ``unknown``: the next use assumed for an item without advice (INF: evicted first; -1:
+    kept, for a cache that asks advice only about its least recently used items)."""
 
-    def __init__(self):
+    def __init__(self, unknown: float = INF):
         self.advice: dict = {}
-        super().__init__(lambda keys: {k: self.advice.get(k, INF) for k in keys})
+        super().__init__(lambda keys: {k: self.advice.get(k, unknown) for k in keys})
 
 
-def make_eviction(kind: str):
+def make_eviction(kind: str, unknown: float = INF):
     if kind == "lru":
         return LRUEviction()
     if kind == "next_use":
-        return _AdvisedEviction()
+        return _AdvisedEviction(unknown)
     raise ValueError(f"unknown eviction {kind!r}: choose 'next_use' or 'lru'")
 
 
@@ -258,6 +260,7 @@ class NodeCache:
 
 @ray.remote(num_cpus=0)
 class DeviceActor:
+    ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
     def __init__(self, actor_id: str, node: str, app, space, row_items, col_items,
                  item_keys: list[str], node_cache, scheduler, metrics, sinks: list,
                  l1_bytes: int | None, l1_items: int | None, in_flight: int, device: str,
@@ -274,7 +277,8 @@ class DeviceActor:
         self.tiles = [Tile(**t) for t in tiles]
         self.tile_items_max = max((t.r1 - t.r0) + (t.c1 - t.c0) for t in self.tiles) \
             if self.tiles else 1
-        self.evictor = make_eviction(eviction)
+        # advice comes for the L1's least recently used items only: the others are kept
+        self.evictor = make_eviction(eviction, unknown=-1.0)
         self.l1 = TileCache(BudgetCache(l1_bytes, l1_items, self.evictor), self._load,
                             app.item_nbytes)
         self.events = EventBuffer(metrics)
@@ -368,8 +372,8 @@ class DeviceActor:
         """Compute and write tile ``t``; returns the scheduler's next hand-out for this slot."""
         tile = self.tiles[t]
         items = self._tile_items(tile)
-        if isinstance(self.evictor, _AdvisedEviction):
-            self.evictor.advice.update({int(k): v for k, v in advice.items()})
+        if isinstance(self.evictor, _AdvisedEviction) and advice:
+            self.evictor.advice = {int(k): v for k, v in advice.items()}
         t_start = time.time()
         self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
         values = await self.l1.acquire(items)
@@ -387,18 +391,19 @@ class DeviceActor:
         return await self.scheduler.complete_and_request.remote(
             self.id, t, entries, kept, self.node, *self._l1_news())
 
-    def _l1_news(self) -> tuple[list, list, bool]:
-        """(entered, left) the L1 since the last report, and whether next-use advice is
-        wanted: only when an insert may evict (with room for two more tiles of misses)."""
+    def _l1_news(self) -> tuple[list, list, list]:
+        """(entered, left) the L1 since the last report, and the items to get next-use
+        advice for: none unless an insert may evict (room for two more tiles of misses), then
+        the ``ADVICE_ITEMS`` least recently used unpinned ones, where victims come from."""
         now = set(self.l1.resident())
         added, removed = list(now - self._l1_told), list(self._l1_told - now)
         self._l1_told = now
         c = self.l1.cache
         room = 2 * self.tile_items_max * self.in_flight
-        advice = isinstance(self.evictor, _AdvisedEviction) and (
+        near = isinstance(self.evictor, _AdvisedEviction) and (
             (c.budget_items is not None and len(c) + room > c.budget_items)
             or (c.budget_bytes is not None and c.nbytes > 0.5 * c.budget_bytes))
-        return added, removed, advice
+        return added, removed, c.oldest(self.ADVICE_ITEMS) if near else []
 
     def _report_tier(self) -> None:
         self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
