@@ -143,15 +143,17 @@ def weighted_probe(w: PairWeights, row_keys: Sequence[str], col_keys: Sequence[s
 
 
 def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weight: float,
-                    target_s: float, n_actors: int) -> dict:
-    """Cost per weight unit from the probe, and the most one tile may weigh: about
-    ``target_s`` of work, no more than 1/4 of an actor's share (so heavy regions split), and no
-    less than 1/64 of it: a probe of two items overstates per-pair costs, and a slow probe (a
-    busy machine) must not cut the work into thousands of round trips."""
+                    target_s: float, n_actors: int, overhead_s: float = 0.0) -> dict:
+    """Cost per weight unit from the probe, and the most one tile may weigh: the cost model of
+    ``choose_leaf`` (t* = sqrt(2 * overhead * W), never below ``target_s``) in probed seconds,
+    no more than 1/4 of an actor's share (so heavy regions split), and no less than 1/64 of it:
+    a probe of two items overstates per-pair costs, and a slow probe (a busy machine) must not
+    cut the work into thousands of round trips."""
     rate = float(max(probe_weight, 1e-12) / max(t_pair, 1e-12))  # weight units per second
     total = w.total(space)
     share = total / max(1, n_actors)
-    max_weight = min(max(target_s * rate, share / 64), share / 4)
+    t_tile = max(target_s, math.sqrt(2 * overhead_s * share / rate))
+    max_weight = min(max(t_tile * rate, share / 64), share / 4)
     return {"weight_per_s": rate, "probe_weight": float(probe_weight),
             "max_weight": max(max_weight, 1e-9), "total_weight": total}
 
@@ -353,18 +355,28 @@ class _Run:
         else:
             host_items = max(1, int(host_bytes // max(1.0, self.measured.get("item_bytes", 1))))
         host_items_eff = min(host_items, items.n_items)
+        if weights is not None and "max_weight" not in self.measured:
+            self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],
+                                                 probe_weight, cfg.target_tile_s, n_actors,
+                                                 cfg.tile_overhead_s))
         if previous is not None:
             leaf = int(previous["leaf_items"])
         else:
-            # weighted tiles: the weight budget sizes tiles, the leaf only bounds their side
-            t_leaf = self.measured["t_pair"] if weights is None else 1e-12
+            # weighted tiles: the leaf is sized for a pair of mean weight, so a region of
+            # typical pairs makes whole leaves and only heavy ones split (a quadtree split
+            # quarters a tile: sized otherwise, typical tiles came out 1/4 of the budget)
+            t_leaf = self.measured["t_pair"] if weights is None else \
+                self.measured["total_weight"] / max(1, space.total) / \
+                self.measured["weight_per_s"]
             leaf = cfg.leaf_items or choose_leaf(
                 t_leaf, space, host_items_eff, per_node_tiles, n_actors, cfg.target_tile_s,
                 t_item=self.measured.get("t_parse", 0.0), n_items=items.n_items,
                 overhead_s=cfg.tile_overhead_s)
-        if weights is not None and "max_weight" not in self.measured:
-            self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],
-                                                 probe_weight, cfg.target_tile_s, n_actors))
+            if weights is not None and not cfg.leaf_items:
+                # a block of mean pairs within 80 % of the budget: blocks vary around the mean
+                mean_w = self.measured["total_weight"] / max(1, space.total)
+                leaf = max(1, min(leaf, int(math.sqrt(
+                    0.8 * self.measured["max_weight"] / max(mean_w, 1e-12)))))
         tiles = leaves(space, leaf) if weights is None else \
             leaves(space, leaf, weights, self.measured["max_weight"])
         plan = cfg.plan

@@ -236,7 +236,14 @@ class _PartsSink(Sink):
         return None  # parts are numpy files: nothing to import
 
     def before_finalize(self):
-        import pyarrow.parquet  # noqa: F401
+        # importing pyarrow is not all: its first table from Python strings loads its pandas
+        # shim (~0.4 s), so make one small table the way finalize will
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"key": np.array(["a"], dtype=object), "i": np.arange(1)}),
+                       io.BytesIO())
 
     def _write_part(self, tile: Tile, columns: dict) -> dict:
         import io
@@ -344,7 +351,7 @@ class Threshold(_PartsSink):
 
     def before_finalize(self):
         import pandas  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
+        super().before_finalize()
 
     def finalize(self):
         import pyarrow as pa

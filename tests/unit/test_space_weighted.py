@@ -146,6 +146,13 @@ def test_driver_weight_hook_sizes_tiles_from_the_probe():
     assert b["max_weight"] == pytest.approx(min(max(0.05 * 1e9, share / 64), share / 4))
     slow = weighted_budget(w, space, t_pair=10.0, probe_weight=1e4, target_s=0.05, n_actors=2)
     assert slow["max_weight"] == pytest.approx(share / 64)  # never thousands of tiny tiles
+    # with a per-tile overhead the cost model sets the tile: t* = sqrt(2 * 0.02 * W), W = an
+    # actor's share in probed seconds (here 1.25e9 / 1e9 = 1.25 s -> t* = 0.224 s)
+    model = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05,
+                            n_actors=2, overhead_s=0.02)
+    t_star = (2 * 0.02 * share / 1e9) ** 0.5
+    assert t_star > 0.05
+    assert model["max_weight"] == pytest.approx(min(max(t_star * 1e9, share / 64), share / 4))
 
     class App:
         def pair_weights(self):
