@@ -622,7 +622,7 @@ class _Run:
                 cache_stats.append(ray.get(cache.stats.remote(), timeout=30))
             except Exception as exc:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
-        journal_s = ray.get(self.scheduler.close.remote())["journal_s"]
+        closed = ray.get(self.scheduler.close.remote())
         snap = ray.get(self.metrics.close.remote())
         t_finalize = time.time()
         outputs = {}
@@ -647,7 +647,7 @@ class _Run:
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
-            "journal_s": journal_s,
+            "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
         }
         write_json(self.rundir.file("summary.json"), summary)
         _trace_to_parquet(self.rundir)

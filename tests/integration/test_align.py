@@ -158,10 +158,10 @@ def test_queries_x_targets_skewed_lengths(ray_local, runs, globins):
     hbb, sev = need(TUTORIAL / "HBB_HUMAN"), need(TUTORIAL / "7LESS_DROME")
     queries = read(hbb) + read(sev, "swiss")
     bio = biopython_scores(queries, targets, sc)
-    # leaf 8 and a budget of ~0.1 ms of work (<= 0.4 M cells): 7LESS_DROME pairs (2554 x ~150
-    # cells) go alone
+    # leaf 8 and a budget of ~0.1 ms of work (<= 0.4 M cells; no per-tile overhead, so the
+    # cost model does not enlarge it): 7LESS_DROME pairs (2554 x ~150 cells) go alone
     res = align([hbb, sev], path, top_k=5, runs_root=runs, progress=False, leaf_items=8,
-                target_tile_s=0.0001)
+                target_tile_s=0.0001, tile_overhead_s=0.0)
     check_hits(res, queries, targets, bio, 5, sc)
     assert res.hits.qseqid.tolist()[:1] == ["HBB_HUMAN"]  # input order of the queries
     meta = read_json(os.path.join(res.run_dir, "meta.json"))
