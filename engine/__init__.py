@@ -3,6 +3,12 @@
 The Python API lives here: ``from engine import allpairs, Triangle, Rectangle, PairList``, and
 for filter pipelines ``from engine import Pipeline, Map, Filter``.
 """
+import os as _os
+
+# Before anything imports Ray: Ray reads this once, at import, and without it a local Ray's
+# servers listen on every interface of the machine instead of 127.0.0.1 alone. Joining a
+# cluster (``ray_address=``) is unaffected; set it to 1 yourself to start a multi-host head.
+_os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 from .app import BasePairApp, FunctionApp, PairApp
 from .errors import InputError, PairflowError
 from .space import PairList, Rectangle, Tile, Triangle, leaves, quadtree
