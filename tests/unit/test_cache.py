@@ -41,6 +41,50 @@ def test_next_use_eviction_prefers_items_never_used_again():
     assert set(c.keys()) == {"c", "d"}, "a's next use (5) is the latest"
 
 
+def test_deferred_shrink_evicts_once_for_a_batch():
+    """Inserts with shrink=False then one shrink(): the same victims as shrinking per insert,
+    but the policy ranks the candidates once."""
+    calls = []
+
+    class Counting(LRUEviction):
+        def victims(self, candidates):
+            calls.append(len(candidates))
+            return super().victims(candidates)
+
+    c = BudgetCache(budget_items=3, eviction=Counting())
+    for k in "abc":
+        c.put(k, k, 1)
+    for k in "def":
+        assert c.put(k, k, 1, shrink=False) == []
+    assert len(c) == 6 and calls == []
+    assert c.shrink() == ["a", "b", "c"] and c.keys() == ["d", "e", "f"]
+    assert calls == [6] and c.stats.evictions == 3
+
+
+def test_oldest_lists_unpinned_keys_least_recent_first():
+    c = BudgetCache()
+    for k in "abcd":
+        c.put(k, k, 1)
+    c.pin("a")
+    c.lookup("b")  # b becomes the most recent
+    assert c.oldest(2) == ["c", "d"] and c.oldest(10) == ["c", "d", "b"]
+
+
+def test_advice_for_some_keys_keeps_the_others():
+    """A device actor gets next-use advice for its least recently used items only: an item
+    without advice counts as needed soon (kept), not as never needed (evicted first)."""
+    from engine.workers import _AdvisedEviction
+    ev = _AdvisedEviction(unknown=-1.0)
+    c = BudgetCache(budget_items=3, eviction=ev)
+    for k in "abc":
+        c.put(k, k, 1)
+    ev.advice = {"a": 7.0, "b": float("inf")}  # c (newest) has no advice
+    assert c.put("d", "d", 1) == ["b"]  # never needed again
+    ev.advice = {"a": 7.0}
+    assert c.put("e", "e", 1) == ["a"]  # the latest known next use; c and d are kept
+    assert set(c.keys()) == {"c", "d", "e"}
+
+
 def run(coro):
     return asyncio.new_event_loop().run_until_complete(coro)
 
