@@ -437,7 +437,8 @@ class _Run:
                 cfg.eviction, self.scheduler, self.metrics,
                 preprocess_on=dev if self._host_preprocess(dev) else None,
                 load_batch=self.load_batch(), load_slots=max(1, node["cpus"]),
-                inline_bytes=cfg.inline_item_bytes))
+                inline_bytes=cfg.inline_item_bytes,
+                expected_item_bytes=self.measured.get("item_bytes")))
             for d in range(count):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,

@@ -208,6 +208,15 @@ def _wrapped_score(fn):
 
 
 _KERNELS: dict[tuple[str, bool], _Kernels] = {}
+_LOOP: list = []
+
+
+def _compiled_loop() -> bool:
+    """Is the compiled pair loop usable here (parasail's C library reachable)?"""
+    if not _LOOP:
+        from .parasail_loop import available
+        _LOOP.append(available())
+    return _LOOP[0]
 
 
 def _kernels(method: str, direct: bool = True) -> _Kernels:
@@ -276,6 +285,16 @@ def sw_scores(
     retry = "scan" if method == "auto" else method
     if scoring.open == scoring.extend:
         first = retry = "scan"  # parasail's striped kernels mis-score linear gaps; see the docstring
+    if _direct and _compiled_loop():
+        # the whole loop in compiled code, GIL released once (kernels/parasail_loop.py)
+        from .parasail_loop import score_pairs
+        scores = score_pairs([s.encode("latin-1") for s in qs], [s.encode("latin-1") for s in ts],
+                             scoring.parasail_matrix(), scoring.open, scoring.extend, mask,
+                             first, retry, -1 if width == "auto" else _WIDTHS.index(width),
+                             (_AUTO8_MIN_LEN, _AUTO8_PROBE, _AUTO8_MAX_SAT_RATE), fill)
+        if scores.size and int(scores.max()) > _INT32_MAX:  # pragma: no cover - needs > 2**31
+            return scores
+        return scores.astype(np.int32)
     first_kern = _kernels(first, _direct)
     retry_kern = _kernels(retry, _direct)
     profile_create = first_kern.profile
