@@ -27,7 +27,7 @@ from .rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_jso
 from .runtime import alive_nodes, init_ray
 from .scheduler import Scheduler
 from .sinks import Sink, SinkContext, make_sink
-from .space import PairSpace, PairWeights, Tile, leaves
+from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .workers import DeviceActor, NodeCache, check_items, load_and_parse, warm_process
 
 
@@ -67,6 +67,8 @@ class AllPairsConfig:
     journal: bool = True                 # off only to measure its overhead: no resume without
     journal_fsync_s: float = 1.0         # fsync the journal at most this often (and at the end)
     seed: int = 0                        # for the validation sample
+    tail_split: bool = True              # weighted tiles: big tiles for the body of the run,
+                                         #   the last ones quartered (space.split_tail)
 
 
 def _measure(app, keys: Sequence[str], device: str) -> dict:
@@ -143,19 +145,28 @@ def weighted_probe(w: PairWeights, row_keys: Sequence[str], col_keys: Sequence[s
 
 
 def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weight: float,
-                    target_s: float, n_actors: int, overhead_s: float = 0.0) -> dict:
+                    target_s: float, n_actors: int, overhead_s: float = 0.0,
+                    tail_split: bool = False) -> dict:
     """Cost per weight unit from the probe, and the most one tile may weigh: the cost model of
     ``choose_leaf`` (t* = sqrt(2 * overhead * W), never below ``target_s``) in probed seconds,
     no more than 1/4 of an actor's share (so heavy regions split), and no less than 1/64 of it:
     a probe of two items overstates per-pair costs, and a slow probe (a busy machine) must not
-    cut the work into thousands of round trips."""
+    cut the work into thousands of round trips.
+
+    ``tail_split``: the run's last tiles will be quartered (``space.split_tail``), so the idle
+    tail is about a quarter of a body tile, not half of one: the balance t* = sqrt(2 * overhead *
+    W / tail) then lies at twice the size. ``tail_weight`` is what to split: about one body tile
+    per actor."""
     rate = float(max(probe_weight, 1e-12) / max(t_pair, 1e-12))  # weight units per second
     total = w.total(space)
     share = total / max(1, n_actors)
     t_tile = max(target_s, math.sqrt(2 * overhead_s * share / rate))
-    max_weight = min(max(t_tile * rate, share / 64), share / 4)
+    if tail_split:
+        t_tile *= 2
+    max_weight = max(min(max(t_tile * rate, share / 64), share / 4), 1e-9)
     return {"weight_per_s": rate, "probe_weight": float(probe_weight),
-            "max_weight": max(max_weight, 1e-9), "total_weight": total}
+            "max_weight": max_weight, "total_weight": total,
+            "tail_weight": n_actors * max_weight if tail_split else 0.0}
 
 
 class AllPairsResult:
@@ -358,7 +369,7 @@ class _Run:
         if weights is not None and "max_weight" not in self.measured:
             self.measured.update(weighted_budget(weights, space, self.measured["t_pair"],
                                                  probe_weight, cfg.target_tile_s, n_actors,
-                                                 cfg.tile_overhead_s))
+                                                 cfg.tile_overhead_s, cfg.tail_split))
         if previous is not None:
             leaf = int(previous["leaf_items"])
         else:
@@ -385,6 +396,9 @@ class _Run:
             self.warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
                                  "plan assumes one tile per leaf block)")
         order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
+        if weights is not None and self.measured.get("tail_weight"):
+            # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
+            tiles, order = split_tail(space, tiles, order, self.measured["tail_weight"], weights)
         self.space, self.leaf, self.tiles, self.items = space, leaf, tiles, items
         self.row_keys, self.col_keys, self.keys = row_keys, col_keys, keys
         self.bound = bound_R(items.n_items, host_items_eff)

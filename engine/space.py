@@ -294,3 +294,49 @@ def leaves(space: PairSpace, leaf: int, weights=None,
            max_weight: float | None = None) -> list[Tile]:
     """The quadtree's leaves in Z-order, ids numbered in that order."""
     return list(quadtree(space, leaf, weights, max_weight).leaves())
+
+
+def split_tail(space: PairSpace, tiles: Sequence[Tile], order: Sequence[int],
+               tail_weight: float, weights=None, levels: int = 2) -> tuple[list[Tile], list[int]]:
+    """Split the tiles at the end of ``order`` into quarters (row halves x column halves).
+
+    A run ends with actors idle while the last tiles finish, about half a tile each; big tiles
+    keep per-tile overhead low but make that tail long. So the tiles whose work comes last,
+    ``tail_weight`` of it (in ``weights`` units, pairs without weights), are quartered, and the
+    last quarter of that again (``levels``): big tiles for the body, small ones for the end
+    (guided self-scheduling). Empty quarters are dropped; every pair stays in exactly one tile.
+    Returns new tiles, ids renumbered in the new plan order, and that order (0..len-1).
+    Only for sinks that accept tiles off the leaf grid (not the dense matrix's whole chunks).
+    """
+    w = weights if weights is None or isinstance(weights, PairWeights) else PairWeights(*weights)
+
+    def weigh(t: Tile) -> float:
+        return space.weight(t.r0, t.r1, t.c0, t.c1, w) if w is not None else float(t.pairs)
+
+    def quarters(t: Tile) -> list[Tile]:
+        if t.r1 - t.r0 < 2 and t.c1 - t.c0 < 2:
+            return [t]
+        rm = (t.r0 + t.r1 + 1) // 2 if t.r1 - t.r0 > 1 else t.r1
+        cm = (t.c0 + t.c1 + 1) // 2 if t.c1 - t.c0 > 1 else t.c1
+        out = []
+        for a, b in ((t.r0, rm), (rm, t.r1)):
+            for c, d in ((t.c0, cm), (cm, t.c1)):
+                if a < b and c < d:
+                    pairs = space.count(a, b, c, d)
+                    if pairs:
+                        out.append(Tile(0, a, b, c, d, pairs, t.depth + 1))
+        return out
+
+    seq = [tiles[t] for t in order]
+    budget = tail_weight
+    for _ in range(max(0, levels)):
+        if budget <= 0 or not seq:
+            break
+        acc, cut = 0.0, len(seq)
+        while cut > 0 and acc < budget:
+            cut -= 1
+            acc += weigh(seq[cut])
+        seq = seq[:cut] + [q for t in seq[cut:] for q in quarters(t)]
+        budget /= 4
+    out = [Tile(i, t.r0, t.r1, t.c0, t.c1, t.pairs, t.depth) for i, t in enumerate(seq)]
+    return out, list(range(len(out)))

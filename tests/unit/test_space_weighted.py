@@ -161,3 +161,35 @@ def test_driver_weight_hook_sizes_tiles_from_the_probe():
     with pytest.raises(PairflowError, match="3 x 3 weights for a 4 x 3 space"):
         app_weights(App(), space)
     assert app_weights(object(), space) is None
+
+
+@pytest.mark.parametrize("space", [Triangle(37), Rectangle(23, 41)])
+@pytest.mark.parametrize("levels", [1, 2])
+def test_split_tail_covers_every_pair_once_and_ends_fine(space, levels):
+    """The tail of the plan is quartered (twice with levels=2): every pair still lies in
+    exactly one tile, the body keeps its tiles, and the last tiles weigh less than the body's."""
+    from engine.space import split_tail
+    rng = np.random.default_rng(5)
+    w = PairWeights(rng.integers(50, 500, space.n_rows).astype(float),
+                    rng.integers(50, 500, space.n_cols).astype(float))
+    max_weight = w.total(space) / 24
+    tiles = leaves(space, 8, w, max_weight)
+    order = list(range(len(tiles)))
+    tail = 2 * max_weight
+    out, new_order = split_tail(space, tiles, order, tail, w, levels=levels)
+    assert new_order == list(range(len(out))) and [t.id for t in out] == new_order
+    seen = np.zeros((space.n_rows, space.n_cols), int)
+    for t in out:
+        m = space.mask(t.r0, t.r1, t.c0, t.c1)
+        assert t.pairs == int(m.sum()) > 0
+        seen[t.r0:t.r1, t.c0:t.c1] += m
+    assert np.array_equal(seen, space.mask(0, space.n_rows, 0, space.n_cols).astype(int))
+    assert len(out) > len(tiles)
+    weigh = lambda t: space.weight(t.r0, t.r1, t.c0, t.c1, w)  # noqa: E731
+    # the body (everything before the split part) is unchanged, in the same order
+    body = [t for t in tiles if (t.r0, t.r1, t.c0, t.c1) in {(u.r0, u.r1, u.c0, u.c1) for u in out}]
+    assert [(t.r0, t.c0) for t in body] == [(t.r0, t.c0) for t in out[:len(body)]]
+    assert max(weigh(t) for t in out[-2:]) < max(weigh(t) for t in out[:len(body)])
+    if levels == 2:
+        once, _ = split_tail(space, tiles, order, tail, w, levels=1)
+        assert len(out) > len(once)
