@@ -108,7 +108,6 @@ def _loop(fns, qbase, qoff, qlen, tbase, toff, tlen, mask, use_mask, matrix, go,
     """Every wanted pair's score into ``out``; ``width0`` is the first width index (0..3) or
     -1 for "auto". Returns a status; ``err`` gets the pair (i, j) of a failure."""
     nq, nt = qlen.shape[0], tlen.shape[0]
-    status = OK
     for i in range(nq):
         tried8 = 0
         sat8 = 0
@@ -157,7 +156,7 @@ def _loop(fns, qbase, qoff, qlen, tbase, toff, tlen, mask, use_mask, matrix, go,
                 w += 1
                 kern = 1
             out[i, j] = score
-    return status
+    return OK
 
 
 @numba.njit(nogil=True, cache=True)

@@ -20,6 +20,7 @@ Nothing here does I/O, starts Ray, or writes into its inputs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -208,15 +209,13 @@ def _wrapped_score(fn):
 
 
 _KERNELS: dict[tuple[str, bool], _Kernels] = {}
-_LOOP: list = []
 
 
+@functools.cache
 def _compiled_loop() -> bool:
     """Is the compiled pair loop usable here (parasail's C library reachable)?"""
-    if not _LOOP:
-        from .parasail_loop import available
-        _LOOP.append(available())
-    return _LOOP[0]
+    from .parasail_loop import available
+    return available()
 
 
 def _kernels(method: str, direct: bool = True) -> _Kernels:
@@ -285,11 +284,13 @@ def sw_scores(
     retry = "scan" if method == "auto" else method
     if scoring.open == scoring.extend:
         first = retry = "scan"  # parasail's striped kernels mis-score linear gaps; see the docstring
+    # parasail encodes str arguments on every call; bytes pass straight through.
+    qb = [s.encode("latin-1") for s in qs]
+    tb = [s.encode("latin-1") for s in ts]
     if _direct and _compiled_loop():
         # the whole loop in compiled code, GIL released once (kernels/parasail_loop.py)
         from .parasail_loop import score_pairs
-        scores = score_pairs([s.encode("latin-1") for s in qs], [s.encode("latin-1") for s in ts],
-                             scoring.parasail_matrix(), scoring.open, scoring.extend, mask,
+        scores = score_pairs(qb, tb, scoring.parasail_matrix(), scoring.open, scoring.extend, mask,
                              first, retry, -1 if width == "auto" else _WIDTHS.index(width),
                              (_AUTO8_MIN_LEN, _AUTO8_PROBE, _AUTO8_MAX_SAT_RATE), fill)
         if scores.size and int(scores.max()) > _INT32_MAX:  # pragma: no cover - needs > 2**31
@@ -300,9 +301,6 @@ def sw_scores(
     profile_create = first_kern.profile
     matrix = scoring.parasail_matrix()
     go, ge = scoring.open, scoring.extend
-    # parasail encodes str arguments on every call; bytes pass straight through.
-    qb = [s.encode("latin-1") for s in qs]
-    tb = [s.encode("latin-1") for s in ts]
     qlen = [len(s) for s in qs]
     tlen = [len(s) for s in ts]
     qprof: dict[tuple[int, int], object] = {}
