@@ -2,8 +2,8 @@
 
 Why: on 2 cores an efficiency short of 1 is CPU spent somewhere else. The benchmarks split it
 by who spent it: the device actors (compare), the loader workers (load/parse/preprocess), the
-engine's coordinating actors (NodeCache, Scheduler, Metrics), Ray's own daemons (raylet, GCS,
-agents) and the driver. A Ray worker process changes its title with the task it runs, so each
+engine's coordinating actors (the Coordinator: scheduler, metrics and head node cache; a
+NodeCacheActor on other nodes), Ray's own daemons (raylet, GCS, agents) and the driver. A Ray worker process changes its title with the task it runs, so each
 sample's CPU is charged to the role its title names at that sample.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import time
 from collections import Counter
 
 ROLES = (("DeviceActor", "device actors"), ("load_item", "loaders"), ("check_items", "loaders"),
-         ("ray::IDLE", "loaders"), ("NodeCache", "coordination"), ("Scheduler", "coordination"),
-         ("Metrics", "coordination"), ("ray::", "other Ray workers"), ("raylet", "Ray daemons"),
+         ("ray::IDLE", "loaders"), ("NodeCache", "coordination"), ("Coordinator", "coordination"),
+         ("Scheduler", "coordination"), ("Metrics", "coordination"), ("ray::", "other Ray workers"), ("raylet", "Ray daemons"),
          ("gcs_server", "Ray daemons"), ("dashboard", "Ray daemons"), ("ray/_private", "Ray daemons"),
          ("ray/autoscaler", "Ray daemons"))
 

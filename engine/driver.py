@@ -2,9 +2,9 @@
 
 ``allpairs(...)`` checks every input before compute (pre-flight), measures a sample of the stages
 to size leaf tiles (a tile should cost far more than its Ray round trip), plans the tile order,
-starts one ``NodeCache`` per node, one ``DeviceActor`` per device, a ``Scheduler`` and a
-``Metrics`` actor, and returns a ``RunHandle`` at once. ``handle.result()`` shows progress, waits,
-finalizes the sinks and returns an ``AllPairsResult``. Everything it does is recorded in the run
+starts one ``DeviceActor`` per device, a ``Coordinator`` on the head node (the scheduler, the
+metrics and the head's node cache) and a ``NodeCacheActor`` on every other node, and returns a
+``RunHandle`` at once. ``handle.result()`` shows progress, waits, finalizes the sinks and returns an ``AllPairsResult``. Everything it does is recorded in the run
 directory (docs/run-directory.md).
 """
 from __future__ import annotations
@@ -21,14 +21,13 @@ import ray
 
 from .app import BasePairApp, FunctionApp
 from .errors import InputError, PairflowError, root_cause
-from .metrics import Metrics
+from .coordinator import Coordinator, NodeCacheActor, Part
 from .policy import ItemMap, bound_R, make_plan
 from .rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_json, write_text
 from .runtime import alive_nodes, init_ray
-from .scheduler import Scheduler
 from .sinks import Sink, SinkContext, make_sink
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
-from .workers import DeviceActor, NodeCache, check_items, load_and_parse, warm_process
+from .workers import DeviceActor, check_items, load_and_parse, warm_process
 
 
 @dataclass
@@ -427,32 +426,41 @@ class _Run:
 
         done_pairs = sum(tiles[t].pairs for t in done_tiles)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        # the run's bookkeeping lives on the head node, which a cluster cannot lose
-        here = NodeAffinitySchedulingStrategy(nodes[0]["node_id"], soft=False)
-        self.metrics = Metrics.options(scheduling_strategy=here).remote(self.rundir.path, items.n_items, len(tiles), space.total,
-                                      self.bound, initial_tiles=len(done_tiles),
-                                      initial_pairs=done_pairs)
-        self.scheduler = Scheduler.options(scheduling_strategy=here).remote(
-            self.rundir.path, self.tile_dicts, items.row_items, items.col_items, order,
-            cfg.window, True, done_tiles=done_tiles, deadlines=deadlines,
-            max_retries=cfg.max_retries, keep_fields=keep, row_keys=row_keys,
-            col_keys=col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
+        metrics_kw = dict(run_dir=self.rundir.path, n_items=items.n_items,
+                          tiles_total=len(tiles), pairs_total=space.total, bound_R=self.bound,
+                          initial_tiles=len(done_tiles), initial_pairs=done_pairs)
+        scheduler_kw = dict(
+            run_dir=self.rundir.path, tiles=self.tile_dicts, row_items=items.row_items,
+            col_items=items.col_items, order=order, window=cfg.window, locality=True,
+            done_tiles=done_tiles, deadlines=deadlines, max_retries=cfg.max_retries,
+            keep_fields=keep, row_keys=row_keys, col_keys=col_keys, journal=cfg.journal,
+            journal_fsync_s=cfg.journal_fsync_s)
         self.l1_items = cfg.device_cache_items or max(4, 2 * leaf * (cfg.in_flight + 1))
         # L2 plus every L1 of a node stay under ~70 % of its object store
         per_node = max(c for _, c, _ in self.plan_nodes)
         self.l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
         actors_meta = []
         for n_idx, (node, count, dev) in enumerate(self.plan_nodes):
-            where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-            self.node_caches.append(NodeCache.options(scheduling_strategy=where).remote(
-                f"node-{n_idx}", node["node_id"], app, keys,
-                None if cfg.host_cache_items else host_bytes,
-                host_items if cfg.host_cache_items else None,
-                cfg.eviction, self.scheduler, self.metrics,
-                preprocess_on=dev if self._host_preprocess(dev) else None,
+            cache_kw = dict(
+                node=f"node-{n_idx}", node_id=node["node_id"], app=app, item_keys=keys,
+                budget_bytes=None if cfg.host_cache_items else host_bytes,
+                budget_items=host_items if cfg.host_cache_items else None,
+                eviction=cfg.eviction, preprocess_on=dev if self._host_preprocess(dev) else None,
                 load_batch=self.load_batch(), load_slots=max(1, node["cpus"]),
                 inline_bytes=cfg.inline_item_bytes,
-                expected_item_bytes=self.measured.get("item_bytes")))
+                expected_item_bytes=self.measured.get("item_bytes"))
+            where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
+            if n_idx == 0:
+                # the run's bookkeeping and the head node's cache in one process on the head
+                # node, which a cluster cannot lose (engine/coordinator.py says why one)
+                self.coordinator = Coordinator.options(scheduling_strategy=where).remote(
+                    scheduler_kw, metrics_kw, cache_kw)
+                self.scheduler = Part(self.coordinator, "scheduler")
+                self.metrics = Part(self.coordinator, "metrics")
+                self.node_caches.append(Part(self.coordinator, "cache"))
+            else:
+                self.node_caches.append(NodeCacheActor.options(scheduling_strategy=where).remote(
+                    **cache_kw, scheduler=self.scheduler, metrics=self.metrics))
             for d in range(count):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
@@ -671,8 +679,8 @@ class _Run:
         return AllPairsResult(self.rundir.path, summary, outputs)
 
     def shutdown(self, state: str | None) -> None:
-        for a in list(self.handles.values()) + self.node_caches + \
-                [getattr(self, "scheduler", None), getattr(self, "metrics", None)]:
+        for a in list(self.handles.values()) + self.node_caches[1:] + \
+                [getattr(self, "coordinator", None)]:
             if a is not None:
                 try:
                     ray.kill(a)

@@ -1,8 +1,9 @@
 """Run metrics: counters per tier, per stage and per actor, and the files the dashboard reads.
 
-Actors send batched events to one ``Metrics`` actor (fire and forget). ``MetricsState`` is the
-pure aggregation (tested without Ray); the actor appends spans and finished tiles to JSON Lines and
-writes a cumulative snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
+Actors send batched events to one ``Metrics`` (fire and forget; it lives in the run's
+coordinator, engine/coordinator.py). ``MetricsState`` is the pure aggregation (tested without
+Ray); ``Metrics`` appends spans and finished tiles to JSON Lines and writes a cumulative snapshot
+to ``metrics.jsonl`` at most every ``interval`` seconds.
 
 Event kinds:
   {"kind": "span", "actor", "stage", "what", "t0", "t1"[, "cpu"]} a stage ran (load, parse, ...)
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-
-import ray
 
 from .rundir import JsonlWriter, RunDir
 
@@ -100,7 +99,6 @@ class MetricsState:
                 "actors": self._actors(now)}
 
 
-@ray.remote(num_cpus=0, max_concurrency=1)
 class Metrics:
     def __init__(self, run_dir: str, n_items: int, tiles_total: int, pairs_total: int,
                  bound_R: float | None, interval: float = 0.5, initial_tiles: int = 0,

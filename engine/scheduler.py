@@ -1,4 +1,4 @@
-"""The scheduler actor: the mechanism around ``TilePolicy`` (which is where decisions live).
+"""The scheduler: the mechanism around ``TilePolicy`` (which is where decisions live).
 
 Device actors pull: ``request`` answers with a tile chosen for what that actor's L1 and its node's
 L2 hold (an actor reports only what entered and left its L1 since its last call), plus next-use
@@ -22,8 +22,6 @@ import os
 import threading
 import time
 
-import ray
-
 from .policy import ItemMap, TilePolicy
 from .rundir import JsonlWriter, RunDir
 from .space import Tile
@@ -38,7 +36,6 @@ def describe_tile(tile: Tile, row_keys, col_keys, limit: int = 6) -> str:
             f"columns {tile.c0}..{tile.c1 - 1}: {cols[0]}..{cols[-1]})")
 
 
-@ray.remote(num_cpus=0, max_concurrency=1)
 class Scheduler:
     def __init__(self, run_dir: str, tiles: list[dict], row_items, col_items, order: list[int],
                  window: int = 8, locality: bool = True, journal_fsync_s: float = 1.0,

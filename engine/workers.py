@@ -3,7 +3,8 @@
 ``load_items`` (a Ray task on the item's node): fetch the raw bytes through fsspec and parse them,
 one item or a batch of small ones per task.
 
-``NodeCache`` (one per node): the L2 host tier. It submits the load tasks itself so that it owns
+``NodeCache`` (one per node: inside the run's coordinator on the head node, its own actor,
+``NodeCacheActor``, on the others): the L2 host tier. It submits the load tasks itself so that it owns
 the parsed objects (an object dies with its owner; a device actor's death must not empty the host
 tier), keeps small items as values and large ones as ObjectRefs under a byte/item budget, and
 evicts by the scheduler's advice.
@@ -127,7 +128,6 @@ def make_eviction(kind: str, unknown: float = INF):
     raise ValueError(f"unknown eviction {kind!r}: choose 'next_use' or 'lru'")
 
 
-@ray.remote(num_cpus=0)
 class NodeCache:
     def __init__(self, node: str, node_id: str | None, app, item_keys: list[str],
                  budget_bytes: int | None, budget_items: int | None, eviction: str,
@@ -240,7 +240,7 @@ class NodeCache:
 
     def _spans(self, batch: list[int], infos: list) -> None:
         """Trace spans of a load task: per item for a single item, else one span per stage
-        covering the batch (three spans per 300-byte sequence cost the metrics actor more than
+        covering the batch (three spans per 300-byte sequence cost the metrics more than
         loading it)."""
         done = [(self.item_keys[i], info) for i, info in zip(batch, infos) if info is not None]
         if not done:
@@ -274,7 +274,7 @@ class NodeCache:
         return True
 
     async def stats(self) -> dict:
-        """Counters, after every pending event reached the metrics actor."""
+        """Counters, after every pending event reached the metrics."""
         self._report(force=True)
         ref = self.events.flush()
         if ref is not None:
@@ -283,7 +283,7 @@ class NodeCache:
                 "resident": len(self.cache), "resident_bytes": self.cache.nbytes}
 
 
-@ray.remote(num_cpus=0)
+@ray.remote(num_cpus=0, enable_task_events=False)
 class DeviceActor:
     ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
     def __init__(self, actor_id: str, node: str, app, space, row_items, col_items,
