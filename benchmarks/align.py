@@ -17,7 +17,8 @@ Figures:
 
 * single: ``sw_scores(queries, targets)`` in this process, one call (parasail, each profile built
   once): cells / seconds. The best of ``--repeat`` runs.
-* engine: ``apps.align.align`` on a local Ray with 2 CPUs, top_k=5: cells / compute seconds
+* engine: ``apps.align.align`` on a local Ray with 2 CPUs, top_k=5, the best of ``--repeat``
+  runs (every run's figure is printed and kept): cells / compute seconds
   (actors started, every item loaded, every tile computed and written, sinks finalized; Ray
   start-up, actor spawn and the traceback step after the run are excluded and reported apart).
 * efficiency = engine rate / (2 x single rate); the target is >= 0.85, and the skewed input's
@@ -190,7 +191,8 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the input sizes")
-    ap.add_argument("--repeat", type=int, default=2, help="single-process runs (best of)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of the single process and of the engine per input (best of)")
     ap.add_argument("--ablation", action="store_true",
                     help="also run the skewed input without capacity-aware tiles")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "align.json"))
@@ -242,18 +244,25 @@ def main(argv=None):
             plan.append(("skewed", False))
         for name, weighted in plan:
             qp, tp = paths[name]
-            e = engine_run(qp, tp, runs_root, weighted=weighted)
+            # the best of --repeat runs, as for the single process: this machine's run-to-run
+            # spread (±5 %) is larger than the differences being measured
+            runs = [engine_run(qp, tp, runs_root, weighted=weighted) for _ in range(args.repeat)]
             r = results["inputs"][name]
-            hits = e.pop("hits")
-            # the engine's top-1 per query equals the single-process argmax (same kernel)
             q, t = data[name]
             tname = [n for n, _ in t]
             scores = r["_scores"]
             best = {n: scores[i].max() for i, (n, _) in enumerate(q)}
-            top1 = hits[hits["rank"] == 1]
-            assert all(best[qn] == s for qn, s in zip(top1.qseqid, top1.score)), name
-            assert len(top1) == len(q) and set(top1.sseqid) <= set(tname)
+            for x in runs:
+                # every run's top-1 per query equals the single-process argmax (same kernel)
+                hits = x.pop("hits")
+                top1 = hits[hits["rank"] == 1]
+                assert all(best[qn] == s for qn, s in zip(top1.qseqid, top1.score)), name
+                assert len(top1) == len(q) and set(top1.sseqid) <= set(tname)
+            e = max(runs, key=lambda x: x["cells_per_s"])
+            e["runs_cells_per_s"] = [x["cells_per_s"] for x in runs]
             e["efficiency"] = e["cells_per_s"] / (2 * r["single_cells_per_s"])
+            e["runs_efficiency"] = [x / (2 * r["single_cells_per_s"])
+                                    for x in e["runs_cells_per_s"]]
             e["of_two_process_limit"] = e["efficiency"] / r["two_process_limit"]
             e["cpu_efficiency"] = r["single_cpu_s"] / e["compute_cpu_s"]
             e["cpu_share"] = e["compute_cpu_s"] / (2 * e["compute_s"])
@@ -267,6 +276,8 @@ def main(argv=None):
                   f"({e['of_two_process_limit']:.3f} of the two-process limit) "
                   f"(cpu efficiency {e['cpu_efficiency']:.3f} x cpu share {e['cpu_share']:.3f}; "
                   f"load {e['load_before']}->{e['load_after']}), {e['vs_numpy']:.0f}x numpy\n"
+                  f"  every run's efficiency: "
+                  f"{', '.join(f'{x:.3f}' for x in e['runs_efficiency'])}\n"
                   f"  CPU s by role: {e['cpu_by_role_s']}; drain {e['phases'].get('drain_s', 0):.2f}"
                   f" s, finalize {e['phases'].get('finalize_s', 0):.2f} s", flush=True)
         for r in results["inputs"].values():

@@ -83,10 +83,14 @@ class Scheduler:
             return {"done": True, "error": self.error}
         if actor in self.excluded:
             return {"done": True}
+        running = sum(1 for a, _ in self.in_flight.values() if a == actor)
+        if self.policy.hold_back(len(self.l1), running):
+            return {"wait": 0.05}  # the actor asks again when its tile is done
         t = self.policy.next_tile(l1, self.l2.get(node, ()))
         if t is None:
-            if self.in_flight:
-                return {"wait": 0.05}
+            if self.in_flight:  # a tile may still come back (its actor lost): ask again soon
+                # every 10 ms on a laptop; the coordinator answers at most ~500 polls a second
+                return {"wait": min(0.25, max(0.01, 0.002 * len(self.l1)))}
             return {"done": True}
         self.in_flight[t] = (actor, time.time())
         return {"tile": t, "next_use": self.policy.next_uses(advice),

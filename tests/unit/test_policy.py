@@ -91,3 +91,20 @@ def test_requeue_puts_a_lost_tile_back():
 def test_bound():
     assert bound_R(100, 25) == 3.0
     assert bound_R(100, 100) == 1.0
+
+
+def test_endgame_hands_the_last_tiles_only_to_actors_with_nothing_running():
+    space = Triangle(8)
+    tiles = leaves(space, 2)
+    items = ItemMap.shared(8)
+    pol = TilePolicy(tiles, items, list(range(len(tiles))))
+    actors = 2
+    while pol.pending() > actors:
+        assert not pol.hold_back(actors, running=1)  # early on, prefetch a second tile
+        pol.next_tile()
+    assert pol.pending() == actors
+    assert pol.hold_back(actors, running=1)       # a busy actor waits ...
+    assert not pol.hold_back(actors, running=0)   # ... an idle one gets the tile
+    while pol.pending():
+        pol.next_tile()
+    assert pol.hold_back(actors, running=1)       # nothing left: no prefetch either
