@@ -1,7 +1,7 @@
 """Align benchmark: cells/s of the engine on 2 cores against parasail alone in one process (same
 kernel, same inputs) and against the numpy reference, on a balanced and a length-skewed input.
 
-    .venv/bin/python benchmarks/align.py                 # ~4 minutes on 2 cores
+    .venv/bin/python benchmarks/align.py                 # ~5 minutes on 2 cores
     .venv/bin/python benchmarks/align.py --scale 0.3     # a quick look
     .venv/bin/python benchmarks/align.py --ablation      # also the skewed input without
                                                          # capacity-aware tiles

@@ -547,8 +547,8 @@ class _Run:
             new_id = self._spawn(n_idx, f"{base}.{len(self.lost_actors)}")
             self.refs[self.handles[new_id].run.remote()] = new_id
 
-    def _kill_overdue(self) -> None:
-        for t, actor_id, elapsed, deadline in ray.get(self.scheduler.overdue.remote()):
+    def _kill_overdue(self, overdue: list) -> None:
+        for t, actor_id, elapsed, deadline in overdue:
             if actor_id in self.kill_reasons or actor_id not in self.handles:
                 continue
             self.kill_reasons[actor_id] = (f"tile {t} passed its deadline of {deadline:.1f} s "
@@ -576,18 +576,22 @@ class _Run:
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "
                                             f"{prog['done']}/{prog['total']} tiles done")
-                self._kill_overdue()
-                prog = ray.get(self.scheduler.progress.remote())
+                # one call for progress and overdue tiles, and metrics only for a progress
+                # bar: every call is CPU at both ends, twice a second for the whole run
+                prog = ray.get(self.scheduler.watch.remote())
+                self._kill_overdue(prog["overdue"])
                 if prog["error"]:
                     raise PairflowError(prog["error"])
-                snap = ray.get(self.metrics.tick.remote())
-                bar.update(snap)
+                if bar.enabled:
+                    bar.update(ray.get(self.metrics.tick.remote()))
                 if time.time() - last_status > 2:
                     self.rundir.set_status("running")
+                    if not bar.enabled:  # metrics.jsonl advances while tiles are long
+                        self.metrics.tick.remote()
                     last_status = time.time()
                 if deadline and time.time() > deadline and self.refs:
                     raise TimeoutError(f"run not finished after {timeout} s "
-                                       f"({snap['tiles_done']}/{len(self.tiles)} tiles)")
+                                       f"({prog['done']}/{len(self.tiles)} tiles)")
             prog = ray.get(self.scheduler.progress.remote())
             if prog["error"]:
                 raise PairflowError(prog["error"])

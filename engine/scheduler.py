@@ -182,6 +182,10 @@ class Scheduler:
                 "in_flight": len(self.in_flight), "error": self.error,
                 "retries": sum(self.attempts.values())}
 
+    def watch(self) -> dict:
+        """``progress`` and ``overdue`` in one call: what the driver polls."""
+        return {**self.progress(), "overdue": self.overdue()}
+
     def close(self) -> dict:
         if self.journal is not None:
             self._closing.set()

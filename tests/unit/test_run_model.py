@@ -82,3 +82,23 @@ def test_topk_select_equals_a_brute_force_sort(rows, k, largest, dtype):
         want += [(qi, tt, vv, r + 1) for r, (vv, tt) in enumerate(mine[:k])]
     got = list(zip(gq.tolist(), gt.tolist(), [float(x) for x in gv], rank.tolist()))
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 12), st.integers(1, 5), st.booleans(),
+       st.sampled_from(["int16", "float32", "uint8"]), st.integers(0, 2**31))
+def test_topk_row_candidates_keep_every_rows_k_best(rows, cols, k, largest, dtype, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 4, (rows, cols)).astype(dtype)  # many ties at the k-th place
+    sink = TopK(k, largest=largest)
+    mask = np.ones((rows, cols), bool)
+    qa, ta = np.nonzero(mask)
+    want = sink._select(qa, ta, values[qa, ta])
+    cand = sink._row_candidates(values, mask)
+    if cols <= k:
+        assert cand is None
+        return
+    qc, tc = cand
+    got = sink._select(qc, tc, values[qc, tc])
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g)
