@@ -8,6 +8,7 @@ sample's CPU is charged to the role its title names at that sample.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -93,15 +94,25 @@ class CpuMeter:
         while not self.stop_event.wait(interval):
             self.sample()
 
-    def _nearest(self, t: float):
-        return min(self.samples, key=lambda s: abs(s[0] - t))
+    def _totals_at(self, t: float) -> dict:
+        """Every role's CPU seconds at wall time ``t``, interpolated between the samples around
+        it (the nearest sample was off by up to half an interval at each end of a window)."""
+        times = [x[0] for x in self.samples]
+        i = bisect.bisect_left(times, t)
+        if i == 0:
+            return dict(self.samples[0][2])
+        if i >= len(self.samples):
+            return dict(self.samples[-1][2])
+        (t0, _, a), (t1, _, b) = self.samples[i - 1], self.samples[i]
+        w = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+        return {k: a.get(k, 0.0) + w * (b.get(k, 0.0) - a.get(k, 0.0)) for k in set(a) | set(b)}
 
     def at(self, t: float) -> float:
-        """CPU seconds at wall time ``t`` (the nearest sample)."""
-        return self._nearest(t)[1]
+        """CPU seconds at wall time ``t``."""
+        return sum(self._totals_at(t).values())
 
     def roles_between(self, t0: float, t1: float) -> dict[str, float]:
-        a, b = self._nearest(t0)[2], self._nearest(t1)[2]
+        a, b = self._totals_at(t0), self._totals_at(t1)
         return {k: b.get(k, 0.0) - a.get(k, 0.0) for k in b if b.get(k, 0.0) - a.get(k, 0.0) > 0}
 
     def close(self) -> None:
