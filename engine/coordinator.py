@@ -19,6 +19,7 @@ synchronous methods never run concurrently, as when each had ``max_concurrency=1
 """
 from __future__ import annotations
 
+import asyncio
 import inspect
 
 import ray
@@ -51,7 +52,21 @@ class _Method:
         return self.call(self.name, args, kwargs)
 
 
-class LocalPart:
+class _CallForm:
+    """``part.method.remote(*args, **kwargs)`` turned into ``self._call(method, args, kwargs)``."""
+
+    __slots__ = ()
+
+    def _call(self, name: str, args, kwargs):
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Method(self._call, name)
+
+
+class LocalPart(_CallForm):
     """A part in this process, called like an actor handle."""
 
     __slots__ = ("obj",)
@@ -62,17 +77,11 @@ class LocalPart:
     def _call(self, name: str, args, kwargs):
         out = getattr(self.obj, name)(*args, **kwargs)
         if inspect.iscoroutine(out):  # an async method runs as a task of this event loop
-            import asyncio
             return asyncio.ensure_future(out)
         return _Done(out)
 
-    def __getattr__(self, name: str) -> _Method:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Method(self._call, name)
 
-
-class Part:
+class Part(_CallForm):
     """A part of a ``Coordinator`` seen from another process: ``part.method.remote(...)`` is
     one Ray call to the coordinator, returning an ObjectRef."""
 
@@ -86,11 +95,6 @@ class Part:
 
     def _call(self, name: str, args, kwargs):
         return self.handle.call.remote(self.part, name, *args, **kwargs)
-
-    def __getattr__(self, name: str) -> _Method:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Method(self._call, name)
 
 
 # enable_task_events=False on the engine's actors and tasks: Ray otherwise records every call's

@@ -4,8 +4,9 @@
 to size leaf tiles (a tile should cost far more than its Ray round trip), plans the tile order,
 starts one ``DeviceActor`` per device, a ``Coordinator`` on the head node (the scheduler, the
 metrics and the head's node cache) and a ``NodeCacheActor`` on every other node, and returns a
-``RunHandle`` at once. ``handle.result()`` shows progress, waits, finalizes the sinks and returns an ``AllPairsResult``. Everything it does is recorded in the run
-directory (docs/run-directory.md).
+``RunHandle`` at once. ``handle.result()`` shows progress, waits, finalizes the sinks and returns
+an ``AllPairsResult``. Everything it does is recorded in the run directory
+(docs/run-directory.md).
 """
 from __future__ import annotations
 
@@ -683,8 +684,9 @@ class _Run:
         return AllPairsResult(self.rundir.path, summary, outputs)
 
     def shutdown(self, state: str | None) -> None:
-        for a in list(self.handles.values()) + self.node_caches[1:] + \
-                [getattr(self, "coordinator", None)]:
+        # the head node's cache is a part of the coordinator, not an actor of its own
+        caches = [c for c in self.node_caches if not isinstance(c, Part)]
+        for a in list(self.handles.values()) + caches + [getattr(self, "coordinator", None)]:
             if a is not None:
                 try:
                     ray.kill(a)

@@ -4,10 +4,10 @@
 one item or a batch of small ones per task.
 
 ``NodeCache`` (one per node: inside the run's coordinator on the head node, its own actor,
-``NodeCacheActor``, on the others): the L2 host tier. It submits the load tasks itself so that it owns
-the parsed objects (an object dies with its owner; a device actor's death must not empty the host
-tier), keeps small items as values and large ones as ObjectRefs under a byte/item budget, and
-evicts by the scheduler's advice.
+``NodeCacheActor``, on the others): the L2 host tier. It submits the load tasks itself so that it
+owns the parsed objects (an object dies with its owner; a device actor's death must not empty the
+host tier), keeps small items as values and large ones as ObjectRefs under a byte/item budget,
+and evicts by the scheduler's advice.
 A second request for an item being loaded waits for that load: one load.
 
 ``DeviceActor`` (one per device: a GPU, or a CPU slot): pulls tiles from the scheduler, keeps
