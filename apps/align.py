@@ -50,9 +50,9 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.app import BasePairApp
+from engine.allpairs.app import BasePairApp
 from engine.errors import InputError, PairflowError
-from engine.space import PairList, PairWeights, Rectangle, Triangle
+from engine.allpairs.space import PairList, PairWeights, Rectangle, Triangle
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
 from operators.sequences import file_stem, read_records
@@ -457,7 +457,7 @@ class AlignApp(BasePairApp):
                 "filters": [f.describe() for f in self.filters]}
 
     def fingerprint(self):
-        from engine.app import url_digest
+        from engine.allpairs.app import url_digest
         return {**self.describe(),
                 "inputs": {u: url_digest(u) for u in dict.fromkeys(self.query_urls +
                                                                    self.target_urls)}}
@@ -551,7 +551,7 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
     the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
     import pandas as pd
-    from engine.rundir import write_json
+    from engine.run.rundir import write_json
     t0 = time.time()
     top = pd.read_parquet(result.outputs["topk"])
     keys = set(top["query"]) | set(top["target"])
@@ -637,8 +637,8 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
     ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
     and ``.align`` (the summary) attached.
     """
-    from engine.driver import allpairs
-    from engine.sinks import TopK
+    from engine.allpairs.driver import allpairs
+    from engine.allpairs.sinks import TopK
     options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
@@ -669,7 +669,7 @@ class _Watch:
         space = app.space()
         w = PairWeights([app.lengths[k] for k in app.row_keys()],
                         [app.lengths[k] for k in app.col_keys()])
-        from engine.rundir import read_json
+        from engine.run.rundir import read_json
         tiles = read_json(os.path.join(run_dir, "tiles.json"), []) or []
         self.cells = {t["id"]: space.weight(t["r0"], t["r1"], t["c0"], t["c1"], w) for t in tiles}
         self.total = sum(self.cells.values()) or float(app.cells())
@@ -767,7 +767,7 @@ def _urls(value) -> list[str] | None:
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=align``)."""
-    from engine.sinks import DenseMatrix, Threshold, TopK
+    from engine.allpairs.sinks import DenseMatrix, Threshold, TopK
     a, d = cfg.align, cfg.data
     sink_cfg = dict(cfg.sink)
     kind = sink_cfg.pop("type", "topk")
@@ -795,7 +795,7 @@ def after(app: AlignApp, result, cfg) -> None:
 
 
 def report(result) -> str:
-    from engine.rundir import read_json
+    from engine.run.rundir import read_json
     s = result.summary
     al = getattr(result, "align", None) or read_json(
         os.path.join(result.run_dir, "result", "align_summary.json"), {})

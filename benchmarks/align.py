@@ -166,7 +166,7 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
     finally:
         meter.close()
     s, a = res.summary, res.align
-    from engine.rundir import read_json
+    from engine.run.rundir import read_json
     t_end = read_json(os.path.join(res.run_dir, "status.json"))["finished"]
     cpu = meter.at(t_end) - meter.at(t_end - a["compute_s"])
     roles = {k: round(v, 2) for k, v in
@@ -234,7 +234,7 @@ def main(argv=None):
                   f"side reach {r['two_process_limit']:.3f} of 2 x single (the machine's limit)",
                   flush=True)
 
-        from engine.runtime import init_ray
+        from engine.run.runtime import init_ray
         t0 = time.time()
         init_ray(num_cpus=2)
         results["ray_init_s"] = time.time() - t0

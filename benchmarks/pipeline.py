@@ -37,11 +37,11 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
-from engine.ordering import (OpSpec, brute_force_best, expected_cost, heft_order,  # noqa: E402
+from engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost, heft_order,  # noqa: E402
                              is_valid_order)
 from engine.pipeline import Filter, Map, Pipeline  # noqa: E402
-from engine.runtime import init_ray  # noqa: E402
-from engine.synthetic import _spin, spin_rate  # noqa: E402
+from engine.run.runtime import init_ray  # noqa: E402
+from apps.synthetic import _spin, spin_rate  # noqa: E402
 
 RUNS = tempfile.mkdtemp(prefix="pairflow-bench-pipeline-")
 

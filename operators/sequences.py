@@ -106,7 +106,7 @@ class InputError(_EngineInputError):
 
 def _fetch(url: str) -> bytes:
     from engine.errors import InputError as EngineInputError
-    from engine.io import fetch
+    from engine.run.io import fetch
     try:
         return fetch(url)
     except EngineInputError as exc:  # this module's subclass, same message

@@ -18,7 +18,7 @@ PROBE = r'''
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import engine  # noqa: F401  (before Ray, as in the README's tour)
-from engine.runtime import init_ray
+from engine.run.runtime import init_ray
 import ray
 
 def tree(root):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import ray.cloudpickle
 
-from engine.synthetic import SyntheticApp
+from apps.synthetic import SyntheticApp
 
 # workers cannot import this test module: ship its classes by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

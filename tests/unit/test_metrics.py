@@ -1,5 +1,5 @@
 """Metrics aggregation without Ray: tiers summed over sources, tiles counted once, busy time."""
-from engine.metrics import MetricsState
+from engine.run.metrics import MetricsState
 
 
 def test_snapshot_counts():

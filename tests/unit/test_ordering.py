@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.ordering import (DSDPBalancer, OperatorStats, OpSpec, OrderPolicy, SampleRule,
+from engine.pipeline.ordering import (DSDPBalancer, OperatorStats, OpSpec, OrderPolicy, SampleRule,
                              ancestors, brute_force_best, check_dag, expected_cost, heft_order,
                              is_valid_order, topological)
 

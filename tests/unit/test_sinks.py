@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.sinks import DenseMatrix, SinkContext, Threshold, TopK
-from engine.space import PairList, Rectangle, Triangle, leaves
+from engine.allpairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
+from engine.allpairs.space import PairList, Rectangle, Triangle, leaves
 
 
 def run_sink(sink, space, leaf, values, tmp_path, fields=("value",)):

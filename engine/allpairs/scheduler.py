@@ -23,7 +23,7 @@ import threading
 import time
 
 from .policy import ItemMap, TilePolicy
-from .rundir import JsonlWriter, RunDir
+from ..run.rundir import JsonlWriter, RunDir
 from .space import Tile
 
 

@@ -24,7 +24,7 @@ import inspect
 
 import ray
 
-from .metrics import Metrics
+from ..run.metrics import Metrics
 from .scheduler import Scheduler
 from .workers import NodeCache
 

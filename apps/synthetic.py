@@ -13,8 +13,8 @@ import time
 import numba
 import numpy as np
 
-from .app import BasePairApp
-from .space import Rectangle, Triangle
+from engine import BasePairApp
+from engine import Rectangle, Triangle
 
 
 @numba.njit(nogil=True, cache=True)

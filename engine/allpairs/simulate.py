@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .cache import BudgetCache
+from .tiers import BudgetCache
 from .policy import (ItemMap, LRUEviction, NextUseEviction, TilePolicy, bound_R, make_plan)
 from .space import PairSpace, leaves
 

@@ -21,11 +21,11 @@ import numpy as np
 import ray
 
 from .app import BasePairApp, FunctionApp
-from .errors import InputError, PairflowError, root_cause
+from ..errors import InputError, PairflowError, root_cause
 from .coordinator import Coordinator, NodeCacheActor, Part
 from .policy import ItemMap, bound_R, make_plan
-from .rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_json, write_text
-from .runtime import alive_nodes, init_ray
+from ..run.rundir import RunDir, dumps, new_run_dir, read_json, read_jsonl, write_json, write_text
+from ..run.runtime import alive_nodes, init_ray
 from .sinks import Sink, SinkContext, make_sink
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .workers import DeviceActor, check_items, load_and_parse, warm_process

@@ -1,7 +1,7 @@
 """Reading an item's bytes through fsspec, with errors that name the URL."""
 from __future__ import annotations
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def fetch(url: str) -> bytes:

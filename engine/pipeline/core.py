@@ -15,7 +15,7 @@ dicts, pandas, Arrow or awkward records). Operators are row-wise: a :class:`Map`
 guarantees) an operator needs. A record survives when every filter accepts it, so the survivors
 never depend on the order; only the work does.
 
-Mechanism (the policy is ``engine.ordering``): the driver keeps per-operator windowed stats
+Mechanism (the policy is ``engine.pipeline.ordering``): the driver keeps per-operator windowed stats
 (cost per record, pass rate), re-plans the order every ``replan_every`` finished batches (the
 interval doubling while the order holds, up to ``max_replan_every``), and hands
 each batch to a processing actor with the current order. Every batch also runs a small sample of
@@ -42,10 +42,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InputError, PairflowError, root_cause
+from ..errors import InputError, PairflowError, root_cause
 from .ordering import (FILTER, MAP, DSDPBalancer, OperatorStats, OpSpec, OrderPolicy,
                        SampleRule, ancestors, check_dag, topological)
-from .rundir import JsonlWriter, RunDir, dumps, new_run_dir, write_json, write_text
+from ..run.rundir import JsonlWriter, RunDir, dumps, new_run_dir, write_json, write_text
 
 # -- batches -----------------------------------------------------------------------------------
 
@@ -1127,7 +1127,7 @@ def _slot_pool(n: int) -> list:
 
 def _run_ray(run: _Run, source: Source, specs: list) -> dict:
     import ray
-    from .runtime import init_ray
+    from ..run.runtime import init_ray
     cfg = run.cfg
     t0 = time.time()
     init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
@@ -1276,7 +1276,7 @@ def _config(options: dict) -> PipelineConfig:
 
 
 class PairSource(Source):
-    """The pairs of a pair space (``engine.space``: Triangle, Rectangle, PairList) as batches of
+    """The pairs of a pair space (``engine.allpairs.space``: Triangle, Rectangle, PairList) as batches of
     columns ``i`` (row) and ``j`` (column), about ``batch_size`` pairs each, cut by rows."""
 
     name = "pairs"
@@ -1311,7 +1311,7 @@ def prefilter(space, filters: Sequence[Op], batch_size: int = 16_384, **options)
     """Run pair filters (maps/filters over columns ``i``, ``j``) over a pair space, in the order
     the measurements choose; returns ``(PairList of the surviving pairs, PipelineResult)``.
     ``options`` are PipelineConfig fields (default: in this process, no progress lines)."""
-    from .space import PairList
+    from ..allpairs.space import PairList
     options.setdefault("executor", "local")
     options.setdefault("progress", False)
     options.setdefault("name", "prefilter")

@@ -24,10 +24,10 @@ import traceback
 import numpy as np
 import ray
 
-from .cache import BudgetCache, TileCache
-from .errors import InputError, PairflowError, root_cause
-from .io import fetch
-from .metrics import EventBuffer
+from .tiers import BudgetCache, TileCache
+from ..errors import InputError, PairflowError, root_cause
+from ..run.io import fetch
+from ..run.metrics import EventBuffer
 from .policy import INF, LRUEviction, NextUseEviction
 from .space import Tile
 
