@@ -50,9 +50,9 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.allpairs.app import BasePairApp
+from engine.pairs.app import BasePairApp
 from engine.errors import InputError, PairflowError
-from engine.allpairs.space import PairList, PairWeights, Rectangle, Triangle
+from engine.pairs.space import PairList, PairWeights, Rectangle, Triangle
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
 from operators.sequences import file_stem, read_records
@@ -457,7 +457,7 @@ class AlignApp(BasePairApp):
                 "filters": [f.describe() for f in self.filters]}
 
     def fingerprint(self):
-        from engine.allpairs.app import url_digest
+        from engine.pairs.app import url_digest
         return {**self.describe(),
                 "inputs": {u: url_digest(u) for u in dict.fromkeys(self.query_urls +
                                                                    self.target_urls)}}
@@ -637,8 +637,8 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
     ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
     and ``.align`` (the summary) attached.
     """
-    from engine.allpairs.driver import allpairs
-    from engine.allpairs.sinks import TopK
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import TopK
     options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
@@ -767,7 +767,7 @@ def _urls(value) -> list[str] | None:
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=align``)."""
-    from engine.allpairs.sinks import DenseMatrix, Threshold, TopK
+    from engine.pairs.sinks import DenseMatrix, Threshold, TopK
     a, d = cfg.align, cfg.data
     sink_cfg = dict(cfg.sink)
     kind = sink_cfg.pop("type", "topk")

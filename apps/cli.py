@@ -32,7 +32,7 @@ def _register_resolvers() -> None:
 def run_config(cfg, run_dir: str | None = None):
     """Run the app a config names; returns the result (used by the CLI and by tests)."""
     from omegaconf import OmegaConf
-    from engine.allpairs.driver import AllPairsConfig, allpairs
+    from engine.pairs.driver import AllPairsConfig, allpairs
     name = cfg.app.name
     if name not in __import__("apps").APPS:
         raise PairflowError(f"unknown app {name!r}; known: {sorted(__import__('apps').APPS)}")

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.allpairs.app import BasePairApp
+from engine.pairs.app import BasePairApp
 from engine.errors import InputError
 from kernels.jaccard import intersection_counts, jaccard_from_counts
 from kernels.kmers import canonical_kmers
@@ -143,7 +143,7 @@ class JaccardApp(BasePairApp):
 
     def fingerprint(self):
         """What decides the result: a resumed run with a different fingerprint is refused."""
-        from engine.allpairs.app import url_digest
+        from engine.pairs.app import url_digest
         return {"app": self.name, "k": self.k, "item": self.item,
                 "inputs": {u: url_digest(u) for u in self.urls}}
 
@@ -151,7 +151,7 @@ class JaccardApp(BasePairApp):
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=jaccard``)."""
     from apps.data import expand_inputs
-    from engine.allpairs.sinks import DenseMatrix, make_sink
+    from engine.pairs.sinks import DenseMatrix, make_sink
     urls = expand_inputs(cfg.data.inputs)
     app = JaccardApp(urls, k=int(cfg.data.k), item=str(cfg.data.item))
     sink_cfg = dict(cfg.sink)

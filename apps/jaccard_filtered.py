@@ -27,7 +27,7 @@ import numpy as np
 
 from apps.jaccard import JaccardApp
 from engine.pipeline import Filter, prefilter
-from engine.allpairs.space import PairList, Triangle
+from engine.pairs.space import PairList, Triangle
 from kernels.sketch import bottom_k, length_ratio, may_reach, pair_shared
 
 
@@ -63,7 +63,7 @@ class FilteredJaccardApp(JaccardApp):
 
 
 def _profiles_local(app: JaccardApp, keys, s: int):
-    from engine.allpairs.workers import load_and_parse
+    from engine.pairs.workers import load_and_parse
     sizes, sketches = [], []
     for key in keys:
         kmers = load_and_parse(app, key)[0]["kmers"]
@@ -112,8 +112,8 @@ def threshold_jaccard(urls, t: float, k: int = 21, item: str = "file", sketch_si
     """Pairs with exact Jaccard >= t (a ``Threshold(t)`` edge list), comparing only the pairs
     the sketch pre-pass cannot rule out. Returns the all-pairs result; its summary holds
     ``prefilter`` (candidates, pairs skipped, filter order and stats, timings)."""
-    from engine.allpairs.driver import allpairs
-    from engine.allpairs.sinks import Threshold
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import Threshold
     if not 0.0 < t <= 1.0:
         raise ValueError(f"t must be in (0, 1], got {t}")
     base = JaccardApp(urls, k=k, item=item)

@@ -44,12 +44,12 @@ import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
 from cpu_meter import CpuMeter  # noqa: E402
-from engine.allpairs.driver import allpairs  # noqa: E402
+from engine.pairs.driver import allpairs  # noqa: E402
 from engine.run.rundir import read_json  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
-from engine.allpairs.simulate import simulate  # noqa: E402
-from engine.allpairs.sinks import Sink  # noqa: E402
-from engine.allpairs.space import Triangle  # noqa: E402
+from engine.pairs.simulate import simulate  # noqa: E402
+from engine.pairs.sinks import Sink  # noqa: E402
+from engine.pairs.space import Triangle  # noqa: E402
 from apps.synthetic import SyntheticApp, spin_rate  # noqa: E402
 
 # Shaped like Rocket's Table 1: which stage dominates one item's or one pair's cost.
@@ -208,7 +208,7 @@ def _genomes() -> list[str]:
 
 def part_c(runs_root: str) -> dict:
     from apps.jaccard import JaccardApp
-    from engine.allpairs.sinks import DenseMatrix
+    from engine.pairs.sinks import DenseMatrix
     paths = _genomes()
     k = 21
     t0 = time.time()
@@ -281,7 +281,7 @@ def part_c(runs_root: str) -> dict:
 
 @ray.remote(num_cpus=1)
 def _pair_task(app, a, b):
-    from engine.allpairs.workers import load_and_parse
+    from engine.pairs.workers import load_and_parse
     from kernels.jaccard import intersection_count
     x = load_and_parse(app, a)[0]["kmers"]
     y = load_and_parse(app, b)[0]["kmers"]

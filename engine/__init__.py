@@ -9,10 +9,10 @@ import os as _os
 # servers listen on every interface of the machine instead of 127.0.0.1 alone. Joining a
 # cluster (``ray_address=``) is unaffected; set it to 1 yourself to start a multi-host head.
 _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-from .allpairs.app import BasePairApp, FunctionApp, PairApp
+from .pairs.app import BasePairApp, FunctionApp, PairApp
 from .errors import InputError, PairflowError
-from .allpairs.space import PairList, Rectangle, Tile, Triangle, leaves, quadtree
-from .allpairs.sinks import DenseMatrix, Threshold, TopK
+from .pairs.space import PairList, Rectangle, Tile, Triangle, leaves, quadtree
+from .pairs.sinks import DenseMatrix, Threshold, TopK
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp", "InputError",
            "PairflowError", "PairList", "Rectangle", "Tile", "Triangle", "leaves", "quadtree",
@@ -27,7 +27,7 @@ _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "ParquetSink", "Histogram", "
 def __getattr__(name):  # Ray is imported only when a run is started
     if name in ("allpairs", "AllPairsConfig", "RunHandle", "AllPairsResult"):
         import importlib
-        return getattr(importlib.import_module(".allpairs.driver", __name__), name)
+        return getattr(importlib.import_module(".pairs.driver", __name__), name)
     if name in _PIPELINE:
         import importlib
         return getattr(importlib.import_module(".pipeline", __name__), name)

@@ -1276,7 +1276,7 @@ def _config(options: dict) -> PipelineConfig:
 
 
 class PairSource(Source):
-    """The pairs of a pair space (``engine.allpairs.space``: Triangle, Rectangle, PairList) as batches of
+    """The pairs of a pair space (``engine.pairs.space``: Triangle, Rectangle, PairList) as batches of
     columns ``i`` (row) and ``j`` (column), about ``batch_size`` pairs each, cut by rows."""
 
     name = "pairs"
@@ -1311,7 +1311,7 @@ def prefilter(space, filters: Sequence[Op], batch_size: int = 16_384, **options)
     """Run pair filters (maps/filters over columns ``i``, ``j``) over a pair space, in the order
     the measurements choose; returns ``(PairList of the surviving pairs, PipelineResult)``.
     ``options`` are PipelineConfig fields (default: in this process, no progress lines)."""
-    from ..allpairs.space import PairList
+    from ..pairs.space import PairList
     options.setdefault("executor", "local")
     options.setdefault("progress", False)
     options.setdefault("name", "prefilter")

@@ -29,7 +29,7 @@ def main(run_dir: str, n_records: int = 0, leaf_items: int = 8) -> None:
 
     from apps.jaccard import JaccardApp
     from engine import DenseMatrix
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.driver import allpairs
     from engine.run.runtime import init_ray
 
     init_ray(num_cpus=2, object_store_mb=512)

@@ -99,7 +99,7 @@ def test_globins_all_vs_all_scores_topk_and_tracebacks(ray_local, runs, globins)
     Biopython's; k = 3 over many small tiles is merged into the brute-force lists."""
     import zarr
     from apps.align import align
-    from engine.allpairs.sinks import DenseMatrix
+    from engine.pairs.sinks import DenseMatrix
     path, recs, sc, bio = globins
     res = align(path, top_k=3, matrix="blosum62", gap_open=11, gap_extend=1, runs_root=runs,
                 progress=False, leaf_items=4, weighted=False, validate=0.2, validate_hits=20,
@@ -125,7 +125,7 @@ def test_globins_all_vs_all_scores_topk_and_tracebacks(ray_local, runs, globins)
 def test_weighted_tiles_refuse_the_dense_sink(ray_local, runs, globins):
     from apps.align import align
     from engine.errors import PairflowError
-    from engine.allpairs.sinks import DenseMatrix
+    from engine.pairs.sinks import DenseMatrix
     with pytest.raises(PairflowError, match="dense sink needs tiles on its chunk grid"):
         align(globins[0], runs_root=runs, progress=False, extra_sinks=[DenseMatrix()])
 
@@ -153,7 +153,7 @@ def test_queries_x_targets_skewed_lengths(ray_local, runs, globins):
     tiles are cut by cells, each within the cell budget unless it is a single pair."""
     from apps.align import align
     from engine.run.rundir import read_json
-    from engine.allpairs.space import PairWeights, Rectangle, leaves
+    from engine.pairs.space import PairWeights, Rectangle, leaves
     path, targets, sc, _ = globins
     hbb, sev = need(TUTORIAL / "HBB_HUMAN"), need(TUTORIAL / "7LESS_DROME")
     queries = read(hbb) + read(sev, "swiss")

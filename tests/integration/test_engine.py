@@ -28,7 +28,7 @@ def loci(tmp_path_factory):
 def jaccard(path, runs, **opts):
     from apps.jaccard import JaccardApp
     from engine import DenseMatrix
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.driver import allpairs
     opts.setdefault("progress", False)
     app = opts.pop("app", None) or JaccardApp([path], k=21, item="record")
     return allpairs(app=app, sink=DenseMatrix(diagonal={"similarity": 1.0}), runs_root=runs,
@@ -131,7 +131,7 @@ def test_run_directory_is_complete(ray_local, runs, loci):
 
 def failing_run(tmp_path, runs, files, k=21, item="file", match=()):
     from apps.jaccard import JaccardApp
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.driver import allpairs
     from engine.errors import InputError
     with pytest.raises((InputError, ValueError)) as err:
         app = JaccardApp([str(f) for f in files], k=k, item=item)

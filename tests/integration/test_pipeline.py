@@ -190,7 +190,7 @@ def test_operator_failure_names_the_operator_and_batch(ray_local, runs):
 
 
 def test_pair_filters_over_a_pair_space(runs):
-    from engine.allpairs.space import PairList, Triangle
+    from engine.pairs.space import PairList, Triangle
     sizes = np.array([10, 12, 40, 11, 39])
     ops = [Filter("ratio", lambda b: np.minimum(sizes[b["i"]], sizes[b["j"]])
                   / np.maximum(sizes[b["i"]], sizes[b["j"]]) >= 0.8)]
@@ -205,8 +205,8 @@ def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_loc
                                                                          tmp_path):
     from apps.jaccard import JaccardApp
     from apps.jaccard_filtered import threshold_jaccard
-    from engine.allpairs.driver import allpairs
-    from engine.allpairs.sinks import Threshold
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import Threshold
     from tests.oracles import KLEBSIELLA
     if not os.path.exists(KLEBSIELLA):
         pytest.skip(f"real data not found: {KLEBSIELLA}")

@@ -34,8 +34,8 @@ def klebsiella_app(n=None):
 
 
 def run(app, run_dir=None, runs=None, **opts):
-    from engine.allpairs.driver import allpairs
-    from engine.allpairs.sinks import DenseMatrix
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import DenseMatrix
     opts.setdefault("progress", False)
     return allpairs(app=app, sink=DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
                     run_dir=run_dir, runs_root=runs or "runs", **opts)
@@ -45,8 +45,8 @@ DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {repo!r})
     from apps.jaccard import JaccardApp
-    from engine.allpairs.driver import allpairs
-    from engine.allpairs.sinks import DenseMatrix
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import DenseMatrix
     app = JaccardApp([{gbk!r}], k=21, item="record")
     allpairs(app=app, sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
              run_dir={run_dir!r}, leaf_items=4, num_cpus=2, object_store_mb=512,
@@ -140,7 +140,7 @@ class HangingApp:
 
     @staticmethod
     def make():
-        from engine.allpairs.app import FunctionApp
+        from engine.pairs.app import FunctionApp
 
         def compare(a, b):
             if {a, b} == {3, 7}:
@@ -151,7 +151,7 @@ class HangingApp:
 
 
 def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.driver import allpairs
     from engine.errors import PairflowError
     t0 = time.time()
     with pytest.raises(PairflowError) as err:
@@ -170,8 +170,8 @@ def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
 
 
 def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
-    from engine.allpairs.app import FunctionApp
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.app import FunctionApp
+    from engine.pairs.driver import allpairs
     from engine.errors import PairflowError
 
     def compare(a, b):
@@ -190,7 +190,7 @@ def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
 
 
 def test_cache_budget_above_the_object_store_still_finishes(ray_local, tmp_path):
-    from engine.allpairs.driver import allpairs
+    from engine.pairs.driver import allpairs
     from apps.synthetic import SyntheticApp
     # 40 items of 32 MB = 1.3 GB through a 1 GB object store, with an 8 GB cache budget asked
     app = SyntheticApp(40, item_floats=4 * 2**20)
@@ -212,8 +212,8 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import numpy as np, ray
         from ray.cluster_utils import Cluster
-        from engine.allpairs.app import FunctionApp
-        from engine.allpairs.driver import allpairs
+        from engine.pairs.app import FunctionApp
+        from engine.pairs.driver import allpairs
         cluster = Cluster(initialize_head=True, head_node_args=dict(
             num_cpus=1, object_store_memory=300 * 2**20, node_ip_address="127.0.0.1",
             include_dashboard=False))

@@ -6,7 +6,7 @@ import pytest
 from apps import align as al
 from apps.align import AlignApp, traceback_hit
 from engine.errors import InputError
-from engine.allpairs.space import PairList, Rectangle, Triangle
+from engine.pairs.space import PairList, Rectangle, Triangle
 from kernels.scoring import Scoring
 from kernels.smith_waterman import cells, rescore, sw_scores, sw_traceback
 from tests.unit.conftest import SHARE, _need

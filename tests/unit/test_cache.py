@@ -3,8 +3,8 @@ import asyncio
 
 import pytest
 
-from engine.allpairs.tiers import BudgetCache, TileCache
-from engine.allpairs.policy import LRUEviction, NextUseEviction
+from engine.pairs.tiers import BudgetCache, TileCache
+from engine.pairs.policy import LRUEviction, NextUseEviction
 
 
 def test_lru_eviction_under_item_budget():
@@ -73,7 +73,7 @@ def test_oldest_lists_unpinned_keys_least_recent_first():
 def test_advice_for_some_keys_keeps_the_others():
     """A device actor gets next-use advice for its least recently used items only: an item
     without advice counts as needed soon (kept), not as never needed (evicted first)."""
-    from engine.allpairs.workers import _AdvisedEviction
+    from engine.pairs.workers import _AdvisedEviction
     ev = _AdvisedEviction(unknown=-1.0)
     c = BudgetCache(budget_items=3, eviction=ev)
     for k in "abc":

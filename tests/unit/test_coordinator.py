@@ -3,7 +3,7 @@ handle (``.method.remote(...)``, awaitable), a remote part turns into one ``call
 import asyncio
 import pickle
 
-from engine.allpairs.coordinator import LocalPart, Part
+from engine.pairs.coordinator import LocalPart, Part
 
 
 class Counter:

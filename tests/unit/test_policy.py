@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from engine.allpairs.policy import (ItemMap, LRUEviction, NextUseEviction, StripePlan, TilePolicy,
+from engine.pairs.policy import (ItemMap, LRUEviction, NextUseEviction, StripePlan, TilePolicy,
                            ZOrderPlan, bound_R)
-from engine.allpairs.simulate import simulate
-from engine.allpairs.space import Rectangle, Triangle, leaves
+from engine.pairs.simulate import simulate
+from engine.pairs.space import Rectangle, Triangle, leaves
 
 
 @pytest.mark.parametrize("plan", [StripePlan(10, 2), StripePlan(None), ZOrderPlan()])

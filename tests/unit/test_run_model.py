@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.allpairs.driver import choose_leaf
-from engine.allpairs.sinks import TopK
-from engine.allpairs.space import Rectangle, Triangle
-from engine.allpairs.workers import load_batches
+from engine.pairs.driver import choose_leaf
+from engine.pairs.sinks import TopK
+from engine.pairs.space import Rectangle, Triangle
+from engine.pairs.workers import load_batches
 
 
 def test_leaf_aims_at_the_overhead_and_tail_optimum():

@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.allpairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
-from engine.allpairs.space import PairList, Rectangle, Triangle, leaves
+from engine.pairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
+from engine.pairs.space import PairList, Rectangle, Triangle, leaves
 
 
 def run_sink(sink, space, leaf, values, tmp_path, fields=("value",)):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.allpairs.space import PairList, PairWeights, Rectangle, Triangle, leaves, quadtree
+from engine.pairs.space import PairList, PairWeights, Rectangle, Triangle, leaves, quadtree
 
 
 def brute_weight(space, r0, r1, c0, c1, rw, cw):
@@ -128,7 +128,7 @@ def test_bad_weight_arguments():
 def test_driver_weight_hook_sizes_tiles_from_the_probe():
     """The driver's optional hook (no Ray started): the probe is a median pair, never the huge
     item; a tile may weigh target_tile_s of measured work, or 1/4 of an actor's share."""
-    from engine.allpairs.driver import app_weights, weighted_budget, weighted_probe
+    from engine.pairs.driver import app_weights, weighted_budget, weighted_probe
     from engine.errors import PairflowError
 
     rows = np.array([100.0, 120, 150, 5e6])
@@ -168,7 +168,7 @@ def test_driver_weight_hook_sizes_tiles_from_the_probe():
 def test_split_tail_covers_every_pair_once_and_ends_fine(space, levels):
     """The tail of the plan is quartered (twice with levels=2): every pair still lies in
     exactly one tile, the body keeps its tiles, and the last tiles weigh less than the body's."""
-    from engine.allpairs.space import split_tail
+    from engine.pairs.space import split_tail
     rng = np.random.default_rng(5)
     w = PairWeights(rng.integers(50, 500, space.n_rows).astype(float),
                     rng.integers(50, 500, space.n_cols).astype(float))

@@ -16,7 +16,7 @@ the eviction choice together:
 * ``LRUEviction`` is the baseline eviction.
 
 Everything here is a plain class over integer item ids so that the simulator
-(``engine.allpairs.simulate``) and the Ray actors share exactly the same decisions.
+(``engine.pairs.simulate``) and the Ray actors share exactly the same decisions.
 """
 from __future__ import annotations
 
