@@ -63,7 +63,7 @@ class FilteredJaccardApp(JaccardApp):
 
 
 def _profiles_local(app: JaccardApp, keys, s: int):
-    from engine.pairs.workers import load_and_parse
+    from engine.pairs.loading import load_and_parse
     sizes, sketches = [], []
     for key in keys:
         kmers = load_and_parse(app, key)[0]["kmers"]

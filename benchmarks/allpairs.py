@@ -281,7 +281,7 @@ def part_c(runs_root: str) -> dict:
 
 @ray.remote(num_cpus=1)
 def _pair_task(app, a, b):
-    from engine.pairs.workers import load_and_parse
+    from engine.pairs.loading import load_and_parse
     from kernels.jaccard import intersection_count
     x = load_and_parse(app, a)[0]["kmers"]
     y = load_and_parse(app, b)[0]["kmers"]

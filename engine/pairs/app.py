@@ -62,8 +62,9 @@ class BasePairApp:
 
         The engine calls it once in every process that will run a stage: the loader processes
         during the pre-flight (``device="host"``) and each device actor before it takes a tile.
-        A numba kernel costs ~0.8 s of CPU on its first call in a process even with its cache on
-        disk; paid inside the first tiles, that is most of a short run's lost efficiency.
+        A numba kernel costs most of a second of CPU on its first call in a process even with
+        its cache on disk; paid inside the first tiles, that is most of a short run's lost
+        efficiency.
         """
         return None
 

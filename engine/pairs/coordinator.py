@@ -2,123 +2,114 @@
 node's cache, as plain objects behind one actor.
 
 Why one: each was its own actor. A Ray actor is a worker process (booting one and unpickling the
-app cost ~0.5-1 s of CPU, on 2 cores a resume started five), idles at ~1 % of a core, and every
-call between two of them is an RPC costing ~0.4 ms of CPU at each end. The head cache asks the
+app costs CPU, and a resume started several), idles at a small share of a core, and
+every call between two of them is an RPC costing CPU at each end. The head cache asks the
 scheduler for next-use advice and tells it what it holds after every load; every part sends
 metrics. Inside one process those are method calls.
 
-Parts are reached with the call form of an actor handle, so a device actor, a node cache on
-another node or the driver need not know which process a part lives in:
-
-    Part(coordinator, "scheduler").progress.remote()     # another process: one Ray call
-    LocalPart(scheduler).progress.remote()               # same process: a method call
-
-Both return something to ``await`` (or, for ``Part``, to ``ray.get``). The coordinator is an
-async actor: every call runs on its one event loop thread, so the scheduler's and metrics'
-synchronous methods never run concurrently, as when each had ``max_concurrency=1``.
+Other processes reach the parts through the typed clients of clients.py (``SchedulerClient``,
+``MetricsClient``, ``NodeCacheClient``): each client method is one Ray call to a method of the
+same name here. The coordinator is an async actor: every call runs on its one event loop thread,
+so the scheduler's and the metrics' synchronous methods never run concurrently.
 """
 from __future__ import annotations
-
-import asyncio
-import inspect
 
 import ray
 
 from ..run.metrics import Metrics
+from .actors import NodeCacheSpec, node_cache
 from .scheduler import Scheduler
-from .workers import NodeCache
 
 
-class _Done:
-    """An already-finished result that can be awaited (what a local call returns)."""
+class _InProcessScheduler:
+    """The scheduler as the head node's cache sees it: the calls of ``SchedulerClient`` that a
+    node cache makes, answered in this process."""
 
-    __slots__ = ("value",)
+    def __init__(self, scheduler: Scheduler):
+        self.scheduler = scheduler
 
-    def __init__(self, value):
-        self.value = value
+    async def next_uses(self, items: list) -> dict:
+        return self.scheduler.next_uses(items)
 
-    def __await__(self):
-        return self.value
-        yield  # a generator: ``await`` gets the value without suspending
-
-
-class _Method:
-    __slots__ = ("call", "name")
-
-    def __init__(self, call, name: str):
-        self.call, self.name = call, name
-
-    def remote(self, *args, **kwargs):
-        return self.call(self.name, args, kwargs)
+    def l2_update(self, node: str, items: list) -> None:
+        self.scheduler.l2_update(node, items)
 
 
-class _CallForm:
-    """``part.method.remote(*args, **kwargs)`` turned into ``self._call(method, args, kwargs)``."""
+class _InProcessMetrics:
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
 
-    __slots__ = ()
-
-    def _call(self, name: str, args, kwargs):
-        raise NotImplementedError
-
-    def __getattr__(self, name: str) -> _Method:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Method(self._call, name)
+    def record(self, events: list) -> None:
+        self.metrics.record(events)
 
 
-class LocalPart(_CallForm):
-    """A part in this process, called like an actor handle."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def _call(self, name: str, args, kwargs):
-        out = getattr(self.obj, name)(*args, **kwargs)
-        if inspect.iscoroutine(out):  # an async method runs as a task of this event loop
-            return asyncio.ensure_future(out)
-        return _Done(out)
-
-
-class Part(_CallForm):
-    """A part of a ``Coordinator`` seen from another process: ``part.method.remote(...)`` is
-    one Ray call to the coordinator, returning an ObjectRef."""
-
-    __slots__ = ("handle", "part")
-
-    def __init__(self, handle, part: str):
-        self.handle, self.part = handle, part
-
-    def __reduce__(self):
-        return (Part, (self.handle, self.part))
-
-    def _call(self, name: str, args, kwargs):
-        return self.handle.call.remote(self.part, name, *args, **kwargs)
-
-
-# enable_task_events=False on the engine's actors and tasks: Ray otherwise records every call's
-# state changes and ships them to the GCS for its dashboard and state API, which pairflow does
-# not read (its own metrics and trace are in the run directory)
 @ray.remote(num_cpus=0, enable_task_events=False)
 class Coordinator:
     """The scheduler, the metrics and (optionally) one node's cache, in one actor."""
 
-    def __init__(self, scheduler: dict, metrics: dict, cache: dict | None = None):
-        self.parts: dict = {"metrics": Metrics(**metrics), "scheduler": Scheduler(**scheduler)}
+    def __init__(self, scheduler: dict, metrics: dict, cache: NodeCacheSpec | None = None):
+        self.scheduler = Scheduler(**scheduler)
+        self.metrics = Metrics(**metrics)
+        self.cache = None
         if cache is not None:
-            self.parts["cache"] = NodeCache(**cache, scheduler=LocalPart(self.parts["scheduler"]),
-                                            metrics=LocalPart(self.parts["metrics"]))
-
-    async def call(self, part: str, method: str, *args, **kwargs):
-        out = getattr(self.parts[part], method)(*args, **kwargs)
-        if inspect.isawaitable(out):
-            out = await out
-        return out
+            self.cache = node_cache(cache, _InProcessScheduler(self.scheduler),
+                                    _InProcessMetrics(self.metrics))
 
     def ready(self) -> bool:
         return True
 
+    # -- the scheduler (SchedulerClient) ----------------------------------------------------
+    async def request(self, actor, node, l1_added, l1_removed, advice):
+        return self.scheduler.request(actor, node, l1_added, l1_removed, advice)
 
-# a node's cache where no coordinator is: on every node but the head
-NodeCacheActor = ray.remote(num_cpus=0, enable_task_events=False)(NodeCache)
+    async def complete_and_request(self, actor, t, entries, fields, node, l1_added, l1_removed,
+                                   advice):
+        return self.scheduler.complete_and_request(actor, t, entries, fields, node, l1_added,
+                                                   l1_removed, advice)
+
+    async def fail(self, actor, message):
+        return self.scheduler.fail(actor, message)
+
+    async def next_uses(self, items):
+        return self.scheduler.next_uses(items)
+
+    async def l2_update(self, node, items):
+        return self.scheduler.l2_update(node, items)
+
+    async def progress(self):
+        return self.scheduler.progress()
+
+    async def watch(self):
+        return self.scheduler.watch()
+
+    async def actor_lost(self, actor, reason):
+        return self.scheduler.actor_lost(actor, reason)
+
+    async def forget_node(self, node):
+        return self.scheduler.forget_node(node)
+
+    async def kept_fields(self):
+        return self.scheduler.kept_fields()
+
+    async def close(self):
+        return self.scheduler.close()
+
+    # -- the metrics (MetricsClient) --------------------------------------------------------
+    async def record(self, events):
+        return self.metrics.record(events)
+
+    async def tick(self):
+        return self.metrics.tick()
+
+    async def close_metrics(self):
+        return self.metrics.close()
+
+    # -- the head node's cache (NodeCacheClient) --------------------------------------------
+    async def cache_get(self, items):
+        return await self.cache.get(items)
+
+    async def cache_stats(self):
+        return await self.cache.stats()
+
+    async def cache_ready(self):
+        return True

@@ -13,7 +13,10 @@ the eviction choice together:
   hold, then the fewest L1 misses, then the earliest in the plan. It also answers
   ``next_use(item)``: the plan position of the next pending tile needing the item, which is what
   ``NextUseEviction`` evicts by (an item no pending tile needs goes first).
-* ``LRUEviction`` is the baseline eviction.
+* ``LRUEviction`` is the baseline eviction; ``AdvisedEviction`` is next-use eviction inside an
+  actor, from advice the scheduler sent (an actor cannot block on asking).
+
+Each kind has one registry (``PLANS``, ``EVICTIONS``), so a config name means one thing.
 
 Everything here is a plain class over integer item ids so that the simulator
 (``engine.pairs.simulate``) and the Ray actors share exactly the same decisions.
@@ -26,6 +29,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..run.registry import Registry
 from .space import Tile
 
 INF = math.inf
@@ -91,7 +95,7 @@ class StripePlan:
         # Items the stripe may hold: the rest is room for the streamed columns under way. The
         # tiles under way on a node run down one streamed column together (consecutive tiles of
         # the order share it), so that room is ceil(tiles under way / stripe rows) leaves, not
-        # one per tile: at S = 5 % of n this took R from 1.34x to 1.11x of 1 + n/(2S) (sim).
+        # one per tile, which brings a small host tier's R much closer to 1 + n/(2S) (simulated).
         stream = math.ceil(self.spare_tiles / max(1, s // leaf - 1))
         stripe_items = max(leaf, s - stream * leaf)
         h = max(1, stripe_items // leaf)
@@ -123,7 +127,14 @@ class StripePlan:
         return order
 
 
-PLANS = {"stripe": StripePlan, "zorder": ZOrderPlan}
+PLANS = Registry("plan", {
+    "stripe": StripePlan,
+    "zorder": lambda cache_items, spare_tiles: ZOrderPlan(),
+})
+
+
+def make_plan(name: str, cache_items: int | None, spare_tiles: int):
+    return PLANS.make(name, cache_items, spare_tiles)
 
 
 class TilePolicy:
@@ -157,7 +168,7 @@ class TilePolicy:
         """Endgame: once no more tiles are pending than there are actors, a tile goes only to
         an actor with nothing under way. Otherwise an actor's prefetch slot (``in_flight``)
         queues one of the last tiles behind its current one while another actor idles to the
-        end of the run (seen: one of two actors idle for the last 0.1-0.3 s of a 5 s run)."""
+        end of the run."""
         return running > 0 and self.pending() <= actors
 
     def _candidates(self) -> list[int]:
@@ -258,12 +269,28 @@ class NextUseEviction:
         return sorted(candidates_lru_first, key=lambda k: (-uses.get(k, INF), rank[k]))
 
 
-def make_plan(name: str, cache_items: int | None, spare_tiles: int):
-    if name == "stripe":
-        return StripePlan(cache_items, spare_tiles)
-    if name == "zorder":
-        return ZOrderPlan()
-    raise ValueError(f"unknown plan {name!r}: choose 'stripe' or 'zorder'")
+class AdvisedEviction(NextUseEviction):
+    """Next-use eviction from advice fetched just before evicting (an actor cannot block).
+    ``unknown``: the next use assumed for an item without advice (INF: evicted first; -1:
+    kept, for a cache that asks advice only about its least recently used items)."""
+
+    def __init__(self, unknown: float = INF):
+        self.advice: dict = {}
+        super().__init__(lambda keys: {k: self.advice.get(k, unknown) for k in keys})
+
+
+# with ``next_use`` (the simulator, beside its TilePolicy) next-use eviction asks the policy
+# itself; without (an actor) it evicts by the advice last received
+EVICTIONS = Registry("eviction", {
+    "next_use": lambda next_use=None, unknown=INF:
+        NextUseEviction(next_use) if next_use is not None else AdvisedEviction(unknown),
+    "lru": lambda next_use=None, unknown=INF: LRUEviction(),
+})
+
+
+def make_eviction(name: str, next_use: Callable[[list], dict] | None = None,
+                  unknown: float = INF):
+    return EVICTIONS.make(name, next_use=next_use, unknown=unknown)
 
 
 def bound_R(n_items: int, cache_items: int | None) -> float:

@@ -4,10 +4,10 @@ Device actors pull: ``request`` answers with a tile chosen for what that actor's
 L2 hold (an actor reports only what entered and left its L1 since its last call), plus next-use
 advice for the actor's resident items when it asks (its L1 is about to evict: advice for
 thousands of items every tile cost both ends more than the tile's work when items are small);
-``complete`` records a finished
-tile in the append-only journal (the journal, not files, says what is done) and, in the same call,
-hands out the actor's next tile (``complete_and_request``). Node caches report
-what they hold with ``l2_update`` and ask ``next_uses`` before they evict.
+``complete`` records a finished tile in the append-only journal (engine/run/journal.py: the
+journal, not files, says what is done) and, in the same call, hands out the actor's next tile
+(``complete_and_request``). Node caches report what they hold with ``l2_update`` and ask
+``next_uses`` before they evict.
 
 Faults: the driver reports a dead actor with ``actor_lost``; its unfinished tiles go back to the
 pending set, each with one more attempt counted, and a tile past ``max_retries`` fails the run
@@ -18,12 +18,11 @@ actor stops the hand-out so the whole run fails fast with that message.
 """
 from __future__ import annotations
 
-import os
-import threading
 import time
 
+from ..run.journal import JournalWriter
+from ..run.rundir import JOURNAL, RunDir
 from .policy import ItemMap, TilePolicy
-from ..run.rundir import JsonlWriter, RunDir
 from .space import Tile
 
 
@@ -47,21 +46,11 @@ class Scheduler:
                                  locality)
         for t in done_tiles or []:
             self.policy.complete(t)
-        self.run = RunDir(run_dir)
-        self.journal = JsonlWriter(self.run.file("journal.jsonl")) if journal else None
-        self.journal_fsync_s = journal_fsync_s
-        self.fsync_s = 0.0  # seconds the background thread spent in fsync
-        self._dirty = threading.Event()  # appended since the last fsync
-        self._closing = threading.Event()
-        self._fsyncer = None
-        if self.journal is not None:
-            self._fsyncer = threading.Thread(target=self._fsync_loop, daemon=True,
-                                             name="journal-fsync")
-            self._fsyncer.start()
+        self.journal = JournalWriter(RunDir(run_dir).file(JOURNAL), journal_fsync_s) \
+            if journal else None
         self.l2: dict[str, set] = {}
         self.l1: dict[str, set] = {}  # actor -> what its L1 holds, kept from reported changes
         self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
-        self.done_by: dict[int, str] = {}
         self.attempts: dict[int, int] = {}
         self.deadlines = deadlines or [float("inf")] * len(self.tiles)
         self.max_retries = max_retries
@@ -71,7 +60,6 @@ class Scheduler:
         self.error: str | None = None
         self.completed = int(self.policy.done.sum())
         self.excluded: set[str] = set()
-        self.journal_s = 0.0
 
     def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
         """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
@@ -89,7 +77,7 @@ class Scheduler:
         t = self.policy.next_tile(l1, self.l2.get(node, ()))
         if t is None:
             if self.in_flight:  # a tile may still come back (its actor lost): ask again soon
-                # every 10 ms on a laptop; the coordinator answers at most ~500 polls a second
+                # polls back off with the number of actors: each one costs the coordinator CPU
                 return {"wait": min(0.25, max(0.01, 0.002 * len(self.l1)))}
             return {"done": True}
         self.in_flight[t] = (actor, time.time())
@@ -102,10 +90,9 @@ class Scheduler:
         if self.policy.done[t]:
             return  # written twice (a retry): sinks are idempotent, the journal keeps one line
         if self.journal is not None:
-            self._append(t, actor, entries)
+            self.journal.append(t, actor, entries)
         self.policy.complete(t)
         self.in_flight.pop(t, None)
-        self.done_by[t] = actor
         self.completed += 1
 
     def complete_and_request(self, actor: str, t: int, entries: list[dict], fields: dict | None,
@@ -114,29 +101,6 @@ class Scheduler:
         wants the next one, and each Ray call costs about a millisecond of CPU on both ends."""
         self.complete(actor, t, entries, fields)
         return self.request(actor, node, l1_added, l1_removed, advice)
-
-    def _append(self, t: int, actor: str, entries: list[dict]) -> None:
-        t0 = time.perf_counter()
-        # written and flushed per tile: a killed process loses nothing the OS has
-        self.journal.write([{"tile": t, "actor": actor, **e} for e in entries])
-        self._dirty.set()
-        # time spent journaling on this actor's serial path: what the journal adds to the
-        # run's wall time (benchmarks/allpairs.py part e); fsync runs beside it
-        self.journal_s += time.perf_counter() - t0
-
-    def _fsync_loop(self) -> None:
-        """fsync the journal at most every ``journal_fsync_s`` while appends happen, off the
-        hand-out path (an fsync can wait for the disk, and on ext4 for other files' data):
-        a machine crash loses at most that long of journal; a killed process nothing."""
-        while not self._closing.wait(self.journal_fsync_s):
-            if self._dirty.is_set():
-                self._dirty.clear()
-                t0 = time.perf_counter()
-                try:
-                    os.fsync(self.journal.fh.fileno())
-                except (OSError, ValueError):  # closed under us at the end of the run
-                    return
-                self.fsync_s += time.perf_counter() - t0
 
     def fail(self, actor: str, message: str) -> None:
         if self.error is None:
@@ -174,9 +138,6 @@ class Scheduler:
     def kept_fields(self) -> dict:
         return self.kept
 
-    def done_actors(self) -> dict:
-        return self.done_by
-
     def progress(self) -> dict:
         return {"done": self.completed, "total": len(self.tiles),
                 "in_flight": len(self.in_flight), "error": self.error,
@@ -187,11 +148,10 @@ class Scheduler:
         return {**self.progress(), "overdue": self.overdue()}
 
     def close(self) -> dict:
-        if self.journal is not None:
-            self._closing.set()
-            self._fsyncer.join()
-            t0 = time.perf_counter()
-            os.fsync(self.journal.fh.fileno())
-            self.journal.close()
-            self.journal_s += time.perf_counter() - t0
-        return {"journal_s": self.journal_s, "journal_fsync_s": self.fsync_s}
+        """Close the journal; the seconds it cost: appending on the hand-out path
+        (``journal_s``, what it adds to the run's wall time) and fsyncing beside it."""
+        if self.journal is None:
+            return {"journal_s": 0.0, "journal_fsync_s": 0.0}
+        self.journal.close()
+        return {"journal_s": self.journal.append_seconds,
+                "journal_fsync_s": self.journal.fsync_seconds}

@@ -12,7 +12,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from .tiers import BudgetCache
-from .policy import (ItemMap, LRUEviction, NextUseEviction, TilePolicy, bound_R, make_plan)
+from .policy import ItemMap, TilePolicy, bound_R, make_eviction, make_plan
+from .sizing import device_cache_items
 from .space import PairSpace, leaves
 
 
@@ -44,16 +45,14 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     order = make_plan(plan, host_items, spare).order(tiles, items)
     policy = TilePolicy(tiles, items, order, window=window, locality=True)
 
-    def evictor():
-        if eviction == "lru":
-            return LRUEviction()
-        if eviction == "next_use":
-            return NextUseEviction(policy.next_uses)
-        raise ValueError(f"unknown eviction {eviction!r}")
+    def tier(budget: int) -> BudgetCache:
+        return BudgetCache(budget_items=budget,
+                           eviction=make_eviction(eviction, next_use=policy.next_uses))
 
-    l1_cap = l1_items or max(2 * leaf * in_flight, 2)
-    l2 = [BudgetCache(budget_items=max(1, host_items), eviction=evictor()) for _ in range(nodes)]
-    l1 = [BudgetCache(budget_items=l1_cap, eviction=evictor()) for _ in range(n_actors)]
+    # the driver's rule, so the simulated L1 is the one a run gets
+    l1_cap = device_cache_items(leaf, in_flight, l1_items)
+    l2 = [tier(max(1, host_items)) for _ in range(nodes)]
+    l1 = [tier(l1_cap) for _ in range(n_actors)]
     running = [deque() for _ in range(n_actors)]
     loads = l1_hits = l2_hits = pairs = done = 0
     finished = [False] * n_actors
@@ -70,30 +69,36 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
                     _finish(running[a].popleft(), l1[a], l2[node], policy)
                 finished[a] = True
                 continue
-            for it in policy.tile_items[t]:
-                if it in l1[a]:
-                    l1[a].lookup(it)
-                    l1_hits += 1
-                elif it in l2[node]:
-                    l2[node].lookup(it)
-                    l2_hits += 1
-                    l1[a].put(it, True, 1, pin=True)
-                    continue
-                else:
-                    loads += 1
-                    l2[node].put(it, True, 1, pin=True)
-                    l1[a].put(it, True, 1, pin=True)
-                    continue
-                l1[a].pin(it)
-            # L2 pins only protect items while they are copied into L1
-            for it in policy.tile_items[t]:
-                if l2[node].pins(it):
-                    l2[node].unpin(it)
-            l2[node].shrink()
+            got = _acquire(policy.tile_items[t], l1[a], l2[node])
+            loads, l1_hits, l2_hits = loads + got[0], l1_hits + got[1], l2_hits + got[2]
             running[a].append(t)
             pairs += policy.tiles[t].pairs
             done += 1
     return SimResult(loads, items.n_items, l1_hits, l2_hits, done, pairs)
+
+
+def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, int]:
+    """Pin a tile's items in an actor's L1, from L2 or the source: (loads, L1 hits, L2 hits)."""
+    loads = l1_hits = l2_hits = 0
+    for it in tile_items:
+        if it in l1:
+            l1.lookup(it)
+            l1_hits += 1
+            l1.pin(it)
+        elif it in l2:
+            l2.lookup(it)
+            l2_hits += 1
+            l1.put(it, True, 1, pin=True)
+        else:
+            loads += 1
+            l2.put(it, True, 1, pin=True)
+            l1.put(it, True, 1, pin=True)
+    # L2 pins only protect items while they are copied into L1
+    for it in tile_items:
+        if l2.pins(it):
+            l2.unpin(it)
+    l2.shrink()
+    return loads, l1_hits, l2_hits
 
 
 def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> None:

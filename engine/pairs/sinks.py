@@ -19,11 +19,13 @@ from __future__ import annotations
 import os
 import shutil
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..run.journal import sink_entry
+from ..run.registry import Registry
 from .space import PairSpace, Tile
 
 
@@ -37,10 +39,6 @@ class SinkContext:
     row_keys: Sequence[str]
     col_keys: Sequence[str]
     fields: dict  # name -> dtype string
-
-
-def crc32_of(arr: np.ndarray) -> int:
-    return zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
 
 
 def _atomic_replace_dir(src: str, dst: str) -> None:
@@ -69,7 +67,7 @@ class Sink:
 
     def before_finalize(self) -> None:
         """In the driver, before the compute clock starts: import what ``finalize`` needs
-        (pyarrow and pandas cost the driver ~0.5 s on first import)."""
+        (pyarrow and pandas cost the driver a noticeable start-up on first import)."""
         return None
 
     def finalize(self) -> Any:
@@ -183,9 +181,8 @@ class DenseMatrix(Sink):
                 target[r0:r1, c0:c1] = data
                 crc = zlib.crc32(np.ascontiguousarray(data).tobytes(), crc)
                 length += data.nbytes
-            entries.append({"sink": self.name, "location": f"{self.filename}/{name}",
-                            "region": [tile.r0, tile.r1, tile.c0, tile.c1],
-                            "length": length, "crc32": crc & 0xFFFFFFFF})
+            entries.append(sink_entry(self.name, f"{self.filename}/{name}", length, crc,
+                                      region=[tile.r0, tile.r1, tile.c0, tile.c1]))
         return entries
 
     def verify(self, entry):
@@ -213,8 +210,8 @@ class _PartsSink(Sink):
     """A sink whose tiles each write one part, merged at the end.
 
     A part is one ``.npy`` file of a structured array (a header and the raw columns): a tile
-    writes it in well under a millisecond, where a Parquet part cost ~10 ms of the actor's CPU
-    per tile. The CRC is taken of the bytes written, so nothing is read back."""
+    writes it far faster than a Parquet part, whose writer costs the actor's CPU on every tile.
+    The CRC is taken of the bytes written, so nothing is read back."""
 
     filename = "parts.parquet"
 
@@ -237,7 +234,7 @@ class _PartsSink(Sink):
 
     def before_finalize(self):
         # importing pyarrow is not all: its first table from Python strings loads its pandas
-        # shim (~0.4 s), so make one small table the way finalize will
+        # shim, so make one small table the way finalize will
         import io
 
         import pyarrow as pa
@@ -259,8 +256,8 @@ class _PartsSink(Sink):
         with open(tmp, "wb") as fh:
             fh.write(raw)
         os.replace(tmp, path)
-        return {"sink": self.name, "location": os.path.relpath(path, self.ctx.out_dir),
-                "length": len(raw), "crc32": zlib.crc32(raw) & 0xFFFFFFFF}
+        return sink_entry(self.name, os.path.relpath(path, self.ctx.out_dir), len(raw),
+                          zlib.crc32(raw))
 
     def verify(self, entry):
         path = os.path.join(self.ctx.out_dir, entry["location"])
@@ -296,7 +293,7 @@ class TopK(_PartsSink):
 
     def _select(self, q, t, v):
         """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
-        ordered by query then rank. numpy only: per tile, pandas cost ~10 ms here."""
+        ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work."""
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
         key = v
         if self.largest:
@@ -311,8 +308,8 @@ class TopK(_PartsSink):
     def _row_candidates(self, values: np.ndarray, mask: np.ndarray):
         """(rows, cols) of a superset of every row's k best: the entries at least as good as
         the row's k-th best value (ties kept; ``_select`` orders them). Sorting only these
-        instead of the whole tile cut ~2 ms off each 100 x 100 tile of the align app, about
-        1.5 % of its compute. None when it does not apply (masked cells, NaN, few columns)."""
+        instead of the whole tile saves a sort per tile. None when it does not apply (masked
+        cells, NaN, few columns)."""
         if values.ndim != 2 or values.shape[1] <= self.k or not mask.all() or \
                 (values.dtype.kind == "f" and np.isnan(values).any()):
             return None
@@ -391,6 +388,9 @@ class Threshold(_PartsSink):
         return self.path
 
 
+SINKS = Registry("sink", {"dense": DenseMatrix, "topk": TopK, "threshold": Threshold})
+
+
 def make_sink(spec) -> Sink:
     """A sink from a config entry: 'dense', {'type': 'topk', 'k': 5}, or a Sink instance."""
     if isinstance(spec, Sink):
@@ -398,11 +398,4 @@ def make_sink(spec) -> Sink:
     if isinstance(spec, str):
         spec = {"type": spec}
     spec = dict(spec)
-    kind = spec.pop("type")
-    if kind == "dense":
-        return DenseMatrix(**spec)
-    if kind == "topk":
-        return TopK(**spec)
-    if kind == "threshold":
-        return Threshold(**spec)
-    raise ValueError(f"unknown sink {kind!r}: choose dense, topk or threshold")
+    return SINKS.make(spec.pop("type"), **spec)

@@ -1,24 +1,30 @@
-"""Cache tiers: one accounting core, one asynchronous front for tiles.
+"""Cache tiers: one accounting core, and the asynchronous fronts of L1 and L2.
 
 ``BudgetCache`` is the synchronous core every tier shares (L1 in a device actor, L2 in a
-``NodeCache`` actor, the simulator): entries with a size, a pin count, LRU recency, a byte and/or
+node cache, the simulator): entries with a size, a pin count, LRU recency, a byte and/or
 item budget, a pluggable eviction policy, and the same counters everywhere (hits, misses,
-bytes_in, evictions), in the spirit of fsspec's ``caching.py``.
+bytes_in, evictions), in the spirit of fsspec's ``caching.py``. ``near_budget`` is the one rule
+for "an insert may evict soon" that the tiers use to fetch eviction advice in time.
 
 ``TileCache`` is the asynchronous front a device actor uses. ``acquire(keys)`` is one
 transaction: in a single step of the event loop it pins every key of a tile, starts a load for
 each missing one and joins the load already under way for keys being loaded (a second request
 waits for that one load instead of loading again). Pinned entries are never evicted; the budget is
 soft only while pinned entries alone exceed it (the engine sizes leaves so they do not).
+
+``NodeCache`` is a node's L2: parsed items loaded by an injected ``load`` function (on Ray: a
+load task whose results this cache owns, actors.py; in tests: a fake), kept under a budget and
+evicted by the scheduler's next-use advice.
 """
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Hashable, Iterable
 
-from .policy import LRUEviction
+from .loading import load_batches
+from .policy import AdvisedEviction, LRUEviction
 
 
 @dataclass
@@ -129,19 +135,21 @@ class BudgetCache:
         if entry is not None:
             self.nbytes -= entry.nbytes
 
-    def _over(self, extra_items: int = 0) -> bool:
+    def near_budget(self, extra_items: int = 0, byte_fraction: float = 1.0) -> bool:
+        """Would ``extra_items`` more exceed the item budget, or is more than ``byte_fraction``
+        of the byte budget in use? With the defaults: is the cache over its budget."""
         if self.budget_items is not None and len(self._entries) + extra_items > self.budget_items:
             return True
-        return self.budget_bytes is not None and self.nbytes > self.budget_bytes
+        return self.budget_bytes is not None and self.nbytes > byte_fraction * self.budget_bytes
 
     def shrink(self, extra_items: int = 0) -> list:
         """Evict unpinned entries until under budget (leaving room for ``extra_items``)."""
-        if not self._over(extra_items):
+        if not self.near_budget(extra_items):
             return []
         candidates = [k for k, e in self._entries.items() if e.pins == 0]
         evicted = []
         for key in self.eviction.victims(candidates):
-            if not self._over(extra_items):
+            if not self.near_budget(extra_items):
                 break
             self.discard(key)
             self.stats.evictions += 1
@@ -229,3 +237,135 @@ class TileCache:
 
     def resident(self) -> list:
         return [k for k in self.cache.keys() if k not in self._loading]
+
+
+class NodeCache:
+    """A node's L2: one load per item however many actors ask, small items kept as values.
+
+    ``load(batch) -> (handles, infos)``: starts loading a batch of item ids and returns one
+    handle per item (a Ray ObjectRef: this cache submitted the task, so it owns the object and
+    a device actor's death does not empty the tier) and an awaitable of their infos
+    (``{"raw_bytes", "nbytes"[, "value"]}``; ``None`` when the load failed). An item whose info
+    holds its ``value`` is kept by value, the others by handle. ``scheduler``: ``next_uses(items)``
+    (awaitable advice for next-use eviction) and ``l2_update(node, items)`` (what this tier
+    holds, for cache-aware hand-out). ``events``: an ``EventBuffer`` of the run's metrics.
+    """
+
+    def __init__(self, node: str, item_keys: list[str], cache: BudgetCache,
+                 load: Callable[[list[int]], tuple[list, Awaitable]], scheduler, events,
+                 load_batch: int = 1, load_slots: int = 1):
+        self.node, self.item_keys = node, item_keys
+        self.cache, self.load = cache, load
+        self.scheduler, self.events = scheduler, events
+        self.load_batch, self.load_slots = max(1, load_batch), max(1, load_slots)
+        self.advised = isinstance(cache.eviction, AdvisedEviction)
+        self.loads = 0
+        self.load_bytes = 0
+        self._reported = None  # (loads, resident, evictions) at the last l2_update
+        self._pending: dict[int, asyncio.Future] = {}  # item -> its load's accounting
+
+    async def get(self, items: list[int]) -> dict:
+        """``{item: ("value", item) | ("ref", handle)}`` once every item is loaded: small
+        items by value, large ones by handle (zero-copy from the object store). A second
+        request for an item being loaded waits for that load."""
+        missing = [i for i in items if i not in self.cache]
+        # 0.9: advice is fetched a little before the byte budget is reached
+        if missing and self.advised and self.cache.near_budget(len(missing), 0.9):
+            # inserting will evict: decide with fresh next-use advice, not a stale one
+            self.cache.eviction.advice = await self.scheduler.next_uses(
+                self.cache.keys() + missing)
+        out = {}
+        to_load = []
+        for item in items:
+            entry = self.cache.lookup(item)
+            if entry is None:
+                to_load.append(item)
+            else:
+                out[item] = entry
+        loop = asyncio.get_running_loop()
+        for batch in load_batches(list(dict.fromkeys(to_load)), self.load_batch,
+                                  self.load_slots):
+            handles, infos = self.load(batch)
+            accounted = loop.create_future()
+            for item, handle in zip(batch, handles):
+                # pinned until its size is known; the handle keeps a failed load's error
+                self.cache.put(item, ("ref", handle), 0, pin=True, shrink=False)
+                out[item] = ("ref", handle)
+                self._pending[item] = accounted
+            self.loads += len(batch)
+            asyncio.ensure_future(self._account(batch, handles, infos, accounted))
+        self.cache.shrink()
+        self._report()
+        waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
+        if waits:
+            await asyncio.gather(*waits.values())
+        for item in items:  # a small item is a value now; a failed one keeps its handle
+            entry = self.cache.peek(item)
+            if entry is not None:
+                out[item] = entry
+        return out
+
+    async def _account(self, batch: list[int], handles: list, infos_ref, accounted) -> None:
+        try:
+            infos = await infos_ref
+        except Exception:
+            infos = [None] * len(batch)
+        self._spans(batch, infos)
+        for item, handle, info in zip(batch, handles, infos):
+            self._pending.pop(item, None)
+            if info is None:
+                # a failed load: forget it so no one is handed a broken handle twice
+                if item in self.cache:
+                    self.cache.unpin(item)
+                    self.cache.discard(item)
+                continue
+            self.load_bytes += info["raw_bytes"]
+            if item in self.cache:
+                entry = ("value", info["value"]) if "value" in info else ("ref", handle)
+                self.cache.unpin(item)
+                self.cache.fill(item, entry, info["nbytes"], shrink=False)
+        if not accounted.done():
+            accounted.set_result(None)
+        await self._shrink()
+        self._report()
+
+    def _spans(self, batch: list[int], infos: list) -> None:
+        """Trace spans of a load task: per item for a single item, else one span per stage
+        covering the batch (three spans per small item cost the metrics more than loading
+        it)."""
+        done = [(self.item_keys[i], info) for i, info in zip(batch, infos) if info is not None]
+        if not done:
+            return
+        what = done[0][0] if len(done) == 1 else \
+            f"{len(done)} items ({done[0][0]} .. {done[-1][0]})"
+        for stage in ("load", "parse", "preprocess"):
+            spans = [info[stage] for _, info in done if stage in info]
+            if spans:
+                self.events.span(f"{self.node}/loader", stage, what,
+                                 min(a for a, _ in spans), max(b for _, b in spans))
+
+    async def _shrink(self) -> None:
+        if self.advised and self.cache.near_budget():
+            self.cache.eviction.advice = await self.scheduler.next_uses(self.cache.keys())
+        self.cache.shrink()  # an eviction changes the state _report sends next
+
+    def _report(self, force: bool = False) -> None:
+        # what the L2 holds changes only by loads and evictions: when neither happened since
+        # the last report, sending the whole key list again only costs both actors CPU
+        state = (self.loads, len(self.cache), self.cache.stats.evictions)
+        if force or state != self._reported:
+            self._reported = state
+            self.scheduler.l2_update(self.node, self.cache.keys())
+        self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
+                         "stats": self.cache.stats.to_dict()})
+        self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,
+                         "bytes": self.load_bytes})
+
+    async def stats(self) -> dict:
+        """Counters, after every pending event reached the metrics."""
+        self._report(force=True)
+        ref = self.events.flush()
+        if ref is not None:
+            await ref
+        return {"loads": self.loads, "bytes": self.load_bytes, **self.cache.stats.to_dict(),
+                "resident": len(self.cache), "resident_bytes": self.cache.nbytes}

@@ -1,9 +1,9 @@
 """Run metrics: counters per tier, per stage and per actor, and the files the dashboard reads.
 
 Actors send batched events to one ``Metrics`` (fire and forget; it lives in the run's
-coordinator, engine/coordinator.py). ``MetricsState`` is the pure aggregation (tested without
-Ray); ``Metrics`` appends spans and finished tiles to JSON Lines and writes a cumulative snapshot
-to ``metrics.jsonl`` at most every ``interval`` seconds.
+coordinator, engine/pairs/coordinator.py). ``MetricsState`` is the pure aggregation (tested
+without Ray); ``Metrics`` appends spans and finished tiles to JSON Lines and writes a cumulative
+snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
 
 Event kinds:
   {"kind": "span", "actor", "stage", "what", "t0", "t1"[, "cpu"]} a stage ran (load, parse, ...)
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from .rundir import JsonlWriter, RunDir
+from .rundir import METRICS, TILES, TRACE, TRACE_PARQUET, JsonlWriter, RunDir, read_jsonl
 
 STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
 
@@ -106,9 +106,9 @@ class Metrics:
         self.run = RunDir(run_dir)
         self.state = MetricsState(n_items, tiles_total, pairs_total, bound_R, initial_tiles,
                                   initial_pairs)
-        self.metrics = JsonlWriter(self.run.file("metrics.jsonl"))
-        self.trace = JsonlWriter(self.run.file("trace.jsonl"))
-        self.tiles = JsonlWriter(self.run.file("tiles.jsonl"))
+        self.metrics = JsonlWriter(self.run.file(METRICS))
+        self.trace = JsonlWriter(self.run.file(TRACE))
+        self.tiles = JsonlWriter(self.run.file(TILES))
         self.interval = interval
         self._last = 0.0
 
@@ -137,7 +137,10 @@ class Metrics:
 
 
 class EventBuffer:
-    """Batches events in an actor and sends them every ``interval`` seconds (fire and forget)."""
+    """Batches events in an actor and sends them every ``interval`` seconds (fire and forget).
+
+    ``metrics``: anything with ``record(events)`` returning an awaitable or None (a client of
+    the run's ``Metrics``, or None to drop events)."""
 
     def __init__(self, metrics, interval: float = 0.5):
         self.metrics, self.interval = metrics, interval
@@ -161,5 +164,18 @@ class EventBuffer:
         self._last = time.time()
         if self.events and self.metrics is not None:
             batch, self.events = self.events, []
-            return self.metrics.record.remote(batch)
+            return self.metrics.record(batch)
         return None
+
+
+def trace_to_parquet(rundir: RunDir) -> None:
+    """Copy the stage spans to Parquet at the end of a run (the JSON Lines stay)."""
+    rows = read_jsonl(rundir.file(TRACE))
+    if not rows:
+        return
+    import os
+
+    import pandas as pd
+    tmp = rundir.file(TRACE_PARQUET + ".tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, rundir.file(TRACE_PARQUET))

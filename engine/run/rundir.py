@@ -13,6 +13,21 @@ from typing import Any
 
 import numpy as np
 
+# The run directory's files (docs/run-directory.md). The dashboard reads them by these names
+# without importing the engine: a name changes here and there together, or not at all.
+CONFIG = "config.yaml"        # the resolved configuration, written at start
+META = "meta.json"            # what the run is, written at start (and once the actors are up)
+STATUS = "status.json"        # state and heartbeat, replaced on every change
+SUMMARY = "summary.json"      # written once at the end
+TILE_PLAN = "tiles.json"      # all-pairs: the leaves in planned order
+TILES = "tiles.jsonl"         # all-pairs: one line per finished tile
+METRICS = "metrics.jsonl"     # cumulative snapshots
+TRACE = "trace.jsonl"         # stage spans
+TRACE_PARQUET = "trace.parquet"  # the spans again, at the end of the run
+JOURNAL = "journal.jsonl"     # what was safely written (engine/run/journal.py)
+PIPELINE = "pipeline.jsonl"   # pipelines: one line per re-plan
+RESULT = "result"             # the sinks' outputs
+
 
 def _default(obj):
     if isinstance(obj, (np.integer,)):
@@ -98,7 +113,7 @@ class RunDir:
 
     @property
     def result_dir(self) -> str:
-        return self.file("result")
+        return self.file(RESULT)
 
     def create(self) -> "RunDir":
         os.makedirs(self.result_dir, exist_ok=True)
@@ -108,10 +123,10 @@ class RunDir:
         now = time.time()
         status = {"state": state, "error": error, "updated": now,
                   "finished": now if state in ("finished", "failed") else None, **extra}
-        write_json(self.file("status.json"), status)
+        write_json(self.file(STATUS), status)
 
     def status(self) -> dict:
-        return read_json(self.file("status.json"), {"state": "unknown"})
+        return read_json(self.file(STATUS), {"state": "unknown"})
 
 
 def new_run_dir(root: str, app: str) -> RunDir:
@@ -122,3 +137,79 @@ def new_run_dir(root: str, app: str) -> RunDir:
         n += 1
         path = f"{base}-{n}"
     return RunDir(path).create()
+
+
+class RunRecorder:
+    """The life of a run as its directory shows it: config, meta, heartbeat, summary, and how
+    it ended. Every engine records through one, so a watcher reads every kind of run alike.
+
+    ``starting()`` -> ``write_meta()`` -> ``running()`` and ``heartbeat()`` while it runs ->
+    ``write_summary()`` and ``finished()``, or ``failed(error)`` at any point.
+    """
+
+    HEARTBEAT_S = 2.0  # status.json's "updated" is at most this old while a run is alive
+
+    def __init__(self, rundir: RunDir):
+        self.rundir = rundir
+        self._last_beat = time.time()
+
+    @classmethod
+    def open(cls, run_dir: str | None, runs_root: str, name: str,
+             resume: bool = False) -> "RunRecorder":
+        """``run_dir`` (created if new), or a new directory under ``runs_root/name``; a resume
+        needs the directory of a run that started (it has meta.json)."""
+        from ..errors import PairflowError
+        if resume and not run_dir:
+            raise PairflowError("resume needs the run directory to resume (run_dir=...)")
+        if run_dir and resume and not os.path.exists(os.path.join(run_dir, META)):
+            raise PairflowError(f"nothing to resume in {run_dir}: it has no {META}")
+        return cls(RunDir(run_dir).create() if run_dir else new_run_dir(runs_root, name))
+
+    @property
+    def path(self) -> str:
+        return self.rundir.path
+
+    def file(self, name: str) -> str:
+        return self.rundir.file(name)
+
+    def write_config(self, dump: dict) -> None:
+        """The resolved configuration as YAML (JSON, which YAML reads, when OmegaConf cannot
+        hold it)."""
+        try:
+            from omegaconf import OmegaConf
+            text = OmegaConf.to_yaml(OmegaConf.create(dump))
+        except Exception:  # a config that OmegaConf cannot hold still gets written
+            text = dumps(dump)
+        write_text(self.file(CONFIG), text)
+
+    def write_meta(self, meta: dict) -> None:
+        write_json(self.file(META), meta)
+
+    def read_meta(self) -> dict | None:
+        return read_json(self.file(META))
+
+    def has_meta(self) -> bool:
+        return os.path.exists(self.file(META))
+
+    def write_summary(self, summary: dict) -> None:
+        write_json(self.file(SUMMARY), summary)
+
+    def starting(self) -> None:
+        self.rundir.set_status("starting")
+
+    def running(self) -> None:
+        self._last_beat = time.time()
+        self.rundir.set_status("running")
+
+    def heartbeat(self) -> bool:
+        """Mark the run alive when the last mark is ``HEARTBEAT_S`` old; True if it wrote."""
+        if time.time() - self._last_beat <= self.HEARTBEAT_S:
+            return False
+        self.running()
+        return True
+
+    def finished(self) -> None:
+        self.rundir.set_status("finished")
+
+    def failed(self, error: str, **extra) -> None:
+        self.rundir.set_status("failed", error=error, **extra)

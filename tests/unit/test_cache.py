@@ -4,7 +4,7 @@ import asyncio
 import pytest
 
 from engine.pairs.tiers import BudgetCache, TileCache
-from engine.pairs.policy import LRUEviction, NextUseEviction
+from engine.pairs.policy import AdvisedEviction, LRUEviction, NextUseEviction
 
 
 def test_lru_eviction_under_item_budget():
@@ -73,8 +73,7 @@ def test_oldest_lists_unpinned_keys_least_recent_first():
 def test_advice_for_some_keys_keeps_the_others():
     """A device actor gets next-use advice for its least recently used items only: an item
     without advice counts as needed soon (kept), not as never needed (evicted first)."""
-    from engine.pairs.workers import _AdvisedEviction
-    ev = _AdvisedEviction(unknown=-1.0)
+    ev = AdvisedEviction(unknown=-1.0)
     c = BudgetCache(budget_items=3, eviction=ev)
     for k in "abc":
         c.put(k, k, 1)

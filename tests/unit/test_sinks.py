@@ -2,6 +2,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.pairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
 from engine.pairs.space import PairList, Rectangle, Triangle, leaves
@@ -92,3 +94,42 @@ def test_rewriting_a_tile_is_idempotent(tmp_path):
     a = sink.write_tile(t, {"value": v[:3, :3]}, mask)
     b = sink.write_tile(t, {"value": v[:3, :3]}, mask)
     assert a == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9), st.integers(-3, 3)),
+                max_size=60),
+       st.integers(1, 4), st.booleans(), st.sampled_from(["int32", "float64", "uint8"]))
+def test_topk_select_equals_a_brute_force_sort(rows, k, largest, dtype):
+    q = np.array([r[0] for r in rows], dtype=np.int64)
+    t = np.array([r[1] for r in rows], dtype=np.int64)
+    v = np.array([r[2] + (3 if dtype == "uint8" else 0) for r in rows], dtype=dtype)
+    sink = TopK(k, largest=largest)
+    gq, gt, gv, rank = sink._select(q, t, v)
+    want = []
+    for qi in sorted(set(q.tolist())):
+        mine = [(float(vv), int(tt)) for qq, tt, vv in zip(q, t, v) if qq == qi]
+        mine.sort(key=lambda x: ((-x[0]) if largest else x[0], x[1]))
+        want += [(qi, tt, vv, r + 1) for r, (vv, tt) in enumerate(mine[:k])]
+    got = list(zip(gq.tolist(), gt.tolist(), [float(x) for x in gv], rank.tolist()))
+    assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 12), st.integers(1, 5), st.booleans(),
+       st.sampled_from(["int16", "float32", "uint8"]), st.integers(0, 2**31))
+def test_topk_row_candidates_keep_every_rows_k_best(rows, cols, k, largest, dtype, seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 4, (rows, cols)).astype(dtype)  # many ties at the k-th place
+    sink = TopK(k, largest=largest)
+    mask = np.ones((rows, cols), bool)
+    qa, ta = np.nonzero(mask)
+    want = sink._select(qa, ta, values[qa, ta])
+    cand = sink._row_candidates(values, mask)
+    if cols <= k:
+        assert cand is None
+        return
+    qc, tc = cand
+    got = sink._select(qc, tc, values[qc, tc])
+    for w, g in zip(want, got):
+        assert np.array_equal(w, g)

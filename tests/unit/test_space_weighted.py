@@ -125,44 +125,6 @@ def test_bad_weight_arguments():
         quadtree(Triangle(2), 2, weights=(np.array([1, -1]), np.ones(2)), max_weight=1)
 
 
-def test_driver_weight_hook_sizes_tiles_from_the_probe():
-    """The driver's optional hook (no Ray started): the probe is a median pair, never the huge
-    item; a tile may weigh target_tile_s of measured work, or 1/4 of an actor's share."""
-    from engine.pairs.driver import app_weights, weighted_budget, weighted_probe
-    from engine.errors import PairflowError
-
-    rows = np.array([100.0, 120, 150, 5e6])
-    cols = np.array([90.0, 110, 300])
-    keys_r, keys_c = [f"q{i}" for i in range(4)], [f"t{i}" for i in range(3)]
-    sample, probe_w = weighted_probe(PairWeights(rows, cols), keys_r, keys_c)
-    assert sample == ["q2", "t1"] and probe_w == ((150 + 110) / 2) ** 2
-
-    space = Rectangle(4, 3)
-    w = PairWeights(rows, cols)
-    b = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05, n_actors=2)
-    assert b["weight_per_s"] == pytest.approx(1e9)
-    assert b["total_weight"] == pytest.approx(rows.sum() * cols.sum())
-    share = b["total_weight"] / 2
-    assert b["max_weight"] == pytest.approx(min(max(0.05 * 1e9, share / 64), share / 4))
-    slow = weighted_budget(w, space, t_pair=10.0, probe_weight=1e4, target_s=0.05, n_actors=2)
-    assert slow["max_weight"] == pytest.approx(share / 64)  # never thousands of tiny tiles
-    # with a per-tile overhead the cost model sets the tile: t* = sqrt(2 * 0.02 * W), W = an
-    # actor's share in probed seconds (here 1.25e9 / 1e9 = 1.25 s -> t* = 0.224 s)
-    model = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05,
-                            n_actors=2, overhead_s=0.02)
-    t_star = (2 * 0.02 * share / 1e9) ** 0.5
-    assert t_star > 0.05
-    assert model["max_weight"] == pytest.approx(min(max(t_star * 1e9, share / 64), share / 4))
-
-    class App:
-        def pair_weights(self):
-            return rows[:3], cols
-
-    with pytest.raises(PairflowError, match="3 x 3 weights for a 4 x 3 space"):
-        app_weights(App(), space)
-    assert app_weights(object(), space) is None
-
-
 @pytest.mark.parametrize("space", [Triangle(37), Rectangle(23, 41)])
 @pytest.mark.parametrize("levels", [1, 2])
 def test_split_tail_covers_every_pair_once_and_ends_fine(space, levels):

@@ -1,0 +1,329 @@
+"""The Ray side of the all-pairs engine's workers: load tasks, node caches and device actors.
+
+``NodeCacheActor`` (one per node but the head, whose cache lives in the coordinator): a
+``tiers.NodeCache`` whose loader submits ``load_items`` tasks pinned to its node. It submits them
+itself so that it owns the parsed objects (an object dies with its owner; a device actor's death
+must not empty the host tier).
+
+``DeviceActor`` (one per device: a GPU, or a CPU slot): pulls tiles from the scheduler, keeps
+``in_flight`` of them under way so the next tile's items load while this one computes, holds
+preprocessed items in its L1 (``TileCache``), runs compare/postprocess/write off the event loop,
+and reports each finished tile to the scheduler's journal.
+
+Both take one spec object, built by the driver (and, for the head node's cache, by the
+coordinator), with the clients of the actors they call.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+import ray
+
+from ..errors import InputError, PairflowError, root_cause
+from ..run.metrics import EventBuffer
+from .clients import MetricsClient, NodeCacheClient, SchedulerClient
+from .loading import check_items, load_items, measure_stages, warm_process
+from .policy import AdvisedEviction, make_eviction
+from .scheduler import describe_tile
+from .space import PairSpace, Tile
+from .tiers import BudgetCache, NodeCache, TileCache
+
+# enable_task_events=False on the engine's actors and tasks: Ray otherwise records every call's
+# state changes and ships them to the GCS for its dashboard and state API, which pairflow does
+# not read (its own metrics and trace are in the run directory)
+load_items_task = ray.remote(num_cpus=1)(load_items)
+check_items_task = ray.remote(check_items)
+measure_task = ray.remote(num_cpus=1)(measure_stages)
+
+
+@dataclass
+class NodeCacheSpec:
+    """One node's L2: where it is, what it loads and its budget."""
+
+    node: str                    # "node-<index>"
+    node_id: str | None          # Ray's node id: load tasks are pinned there
+    app: object
+    item_keys: list[str]
+    budget_bytes: int | None
+    budget_items: int | None
+    eviction: str
+    preprocess_on: str | None = None     # a host-memory device: preprocess in the load task
+    load_batch: int = 1
+    load_slots: int = 1                  # the node's CPUs: batches never serialise them
+    inline_bytes: int = 64 * 1024
+    expected_item_bytes: float | None = None
+
+
+class _LoadTasks:
+    """The node cache's loader: one ``load_items`` task per batch, on the cache's node."""
+
+    def __init__(self, spec: NodeCacheSpec):
+        self.app_ref = ray.put(spec.app)
+        self.item_keys = spec.item_keys
+        self.preprocess_on, self.inline_bytes = spec.preprocess_on, spec.inline_bytes
+        # items measured far below the inline size all travel by value: one return per task
+        self.all_inline = spec.expected_item_bytes is not None and \
+            4 * spec.expected_item_bytes <= spec.inline_bytes
+        self.options = {}
+        if spec.node_id:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            self.options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(spec.node_id,
+                                                                                 soft=False)
+
+    def __call__(self, batch: list[int]) -> tuple[list, object]:
+        """(a ref per item, a ref to the list of their infos)."""
+        keys = [self.item_keys[i] for i in batch]
+        if self.all_inline:
+            ref = load_items_task.options(num_returns=1, **self.options).remote(
+                self.app_ref, keys, self.preprocess_on, self.inline_bytes, True)
+            return [ref] * len(batch), ref  # a failed load's error travels in every item
+        refs = load_items_task.options(num_returns=len(batch) + 1, **self.options).remote(
+            self.app_ref, keys, self.preprocess_on, self.inline_bytes)
+        return list(refs[:-1]), refs[-1]
+
+
+def node_cache(spec: NodeCacheSpec, scheduler, metrics) -> NodeCache:
+    """A node cache loading through Ray tasks; ``scheduler``/``metrics``: clients (or their
+    in-process stand-ins inside the coordinator)."""
+    cache = BudgetCache(spec.budget_bytes, spec.budget_items, make_eviction(spec.eviction))
+    return NodeCache(spec.node, spec.item_keys, cache, _LoadTasks(spec), scheduler,
+                     EventBuffer(metrics), spec.load_batch, spec.load_slots)
+
+
+@ray.remote(num_cpus=0, enable_task_events=False)
+class NodeCacheActor:
+    """A node's cache where no coordinator is: on every node but the head."""
+
+    def __init__(self, spec: NodeCacheSpec, scheduler: SchedulerClient, metrics: MetricsClient):
+        self.cache = node_cache(spec, scheduler, metrics)
+
+    async def get(self, items: list[int]) -> dict:
+        return await self.cache.get(items)
+
+    async def stats(self) -> dict:
+        return await self.cache.stats()
+
+    def ready(self) -> bool:
+        return True
+
+
+@dataclass
+class DeviceSpec:
+    """One device actor: its place, the run's shape and the clients it calls."""
+
+    actor_id: str                # "node-<index>/dev-<d>"
+    node: str
+    app: object                  # an ObjectRef of the app (one copy in the object store)
+    space: PairSpace
+    row_items: np.ndarray
+    col_items: np.ndarray
+    item_keys: list[str]
+    tiles: list[dict]
+    sinks: list
+    node_cache: NodeCacheClient
+    scheduler: SchedulerClient
+    metrics: MetricsClient
+    device: str
+    in_flight: int
+    l1_bytes: int | None
+    l1_items: int | None
+    eviction: str
+    preprocessed_on_host: bool = False
+
+
+@ray.remote(num_cpus=0, enable_task_events=False)
+class DeviceActor:
+    ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
+    def __init__(self, spec: DeviceSpec):
+        self.id, self.node = spec.actor_id, spec.node
+        app = spec.app if not isinstance(spec.app, ray.ObjectRef) else ray.get(spec.app)
+        self.app, self.space = app, spec.space
+        self.row_items = np.asarray(spec.row_items)
+        self.col_items = np.asarray(spec.col_items)
+        self.item_keys = spec.item_keys
+        self.node_cache, self.scheduler = spec.node_cache, spec.scheduler
+        self.sinks = spec.sinks
+        self.in_flight = max(1, spec.in_flight)
+        self.device = spec.device
+        self.tiles = [Tile(**t) for t in spec.tiles]
+        self.tile_items_max = max((t.r1 - t.r0) + (t.c1 - t.c0) for t in self.tiles) \
+            if self.tiles else 1
+        # advice comes for the L1's least recently used items only: the others are kept
+        self.evictor = make_eviction(spec.eviction, unknown=-1.0)
+        self.l1 = TileCache(BudgetCache(spec.l1_bytes, spec.l1_items, self.evictor), self._load,
+                            app.item_nbytes)
+        self.events = EventBuffer(spec.metrics)
+        # one compare at a time per actor (an actor is one device, a CPU actor one core):
+        # in_flight is prefetch depth, not compute threads. Two compute threads in one process
+        # fight over the GIL at every kernel call (parasail: per pair) and lose time.
+        self.compute_slot = asyncio.Semaphore(1)
+        self.tiles_done = 0
+        self._l1_told: set = set()  # what the scheduler was last told this L1 holds
+        self.preprocessed_on_host = spec.preprocessed_on_host
+        os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
+
+    def ready(self) -> int:
+        """Construction done (the app unpickled, its kernels imported); returns the PID."""
+        warm_process(self.app, self.device)
+        for sink in self.sinks:
+            sink.attach()
+        return os.getpid()
+
+    async def _load(self, items: list[int]) -> dict:
+        got = await self.node_cache.get(items)
+        refs = {i: got[i][1] for i in items if got[i][0] == "ref"}
+        hosts = {i: got[i][1] for i in items if got[i][0] == "value"}
+        if refs:
+            hosts.update(zip(refs, await asyncio.gather(*refs.values())))
+        if self.preprocessed_on_host:  # the node cache holds device-ready items already
+            return hosts
+        return await asyncio.to_thread(self._preprocess, items, hosts)
+
+    def _preprocess(self, items: list[int], hosts: dict) -> dict:
+        """Every item of a load in one hop off the event loop (one per item cost more than a
+        small item's preprocess)."""
+        out = {}
+        for item in items:
+            key = self.item_keys[item]
+            t0 = time.time()
+            out[item] = self.app.preprocess(key, hosts[item], self.device)
+            self.events.span(self.id, "preprocess", key, t0, time.time())
+        return out
+
+    def _describe(self, tile: Tile) -> str:
+        keys = np.asarray(self.item_keys, dtype=object)
+        return describe_tile(tile, list(keys[self.row_items]), list(keys[self.col_items]))
+
+    def _compute(self, tile: Tile, values: dict):
+        """compare -> postprocess, off the event loop (kernels release the GIL)."""
+        left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
+        right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
+        mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+        t0, c0 = time.time(), time.thread_time()
+        try:
+            block = self.app.compare(left, right, mask, self.device)
+            t1, c1 = time.time(), time.thread_time()
+            fields = self.app.postprocess(block, tile, mask)
+        except Exception as exc:
+            raise PairflowError(f"{self._describe(tile)}: compare failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        t2 = time.time()
+        what = f"tile {tile.id}"
+        self.events.span(self.id, "compare", what, t0, t1, cpu=c1 - c0)
+        self.events.span(self.id, "postprocess", what, t1, t2)
+        return fields, mask
+
+    def _write(self, tile: Tile, fields: dict, mask):
+        t2 = time.time()
+        entries = []
+        for sink in self.sinks:
+            entries.extend(sink.write_tile(tile, fields, mask))
+        self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
+        return entries
+
+    def _tile_items(self, tile: Tile) -> list:
+        return np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
+                                         self.col_items[tile.c0:tile.c1]])).tolist()
+
+    async def recompute(self, t: int) -> dict:
+        """The fields of tile ``t`` computed here, written nowhere (result validation)."""
+        tile = self.tiles[t]
+        items = self._tile_items(tile)
+        values = await self.l1.acquire(items)
+        try:
+            fields, _ = await asyncio.to_thread(self._compute, tile, values)
+        finally:
+            self.l1.release(items)
+        return {k: np.asarray(v) for k, v in fields.items()}
+
+    async def _process(self, t: int, advice: dict, keep: bool = False) -> dict:
+        """Compute and write tile ``t``; returns the scheduler's next hand-out for this slot."""
+        tile = self.tiles[t]
+        items = self._tile_items(tile)
+        if isinstance(self.evictor, AdvisedEviction) and advice:
+            self.evictor.advice = {int(k): v for k, v in advice.items()}
+        t_start = time.time()
+        self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
+        values = await self.l1.acquire(items)
+        try:
+            async with self.compute_slot:
+                fields, mask = await asyncio.to_thread(self._compute, tile, values)
+        finally:
+            self.l1.release(items)
+        entries = await asyncio.to_thread(self._write, tile, fields, mask)
+        kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
+        self.tiles_done += 1
+        self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
+                         "t_end": time.time(), "pairs": tile.pairs})
+        self._report_tier()
+        return await self.scheduler.complete_and_request(
+            self.id, t, entries, kept, self.node, *self._l1_news())
+
+    def _l1_news(self) -> tuple[list, list, list]:
+        """(entered, left) the L1 since the last report, and the items to get next-use
+        advice for: none unless an insert may evict (room for two more tiles of misses), then
+        the ``ADVICE_ITEMS`` least recently used unpinned ones, where victims come from."""
+        now = set(self.l1.resident())
+        added, removed = list(now - self._l1_told), list(self._l1_told - now)
+        self._l1_told = now
+        c = self.l1.cache
+        room = 2 * self.tile_items_max * self.in_flight
+        # 0.5: an L1 fills by whole tiles, so advice comes while half the bytes are free
+        near = isinstance(self.evictor, AdvisedEviction) and c.near_budget(room, 0.5)
+        return added, removed, c.oldest(self.ADVICE_ITEMS) if near else []
+
+    def _report_tier(self) -> None:
+        self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
+                         "stats": self.l1.stats.to_dict()})
+
+    async def run(self) -> dict:
+        running: set = set()
+        replies: list = []  # hand-outs that came back with a completion, not yet started
+        finished = False
+        try:
+            while True:
+                while not finished and len(running) < self.in_flight:
+                    reply = replies.pop(0) if replies else await self.scheduler.request(
+                        self.id, self.node, *self._l1_news())
+                    if "tile" in reply:
+                        running.add(asyncio.ensure_future(
+                            self._process(reply["tile"], reply["next_use"],
+                                          reply.get("keep", False))))
+                    elif "wait" in reply:
+                        if not running:
+                            await asyncio.sleep(reply["wait"])
+                        break
+                    else:
+                        finished = True
+                if not running:
+                    if finished:
+                        break
+                    continue
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    reply = fut.result()
+                    if "tile" in reply:
+                        replies.append(reply)  # already the scheduler's: must be run
+                    elif "done" in reply:
+                        finished = True
+        except BaseException as exc:
+            for fut in running:
+                fut.cancel()
+            cause = root_cause(exc)
+            message = str(cause) if isinstance(cause, (InputError, PairflowError)) else \
+                f"{type(cause).__name__}: {cause}\n{traceback.format_exc()}"
+            await self.scheduler.fail(self.id, message)
+            self.events.flush()
+            if isinstance(cause, InputError):
+                raise cause
+            raise PairflowError(f"device actor {self.id} failed: {message}") from None
+        self._report_tier()
+        ref = self.events.flush()
+        if ref is not None:
+            await ref
+        return {"actor": self.id, "tiles": self.tiles_done, "l1": self.l1.stats.to_dict()}

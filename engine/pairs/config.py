@@ -1,0 +1,55 @@
+"""The knobs of an all-pairs run, in a module free of Ray so sizing and tests can read them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class AllPairsConfig:
+    """Every knob of a run, with the defaults the Hydra config uses too."""
+
+    leaf_items: int | None = None        # tile side; None: chosen from measured stage costs
+    target_tile_s: float = 0.05          # the least a tile should cost when the leaf is chosen
+    tile_overhead_s: float = 0.02        # fixed cost per tile in the leaf's cost model
+    load_batch: int | None = None        # items per load task; None: from the measured parse
+    load_batch_s: float = 0.1            #   time, so one task carries about this much work
+    in_flight: int = 2                   # tiles under way per device actor (prefetch depth)
+    devices: str = "auto"                # auto | cpu | torch-cpu | cuda
+    actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
+    host_cache_items: int | None = None  # S: items one node's host tier holds
+    host_cache_bytes: int | None = None  # default: half the node's object store
+    device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1)
+    device_cache_bytes: int | None = None
+    inline_item_bytes: int = 65536       # items up to this size go to device actors by value
+    plan: str = "stripe"                 # stripe | zorder
+    eviction: str = "next_use"           # next_use | lru
+    window: int = 8                      # pending tiles the scheduler looks at per request
+    preflight: bool = True
+    progress: bool = True
+    runs_root: str = "runs"
+    ray_address: str | None = None
+    num_cpus: int | None = None
+    object_store_mb: int | None = None
+    resume: bool = False                 # replay the run directory's journal, redo the rest
+    validate: float = 0.0                # fraction of tiles recomputed on another actor
+    max_retries: int = 2                 # attempts after the first, per tile, on worker loss
+    deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
+    deadline_factor: float = 20.0        #   expected cost from the measured stage times)
+    replace_lost_actors: bool = True
+    preprocess_on_host: bool = True      # CPU devices: preprocess in the node's load task
+    journal: bool = True                 # off only to measure its overhead: no resume without
+    journal_fsync_s: float = 1.0         # fsync the journal at most this often (and at the end)
+    seed: int = 0                        # for the validation sample
+    tail_split: bool = True              # weighted tiles: big tiles for the body of the run,
+                                         #   the last ones quartered (space.split_tail)
+
+    @classmethod
+    def from_options(cls, options: dict) -> "AllPairsConfig":
+        """A config from ``allpairs(**options)``: a mistyped option is an error, not ignored."""
+        unknown = set(options) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown allpairs option(s): {sorted(unknown)}")
+        cfg = cls(**options)
+        if cfg.in_flight < 1:
+            raise ValueError("in_flight must be >= 1")
+        return cfg

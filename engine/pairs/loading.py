@@ -1,0 +1,112 @@
+"""Loading items: from a key to a parsed (and, on CPUs, preprocessed) host item.
+
+Plain functions, free of Ray: ``actors.py`` runs them as Ray tasks on the item's node, the driver
+runs the pre-flight (``check_items``) and the stage measurement (``measure_stages``) the same way,
+and tests call them directly.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..run.io import fetch
+
+
+def load_and_parse(app, key: str, preprocess_on: str | None = None):
+    """Fetch and parse one item; with ``preprocess_on`` (a host-memory device such as "cpu")
+    also preprocess it here, once per node, instead of once in every device actor's L1."""
+    t0 = time.time()
+    url = app.url(key)
+    raw = fetch(url) if url else None
+    t1 = time.time()
+    item = app.parse(key, raw)
+    t2 = time.time()
+    info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1), "parse": (t1, t2)}
+    if preprocess_on is not None:
+        item = app.preprocess(key, item, preprocess_on)
+        info["preprocess"] = (t2, time.time())
+    info["nbytes"] = int(app.item_nbytes(item))
+    return item, info
+
+
+def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
+               all_inline: bool = False):
+    """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
+    each stays a separate object the node cache can evict alone, then the list of their infos.
+    A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
+
+    An item of at most ``inline_bytes`` travels in its info instead (``info["value"]``; its own
+    return is ``None``): the node cache keeps small items as values, because an ObjectRef per
+    small sequence costs more CPU to hand over and fetch than aligning it.
+
+    ``all_inline`` (``num_returns=1``): only the infos, every item inside its own, for apps whose
+    items are all small. Even an unused return object costs the owner, the worker and the raylet
+    bookkeeping, once per item of the run."""
+    out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    items = []
+    for item, info in out:
+        if all_inline or info["nbytes"] <= inline_bytes:
+            info["value"], item = item, None
+        items.append(item)
+    infos = [info for _, info in out]
+    return infos if all_inline else (*items, infos)
+
+
+_WARM: set = set()
+
+
+def warm_process(app, device: str) -> None:
+    """``app.warmup(device)`` once per process and app (see ``BasePairApp.warmup``)."""
+    token = (type(app).__qualname__, device)
+    warm = getattr(app, "warmup", None)
+    if warm is not None and token not in _WARM:
+        warm(device)
+        _WARM.add(token)
+
+
+def check_items(app, keys: list[str]) -> list[str]:
+    """Pre-flight: every item's raw bytes checked before any compute; returns problems.
+    The loader process is warmed up on the way, so the first load does not pay for it."""
+    warm_process(app, "host")
+    problems = []
+    for key in keys:
+        try:
+            url = app.url(key)
+            app.check(key, fetch(url) if url else None)
+        except InputError as exc:
+            problems.append(str(exc))
+        except Exception as exc:  # an app's own check failing is still a named problem
+            problems.append(f"{app.url(key) or key}: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
+    """Batches of at most ``per_task`` items, and never fewer batches than ``slots`` (the
+    node's CPUs) while there are items enough: batching must not serialise what could run in
+    parallel."""
+    size = min(max(1, per_task), max(1, -(-len(missing) // max(1, slots))))
+    return [missing[i:i + size] for i in range(0, len(missing), size)]
+
+
+def measure_stages(app, keys: Sequence[str], device: str) -> dict:
+    """Parse and compare a small sample, timing the second compare (the first compiles).
+    The process is warmed up first, so first-call costs do not inflate the parse time."""
+    warm_process(app, "host")
+    warm_process(app, device)
+    sample = list(dict.fromkeys(keys))[:2]
+    t0 = time.perf_counter()
+    items = [load_and_parse(app, k)[0] for k in sample]
+    t_parse = (time.perf_counter() - t0) / max(1, len(sample))
+    dev = [app.preprocess(k, it, device) for k, it in zip(sample, items)]
+    mask = np.ones((len(dev), len(dev)), bool)
+    app.compare(dev, dev, mask, device)
+    reps, t0 = 0, time.perf_counter()
+    while reps < 3 and (reps == 0 or time.perf_counter() - t0 < 0.2):
+        app.compare(dev, dev, mask, device)
+        reps += 1
+    t_pair = (time.perf_counter() - t0) / (reps * mask.size)
+    nbytes = float(np.mean([app.item_nbytes(it) for it in items])) if items else 0.0
+    return {"t_pair": t_pair, "t_parse": t_parse, "item_bytes": nbytes}

@@ -1,0 +1,257 @@
+"""Run sizing, pure: from measured stage costs, the pair space and the cluster to a ``RunPlan``.
+
+Everything that decides how a run is cut and budgeted lives here, free of Ray, so the driver and
+the simulator use the same rules (they had drifted: the simulator's L1 cap differed from the
+driver's) and every rule can be tested with hand-computed cases:
+
+* ``plan_nodes``: how many device actors each node gets, and on which device;
+* host (L2) and device (L1) budgets from the object store and the measured item size;
+* ``choose_leaf``: the tile side from a two-term cost model; for apps with pair weights
+  (``app_weights``, ``weighted_probe``, ``weighted_budget``) the most one tile may weigh;
+* the tile order (a plan from ``policy.PLANS``), the split of the last tiles, the load batch and
+  every tile's deadline.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import PairflowError
+from .config import AllPairsConfig
+from .policy import ItemMap, bound_R, make_plan
+from .space import PairSpace, PairWeights, Tile, leaves, split_tail
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One node of the run: its description (``runtime.alive_nodes``), actors and device."""
+
+    node: dict
+    actors: int
+    device: str
+    # on a CPU the device *is* host memory: preprocess once per node in the load task, not
+    # once per device actor (which would repeat the work for every actor needing an item)
+    preprocess_on_host: bool = False
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How a run is cut and budgeted, decided before any actor starts."""
+
+    nodes: tuple[NodePlan, ...]
+    leaf: int
+    tiles: list[Tile]
+    order: list[int]           # tile indices in planned order
+    plan: str                  # the plan used (weighted tiles fall back to zorder)
+    host_bytes: int            # L2 byte budget per node
+    host_items: int            # S as configured or derived from the byte budget
+    host_items_eff: int        # S, at most the number of items
+    bound_R: float             # the modelled loads per item, 1 + n / (2 S)
+    l1_items: int              # L1 item budget per device actor
+    l1_bytes: int              # L1 byte budget per device actor
+    load_batch: int            # items per load task
+    deadlines: list[float]     # per tile, seconds
+    measured: dict             # the measurements, plus the weighted budget when it applies
+    warnings: tuple[str, ...]
+
+    @property
+    def n_actors(self) -> int:
+        return sum(n.actors for n in self.nodes)
+
+    @property
+    def max_actors_per_node(self) -> int:
+        return max(n.actors for n in self.nodes)
+
+
+def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
+    """One device actor per GPU (``devices`` auto or cuda) or per CPU slot of every node."""
+    out = []
+    for node in nodes:
+        if cfg.devices in ("auto", "cuda") and node["gpus"] > 0:
+            count, dev = node["gpus"], "cuda"
+        else:
+            count = max(1, node["cpus"])
+            dev = "cpu" if cfg.devices in ("auto", "cuda") else cfg.devices
+        out.append(NodePlan(node, cfg.actors_per_node or count, dev,
+                            preprocess_on_host=dev == "cpu" and cfg.preprocess_on_host))
+    return tuple(out)
+
+
+def device_cache_items(leaf: int, in_flight: int, configured: int | None = None) -> int:
+    """L1 items per device actor: the tiles under way plus one being prefetched, twice over
+    (row and column items), unless configured."""
+    return configured or max(4, 2 * leaf * (in_flight + 1))
+
+
+def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
+    """Items per load task: enough that one task carries ``load_batch_s`` of parsing
+    (a Ray task costs a few ms of CPU), or ``cfg.load_batch`` when set."""
+    if cfg.load_batch:
+        return int(cfg.load_batch)
+    return max(1, min(256, math.ceil(cfg.load_batch_s / max(t_parse, 1e-5))))
+
+
+def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
+                n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
+                n_items: int = 0, overhead_s: float = 0.02) -> int:
+    """Leaf side from a two-term cost model, bounded so stripes fit and work balances.
+
+    Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events), and the run
+    ends with actors idle for about half a tile each. With W an actor's share of the work, the
+    lost fraction is overhead/t + t/(2W), least at t* = sqrt(2 * overhead * W): big runs get big
+    tiles, small runs small ones, and no tile is aimed below ``target_s``.
+    """
+    work = (n_items * t_item + space.total * t_pair) / max(1, n_actors)
+    t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
+    b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
+    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host tier
+    b = min(b, max(1, host_items // (4 + per_node_tiles)))
+    pairs = max(1, space.total)
+    b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
+    return max(1, b)
+
+
+def app_weights(app, space: PairSpace) -> PairWeights | None:
+    """The app's per-row/per-column cost weights (``app.pair_weights()``), if it has any.
+
+    Optional hook for capacity-aware tiles: a pair (i, j) is taken to cost about
+    ``row_w[i] * col_w[j]`` units (Smith-Waterman: sequence lengths, so |q|*|t| cells).
+    """
+    get = getattr(app, "pair_weights", None)
+    found = get() if callable(get) else None
+    if found is None:
+        return None
+    w = found if isinstance(found, PairWeights) else PairWeights(*found)
+    if (len(w.row), len(w.col)) != (space.n_rows, space.n_cols):
+        raise PairflowError(f"pair_weights() gave {len(w.row)} x {len(w.col)} weights for a "
+                            f"{space.n_rows} x {space.n_cols} space")
+    return w
+
+
+def weighted_probe(w: PairWeights, row_keys: Sequence[str], col_keys: Sequence[str]):
+    """The probe sample for a weighted app: the median-weight row and column item (a typical
+    pair, and never the one huge item), and the mean weight of the probe's pairs."""
+    ri = int(np.argsort(w.row, kind="stable")[len(w.row) // 2])
+    ci = int(np.argsort(w.col, kind="stable")[len(w.col) // 2])
+    # the measurement compares the sample with itself: pairs (a,a), (a,b), (b,a), (b,b)
+    return [row_keys[ri], col_keys[ci]], ((w.row[ri] + w.col[ci]) / 2) ** 2
+
+
+def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weight: float,
+                    target_s: float, n_actors: int, overhead_s: float = 0.0,
+                    tail_split: bool = False) -> dict:
+    """Cost per weight unit from the probe, and the most one tile may weigh: the cost model of
+    ``choose_leaf`` (t* = sqrt(2 * overhead * W), never below ``target_s``) in probed seconds,
+    no more than 1/4 of an actor's share (so heavy regions split), and no less than 1/64 of it:
+    a probe of two items overstates per-pair costs, and a slow probe (a busy machine) must not
+    cut the work into thousands of round trips.
+
+    ``tail_split``: the run's last tiles will be quartered (``space.split_tail``), so the idle
+    tail is about a quarter of a body tile, not half of one: the balance t* = sqrt(2 * overhead *
+    W / tail) then lies at twice the size. ``tail_weight`` is what to split: about one body tile
+    per actor."""
+    rate = float(max(probe_weight, 1e-12) / max(t_pair, 1e-12))  # weight units per second
+    total = w.total(space)
+    share = total / max(1, n_actors)
+    t_tile = max(target_s, math.sqrt(2 * overhead_s * share / rate))
+    if tail_split:
+        t_tile *= 2
+    max_weight = max(min(max(t_tile * rate, share / 64), share / 4), 1e-9)
+    return {"weight_per_s": rate, "probe_weight": float(probe_weight),
+            "max_weight": max_weight, "total_weight": total,
+            "tail_weight": n_actors * max_weight if tail_split else 0.0}
+
+
+def _host_budget(nodes: list[dict], cfg: AllPairsConfig, item_bytes: float,
+                 warnings: list[str]) -> tuple[int, int, int]:
+    """(object store bytes, L2 bytes, L2 items) per node: the L2 stays well below the object
+    store (spilling is a fallback, not a tier)."""
+    store = min(n["object_store"] for n in nodes) or 2**30
+    host_bytes = cfg.host_cache_bytes or int(0.4 * store)
+    if host_bytes > 0.7 * store:
+        warnings.append(f"host_cache_bytes {host_bytes} is more than 70% of the object "
+                        f"store ({store}); using {int(0.7 * store)}")
+        host_bytes = int(0.7 * store)
+    if cfg.host_cache_items:
+        host_items = cfg.host_cache_items
+    else:
+        host_items = max(1, int(host_bytes // max(1.0, item_bytes)))
+    return store, host_bytes, host_items
+
+
+def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: AllPairsConfig,
+          host_items: int, per_node_tiles: int, n_actors: int, n_items: int) -> int:
+    # weighted tiles: the leaf is sized for a pair of mean weight, so a region of typical pairs
+    # makes whole leaves and only heavy ones split (a quadtree split quarters a tile: sized
+    # otherwise, typical tiles came out 1/4 of the budget)
+    t_leaf = measured["t_pair"] if weights is None else \
+        measured["total_weight"] / max(1, space.total) / measured["weight_per_s"]
+    leaf = cfg.leaf_items or choose_leaf(
+        t_leaf, space, host_items, per_node_tiles, n_actors, cfg.target_tile_s,
+        t_item=measured.get("t_parse", 0.0), n_items=n_items, overhead_s=cfg.tile_overhead_s)
+    if weights is not None and not cfg.leaf_items:
+        # a block of mean pairs within 80 % of the budget: blocks vary around the mean
+        mean_w = measured["total_weight"] / max(1, space.total)
+        leaf = max(1, min(leaf, int(math.sqrt(
+            0.8 * measured["max_weight"] / max(mean_w, 1e-12)))))
+    return leaf
+
+
+def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
+             nodes: list[dict], config: AllPairsConfig, *, items: ItemMap,
+             probe_weight: float | None = None, resume_leaf: int | None = None) -> RunPlan:
+    """The whole sizing of a run from measured stage costs (``t_pair``, ``t_parse``,
+    ``item_bytes``; a resumed run passes its first run's, which already hold the weighted
+    budget, and ``resume_leaf``, so it cuts the same tiles)."""
+    cfg, warnings = config, []
+    node_plan = plan_nodes(nodes, cfg)
+    n_actors = sum(n.actors for n in node_plan)
+    per_node = max(n.actors for n in node_plan)
+    per_node_tiles = per_node * cfg.in_flight
+    store, host_bytes, host_items = _host_budget(nodes, cfg,
+                                                 measurements.get("item_bytes", 1), warnings)
+    host_items_eff = min(host_items, items.n_items)
+    measured = dict(measurements)
+    if weights is not None and "max_weight" not in measured:
+        measured.update(weighted_budget(weights, space, measured["t_pair"], probe_weight,
+                                        cfg.target_tile_s, n_actors, cfg.tile_overhead_s,
+                                        cfg.tail_split))
+    leaf = int(resume_leaf) if resume_leaf is not None else _leaf(
+        measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items)
+    tiles = leaves(space, leaf) if weights is None else \
+        leaves(space, leaf, weights, measured["max_weight"])
+    plan = cfg.plan
+    if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
+        plan = "zorder"
+        warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
+                        "plan assumes one tile per leaf block)")
+    order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
+    if weights is not None and measured.get("tail_weight"):
+        # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
+        tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
+    t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
+    deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor *
+                     (t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0))))
+                 for t in tiles]
+    return RunPlan(
+        nodes=node_plan, leaf=leaf, tiles=tiles, order=order, plan=plan,
+        host_bytes=host_bytes, host_items=host_items, host_items_eff=host_items_eff,
+        bound_R=bound_R(items.n_items, host_items_eff),
+        l1_items=device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items),
+        # L2 plus every L1 of a node stay under ~70 % of its object store
+        l1_bytes=cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node),
+        load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
+        measured=measured, warnings=tuple(warnings))
+
+
+def validation_sample(pending: list[int], fraction: float, seed: int) -> list[int]:
+    """The tiles recomputed on another actor to validate results: ``fraction`` of the pending
+    ones, at least one, drawn reproducibly from ``seed``."""
+    if not fraction or not pending:
+        return []
+    rng = np.random.default_rng(seed)
+    count = min(len(pending), max(1, math.ceil(fraction * len(pending))))
+    return sorted(int(t) for t in rng.choice(pending, count, replace=False))

@@ -1,0 +1,225 @@
+"""The L2 tier's contract (``tiers.NodeCache``), run with a fake loader instead of Ray tasks:
+the budget is never exceeded once loads settle, an item being loaded is never evicted, hits,
+misses, bytes and evictions are counted as the other tiers count them (checked against an
+independent LRU model written here), and a second request for an item being loaded waits for
+that one load."""
+import asyncio
+import random
+from collections import OrderedDict
+
+import pytest
+
+from engine.pairs.policy import AdvisedEviction, LRUEviction
+from engine.pairs.tiers import BudgetCache, NodeCache
+from engine.run.metrics import EventBuffer
+
+INLINE = 50  # items of at most this many bytes come back by value
+
+
+def size_of(item: int) -> int:
+    return 10 + (item * 37) % 90  # 10..99 bytes, some inline, some by handle
+
+
+class FakeLoads:
+    """A load task per batch: one handle per item and, after ``delay``, their infos."""
+
+    def __init__(self, delay: float = 0.0, fail=()):
+        self.batches: list[list[int]] = []
+        self.delay, self.fail = delay, set(fail)
+
+    def __call__(self, batch):
+        self.batches.append(list(batch))
+        return [f"handle-{i}" for i in batch], self._infos(list(batch), self.delay)
+
+    async def _infos(self, batch, delay):
+        await asyncio.sleep(delay)
+        if self.fail & set(batch):
+            raise OSError("load failed")
+        infos = []
+        for i in batch:
+            info = {"raw_bytes": 1000 + i, "nbytes": size_of(i), "load": (0.0, 1.0),
+                    "parse": (1.0, 2.0)}
+            if size_of(i) <= INLINE:
+                info["value"] = f"item-{i}"
+            infos.append(info)
+        return infos
+
+    @property
+    def loaded(self) -> list[int]:
+        return [i for b in self.batches for i in b]
+
+
+class FakeScheduler:
+    def __init__(self, advice=None):
+        self.advice = advice or {}
+        self.held: dict[str, list] = {}
+        self.asked: list[list] = []
+
+    async def next_uses(self, items):
+        self.asked.append(list(items))
+        return {i: self.advice.get(i, float("inf")) for i in items}
+
+    def l2_update(self, node, items):
+        self.held[node] = list(items)
+
+
+class Events:
+    def __init__(self):
+        self.events = []
+
+    def record(self, batch):
+        self.events.extend(batch)
+
+
+def make(budget_items=None, budget_bytes=None, eviction=None, delay=0.0, load_batch=4,
+         advice=None, fail=()):
+    loads, sched, events = FakeLoads(delay, fail), FakeScheduler(advice), Events()
+    cache = NodeCache("node-0", [f"key-{i}" for i in range(1000)],
+                      BudgetCache(budget_bytes, budget_items, eviction or LRUEviction()),
+                      loads, sched, EventBuffer(events), load_batch=load_batch, load_slots=2)
+    return cache, loads, sched, events
+
+
+async def settle():
+    for _ in range(5):
+        await asyncio.sleep(0.001)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("budget", [("items", 7), ("bytes", 300)])
+def test_budget_never_exceeded_once_loads_settle(seed, budget):
+    kind, limit = budget
+    kw = {"budget_items": limit} if kind == "items" else {"budget_bytes": limit}
+    rng = random.Random(seed)
+
+    async def main():
+        cache, _, _, _ = make(**kw)
+        for _ in range(40):
+            items = rng.sample(range(30), rng.randint(1, 4))
+            got = await cache.get(items)
+            assert set(got) == set(items)
+            await settle()
+            assert len(cache.cache) <= cache.cache.budget_items if kind == "items" else \
+                cache.cache.nbytes <= limit
+
+    run(main())
+
+
+def test_an_item_being_loaded_is_never_evicted():
+    async def main():
+        cache, loads, _, _ = make(budget_items=2, delay=0.0)
+        loads.delay = 0.5  # far longer than the loads below, even on a busy machine
+        slow = asyncio.ensure_future(cache.get([0]))
+        await asyncio.sleep(0)  # its load is under way: a pinned placeholder
+        loads.delay = 0.0
+        for i in range(1, 8):  # fill and overflow the budget around it
+            await cache.get([i])
+            await settle()
+            assert not slow.done(), "the slow load must still be under way"
+            assert 0 in cache.cache, "a pinned entry was evicted"
+        got = await slow
+        assert got[0] == ("value", "item-0")  # 10 bytes: inline
+        await settle()
+        assert len(cache.cache) <= 2
+
+    run(main())
+
+
+def lru_oracle(requests, budget_items):
+    """LRU over an item budget, written independently: a request refreshes its hits, then
+    inserts its misses (in request order); the misses are pinned until their load lands, every
+    other entry is evictable, least recently used first."""
+    resident: OrderedDict = OrderedDict()
+    hits = misses = evictions = bytes_in = 0
+    for items in requests:
+        missing = []
+        for i in items:
+            if i in resident:
+                hits += 1
+                resident.move_to_end(i)
+            else:
+                misses += 1
+                missing.append(i)
+        for i in missing:
+            resident[i] = True
+            bytes_in += size_of(i)
+        for victim in [k for k in resident if k not in missing]:
+            if len(resident) <= budget_items:
+                break
+            del resident[victim]
+            evictions += 1
+    return {"hits": hits, "misses": misses, "evictions": evictions, "bytes_in": bytes_in}, \
+        list(resident)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_counters_match_an_independent_lru_model(seed):
+    rng = random.Random(seed)
+    requests = [rng.sample(range(20), rng.randint(1, 3)) for _ in range(60)]
+    want, resident = lru_oracle(requests, budget_items=6)
+
+    async def main():
+        cache, loads, _, events = make(budget_items=6)
+        for items in requests:
+            await cache.get(items)
+            await settle()
+        stats = await cache.stats()
+        return cache, loads, stats, events
+
+    cache, loads, stats, events = run(main())
+    assert {k: stats[k] for k in want} == want
+    assert sorted(cache.cache.keys()) == sorted(resident)
+    assert stats["loads"] == want["misses"] == len(loads.loaded)
+    assert stats["bytes"] == sum(1000 + i for i in loads.loaded)
+    # the metrics see the same counters under the tier's name, as L1's are seen
+    tier = [e for e in events.events if e["kind"] == "tier"][-1]
+    assert tier["tier"] == "L2" and tier["stats"] == {k: stats[k] for k in tier["stats"]}
+
+
+def test_a_second_request_waits_for_the_load_under_way():
+    async def main():
+        cache, loads, _, _ = make(budget_items=10, delay=0.02)
+        first, second = await asyncio.gather(cache.get([3, 4]), cache.get([4, 5]))
+        return cache, loads, first, second
+
+    cache, loads, first, second = run(main())
+    assert sorted(loads.loaded) == [3, 4, 5], "item 4 must be loaded once"
+    assert first[4] == second[4] == ("ref", "handle-4")  # 58 bytes: by handle
+    assert first[3] == ("value", "item-3")               # 21 bytes: by value
+    assert cache.cache.stats.misses == 3 and cache.cache.stats.hits == 1
+
+
+def test_a_failed_load_is_forgotten_and_loaded_again():
+    async def main():
+        cache, loads, _, _ = make(budget_items=10, fail={2})
+        got = await cache.get([2])
+        assert got[2] == ("ref", "handle-2")  # the handle carries the error to the reader
+        await settle()
+        assert 2 not in cache.cache
+        loads.fail = set()
+        await cache.get([2])
+        return loads
+
+    assert run(main()).loaded == [2, 2]
+
+
+def test_next_use_advice_is_fetched_before_inserting_evicts():
+    """With the scheduler's advice, the item needed latest (or never) goes first."""
+    async def main():
+        advice = {0: 5.0, 1: float("inf"), 2: 1.0, 3: 0.0}
+        cache, _, sched, _ = make(budget_items=3, eviction=AdvisedEviction(), advice=advice)
+        await cache.get([0, 1, 2])
+        await settle()
+        sched.asked.clear()
+        await cache.get([3])
+        await settle()
+        return cache, sched
+
+    cache, sched = run(main())
+    assert sched.asked and 3 in sched.asked[0]
+    assert sorted(cache.cache.keys()) == [0, 2, 3]
+    assert sched.held["node-0"] == cache.cache.keys()

@@ -1,0 +1,170 @@
+"""Run sizing (engine/pairs/sizing.py), pure: tile size, budgets, deadlines and the weighted
+budget, each checked against a hand-computed case, without Ray."""
+import math
+
+import numpy as np
+import pytest
+
+from engine.errors import PairflowError
+from engine.pairs.config import AllPairsConfig
+from engine.pairs.policy import ItemMap
+from engine.pairs.simulate import simulate
+from engine.pairs.sizing import (app_weights, choose_leaf, device_cache_items, plan_nodes,
+                                 plan_run, validation_sample, weighted_budget, weighted_probe)
+from engine.pairs.space import PairWeights, Rectangle, Triangle
+
+
+def test_leaf_aims_at_the_overhead_and_tail_optimum():
+    # Triangle(200): 19900 pairs at 1 ms, 200 items at 44 ms, 2 actors:
+    # W = (200 * 0.044 + 19900 * 0.001) / 2 = 14.35 s; t* = sqrt(2 * 0.02 * 14.35) = 0.7576 s;
+    # side = ceil(sqrt(0.7576 / 0.001)) = 28
+    leaf = choose_leaf(0.001, Triangle(200), host_items=10_000, per_node_tiles=4, n_actors=2,
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02)
+    assert leaf == 28
+    # with a host tier of all 200 items, a stripe of >= 4 blocks plus the 4 tiles under way
+    # must fit: 200 // (4 + 4) = 25 (the leaf benchmarks/allpairs.py part a reports)
+    assert choose_leaf(0.001, Triangle(200), host_items=200, per_node_tiles=4, n_actors=2,
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 25
+
+
+def test_leaf_never_aims_below_the_target_tile():
+    # a tiny run: t* = sqrt(2 * 0.02 * (45 * 1e-3) / 1) = 0.042 s < 0.05 s, so 0.05 s is aimed
+    # at: side = ceil(sqrt(0.05 / 0.001)) = 8, then capped to >= 4 tiles per actor:
+    # floor(sqrt(45 / 4)) = 3
+    leaf = choose_leaf(0.001, Triangle(10), host_items=1000, per_node_tiles=2, n_actors=1,
+                       target_s=0.05, overhead_s=0.02)
+    assert leaf == 3
+    big = choose_leaf(0.001, Triangle(2000), host_items=2000, per_node_tiles=2, n_actors=1,
+                      target_s=0.05, overhead_s=0.0)
+    assert big == math.ceil(math.sqrt(0.05 / 0.001))
+
+
+def test_leaf_grows_with_the_work_and_respects_the_host_tier():
+    small = choose_leaf(0.01, Rectangle(100, 100), 1000, 4, 2, t_item=0.0, n_items=200)
+    large = choose_leaf(0.01, Rectangle(1000, 1000), 1000, 4, 2, t_item=0.0, n_items=2000)
+    assert large > small
+    # a host tier of 40 items with 4 tiles under way: a stripe of >= 4 blocks must fit
+    capped = choose_leaf(0.01, Rectangle(1000, 1000), 40, 4, 2, t_item=0.0, n_items=2000)
+    assert capped == 40 // (4 + 4)
+
+
+def test_weight_hook_sizes_tiles_from_the_probe():
+    """The sizing's optional hook (no Ray started): the probe is a median pair, never the huge
+    item; a tile may weigh target_tile_s of measured work, or 1/4 of an actor's share."""
+    rows = np.array([100.0, 120, 150, 5e6])
+    cols = np.array([90.0, 110, 300])
+    keys_r, keys_c = [f"q{i}" for i in range(4)], [f"t{i}" for i in range(3)]
+    sample, probe_w = weighted_probe(PairWeights(rows, cols), keys_r, keys_c)
+    assert sample == ["q2", "t1"] and probe_w == ((150 + 110) / 2) ** 2
+
+    space = Rectangle(4, 3)
+    w = PairWeights(rows, cols)
+    b = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05, n_actors=2)
+    assert b["weight_per_s"] == pytest.approx(1e9)
+    assert b["total_weight"] == pytest.approx(rows.sum() * cols.sum())
+    share = b["total_weight"] / 2
+    assert b["max_weight"] == pytest.approx(min(max(0.05 * 1e9, share / 64), share / 4))
+    slow = weighted_budget(w, space, t_pair=10.0, probe_weight=1e4, target_s=0.05, n_actors=2)
+    assert slow["max_weight"] == pytest.approx(share / 64)  # never thousands of tiny tiles
+    # with a per-tile overhead the cost model sets the tile: t* = sqrt(2 * 0.02 * W), W = an
+    # actor's share in probed seconds (here 1.25e9 / 1e9 = 1.25 s -> t* = 0.224 s)
+    model = weighted_budget(w, space, t_pair=1e-5, probe_weight=1e4, target_s=0.05,
+                            n_actors=2, overhead_s=0.02)
+    t_star = (2 * 0.02 * share / 1e9) ** 0.5
+    assert t_star > 0.05
+    assert model["max_weight"] == pytest.approx(min(max(t_star * 1e9, share / 64), share / 4))
+
+    class App:
+        def pair_weights(self):
+            return rows[:3], cols
+
+    with pytest.raises(PairflowError, match="3 x 3 weights for a 4 x 3 space"):
+        app_weights(App(), space)
+    assert app_weights(object(), space) is None
+
+
+
+
+NODE = {"node_id": "n0", "address": "127.0.0.1", "head": True, "cpus": 2, "gpus": 0,
+        "object_store": 10_000}
+
+
+def test_plan_run_hand_case():
+    """Triangle(200) on one 2-CPU node whose object store holds 10,000 bytes, items of 100
+    bytes: every number below is worked out by hand from the rules in sizing.py."""
+    measured = {"t_pair": 0.001, "t_parse": 0.044, "item_bytes": 100.0}
+    plan = plan_run(measured, Triangle(200), None, [NODE], AllPairsConfig(),
+                    items=ItemMap.shared(200))
+    assert [(n.actors, n.device, n.preprocess_on_host) for n in plan.nodes] == [(2, "cpu", True)]
+    assert plan.host_bytes == 4000                      # 40 % of the store
+    assert plan.host_items == plan.host_items_eff == 40  # 4000 // 100
+    # the cost model alone gives 28 (test above); a stripe of 4 blocks plus the 2 x 2 tiles
+    # under way must fit 40 items: 40 // (4 + 4) = 5
+    assert plan.leaf == 5
+    assert plan.l1_items == 2 * 5 * (2 + 1)
+    assert plan.l1_bytes == 3000 // 2                   # 30 % of the store over 2 actors
+    assert plan.load_batch == 3                         # ceil(0.1 s / 0.044 s)
+    assert plan.bound_R == pytest.approx(1 + 200 / (2 * 40))
+    assert len(plan.tiles) == 40 + 40 * 39 // 2          # 40 blocks a side, triangle
+    assert sum(t.pairs for t in plan.tiles) == 200 * 199 // 2
+    assert sorted(plan.order) == list(range(len(plan.tiles)))
+    assert plan.deadlines == [120.0] * len(plan.tiles)   # 20 x expected cost < the floor
+    assert plan.plan == "stripe" and plan.warnings == ()
+    assert plan.measured == measured
+
+
+def test_plan_run_clamps_the_host_tier_and_keeps_a_resumed_leaf():
+    cfg = AllPairsConfig(host_cache_bytes=8000, deadline_floor_s=0.0, deadline_factor=10.0)
+    measured = {"t_pair": 0.001, "t_parse": 0.01, "item_bytes": 100.0}
+    plan = plan_run(measured, Rectangle(6, 9), None, [NODE], cfg,
+                    items=ItemMap.disjoint(6, 9), resume_leaf=4)
+    assert plan.host_bytes == 7000 and "more than 70%" in plan.warnings[0]
+    assert plan.leaf == 4
+    for t, d in zip(plan.tiles, plan.deadlines):
+        want = 10.0 * (0.001 * t.pairs + 0.01 * ((t.r1 - t.r0) + (t.c1 - t.c0)))
+        assert d == pytest.approx(want)
+
+
+def test_weighted_plan_uses_zorder_and_records_the_budget():
+    rows, cols = np.array([100.0, 120, 150, 5e6]), np.array([90.0, 110, 300])
+    w = PairWeights(rows, cols)
+    measured = {"t_pair": 1e-5, "t_parse": 0.0, "item_bytes": 10.0}
+    plan = plan_run(measured, Rectangle(4, 3), w, [NODE], AllPairsConfig(),
+                    items=ItemMap.disjoint(4, 3), probe_weight=1e4)
+    assert plan.plan == "zorder" and "Z-order" in plan.warnings[-1]
+    budget = weighted_budget(w, Rectangle(4, 3), 1e-5, 1e4, 0.05, 2, 0.02, True)
+    assert plan.measured == {**measured, **budget}
+    assert "max_weight" not in measured  # the caller's measurements are left alone
+    covered = np.zeros((4, 3), int)
+    for t in plan.tiles:
+        covered[t.r0:t.r1, t.c0:t.c1] += 1
+    assert (covered == 1).all()
+
+
+def test_one_l1_rule_for_driver_and_simulator():
+    assert device_cache_items(5, 2) == 30
+    assert device_cache_items(1, 1) == 4
+    assert device_cache_items(5, 2, configured=7) == 7
+    # the simulator takes the same default: with every item fitting its L1 and L2, each item
+    # is loaded once
+    assert simulate(Triangle(12), 3, 12, in_flight=2).R == 1.0
+
+
+def test_plan_nodes_one_actor_per_cpu_or_gpu():
+    gpu = {**NODE, "gpus": 1}
+    auto = plan_nodes([NODE, gpu], AllPairsConfig())
+    assert [(n.actors, n.device, n.preprocess_on_host) for n in auto] == \
+        [(2, "cpu", True), (1, "cuda", False)]
+    forced = plan_nodes([gpu], AllPairsConfig(devices="torch-cpu", actors_per_node=3,
+                                              preprocess_on_host=False))
+    assert [(n.actors, n.device, n.preprocess_on_host) for n in forced] == \
+        [(3, "torch-cpu", False)]
+
+
+def test_validation_sample_is_a_reproducible_fraction():
+    pending = list(range(0, 50, 2))
+    assert validation_sample(pending, 0.0, 0) == []
+    got = validation_sample(pending, 0.1, seed=3)
+    assert len(got) == math.ceil(0.1 * 25) and set(got) <= set(pending)
+    assert got == sorted(got) == validation_sample(pending, 0.1, seed=3)
+    assert validation_sample([4], 0.01, 0) == [4]
