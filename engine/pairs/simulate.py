@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .tiers import BudgetCache
-from .policy import ItemMap, TilePolicy, bound_R, make_eviction, make_plan
+from .policy import ItemMap, TilePolicy, make_eviction, make_plan
 from .sizing import device_cache_items
 from .space import PairSpace, leaves
 
@@ -106,16 +106,3 @@ def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> Non
         l1.unpin(it)
     policy.complete(t)
     l1.shrink()
-
-
-def r_table(space: PairSpace, leaf: int, fractions=(0.05, 0.10, 0.25, 0.50, 1.0), **kw) -> list[dict]:
-    """R for host tiers holding each fraction of the items: planned vs Z-order/LRU vs model."""
-    n = space.n_rows if space.symmetric else space.n_rows + space.n_cols
-    rows = []
-    for f in fractions:
-        s = max(1, round(f * n))
-        planned = simulate(space, leaf, s, plan="stripe", eviction="next_use", **kw)
-        baseline = simulate(space, leaf, s, plan="zorder", eviction="lru", **kw)
-        rows.append({"fraction": f, "S": s, "R_planned": planned.R, "R_zorder_lru": baseline.R,
-                     "R_model": 1 + n / (2 * s), "R_floor": bound_R(n, s)})
-    return rows

@@ -14,9 +14,6 @@ class Registry(Generic[T]):
         self.kind = kind
         self.factories = dict(factories)
 
-    def names(self) -> list[str]:
-        return list(self.factories)
-
     def make(self, name: str, *args, **kwargs) -> T:
         factory = self.factories.get(name)
         if factory is None:

@@ -87,18 +87,15 @@ def read_jsonl(path: str) -> list[dict]:
 class JsonlWriter:
     """Append-only JSON Lines, flushed per batch."""
 
-    def __init__(self, path: str, fsync: bool = False):
+    def __init__(self, path: str):
         self.path = path
         self.fh = open(path, "a", buffering=1 << 16)
-        self.fsync = fsync
 
     def write(self, records) -> None:
         if not records:
             return
         self.fh.write("".join(dumps(r) + "\n" for r in records))
         self.fh.flush()
-        if self.fsync:
-            os.fsync(self.fh.fileno())
 
     def close(self) -> None:
         self.fh.close()
@@ -124,9 +121,6 @@ class RunDir:
         status = {"state": state, "error": error, "updated": now,
                   "finished": now if state in ("finished", "failed") else None, **extra}
         write_json(self.file(STATUS), status)
-
-    def status(self) -> dict:
-        return read_json(self.file(STATUS), {"state": "unknown"})
 
 
 def new_run_dir(root: str, app: str) -> RunDir:
