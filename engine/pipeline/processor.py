@@ -23,6 +23,8 @@ def where(source, index: int, spec) -> str:
 
 
 def read_batch(source, spec, index: int) -> Batch:
+    """A source's failure comes back naming the batch and partition (an ``InputError`` or a
+    ``PairflowError`` already names what is wrong and passes as it is)."""
     try:
         return Batch.from_any(source.read(spec))
     except (InputError, PairflowError):

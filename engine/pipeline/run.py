@@ -81,6 +81,10 @@ def _fixed_order(cfg: PipelineConfig, specs: list[OpSpec], written: list[str]) -
 
 
 class PipelineRun:
+    """The driver's side of one run: the operator order and its statistics, the sample, the
+    survivors and the sinks. Executors call it from one thread, so it needs no locking, and
+    it never touches Ray, so both executors share it unchanged."""
+
     def __init__(self, pipeline: "Pipeline", cfg: PipelineConfig, run_dir: str | None,
                  config_dump: dict | None):
         self.p, self.cfg = pipeline, cfg
