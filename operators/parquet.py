@@ -26,7 +26,6 @@ class ParquetSink(PipelineSink):
         self.partial = self.final + ".partial"
         shutil.rmtree(self.partial, ignore_errors=True)
         os.makedirs(self.partial)
-        self.parts = 0
 
     def write(self, batch_index, batch):
         import pyarrow.parquet as pq
@@ -34,7 +33,6 @@ class ParquetSink(PipelineSink):
         path = os.path.join(self.partial, f"part-{batch_index:06d}.parquet")
         pq.write_table(table, path + ".tmp")
         os.replace(path + ".tmp", path)
-        self.parts += 1
 
     def finalize(self):
         if os.path.exists(self.final):

@@ -131,11 +131,6 @@ class Batch:
             return self
         return Batch._raw({k: self.columns[k] for k in names if k in self.columns}, self.n)
 
-    def without(self, names) -> "Batch":
-        if not names:
-            return self
-        return Batch._raw({k: v for k, v in self.columns.items() if k not in names}, self.n)
-
     @staticmethod
     def concat(batches: Sequence["Batch"]) -> "Batch":
         batches = [b for b in batches if b is not None]
