@@ -31,7 +31,9 @@ import os
 
 import numpy as np
 
-from engine.pipeline import Filter, Histogram, Map, ParquetSink, Pipeline
+from engine.pipeline import Filter, Map, Pipeline
+from operators.histogram import Histogram
+from operators.parquet import ParquetSink
 
 FILES = ("uproot-HZZ.root", "uproot-HZZ-zlib.root", "uproot-HZZ-lzma.root",
          "uproot-HZZ-lz4.root", "uproot-HZZ-zstd.root", "uproot-HZZ-uncompressed.root")

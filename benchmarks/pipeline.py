@@ -37,9 +37,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
-from engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost, heft_order,  # noqa: E402
-                             is_valid_order)
+from engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost,  # noqa: E402
+                                      heft_order, is_valid_order)
 from engine.pipeline import Filter, Map, Pipeline  # noqa: E402
+from operators.arrays import ArraySource  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
 from apps.synthetic import _spin, spin_rate  # noqa: E402
 
@@ -116,8 +117,8 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
             if kind == "filter":
                 keep &= data[f"u{k}"] < p
         expected_ids = data["id"][keep]
-        pipe = Pipeline(data, ops, batch_size=batch, runs_root=RUNS, progress=False,
-                        columns=["id"])
+        pipe = Pipeline(ArraySource(data, batch_size=batch), ops, runs_root=RUNS,
+                        progress=False, columns=["id"])
         configs = {"adaptive": {}, "written": {"order": "written"}}
         for i, o in enumerate(candidates):
             configs[f"static-{i}"] = {"order": o}

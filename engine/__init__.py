@@ -17,11 +17,10 @@ from .pairs.sinks import DenseMatrix, Threshold, TopK
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp", "InputError",
            "PairflowError", "PairList", "Rectangle", "Tile", "Triangle", "leaves", "quadtree",
            "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
-           "ParquetSink", "Histogram", "DaskSource", "PairSource", "prefilter"]
+           "PairSource", "prefilter"]
 
-_PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "ParquetSink", "Histogram", "DaskSource",
-             "ArraySource", "PairSource", "prefilter", "PipelineConfig", "PipelineResult",
-             "Source")
+_PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "PipelineConfig",
+             "PipelineResult", "Source")
 
 
 def __getattr__(name):  # Ray is imported only when a run is started

@@ -2,13 +2,13 @@
 
 * ``ParquetSource(paths, columns=None, batch_rows=None)``: one batch per Parquet row group (or
   per ``batch_rows`` rows), read with pyarrow in a data-setup task; a directory is read as a
-  dataset of its ``*.parquet`` files (what ``ParquetSink`` writes).
+  dataset of its ``*.parquet`` files (what ``operators.parquet.ParquetSink`` writes).
 * ``between(name, column, lo, hi)``: a ``Filter`` keeping lo < column < hi.
 * ``at_least(name, column, n)``: a ``Filter`` keeping column >= n (counts, multiplicities).
 * ``derive(name, fn, inputs, after=())``: a ``Map`` making column ``name`` from ``fn(*columns)``.
 
-In-memory data (dicts, pandas, Arrow, awkward) and Dask collections need no source object:
-``Pipeline`` wraps them (``engine.pipeline.ArraySource``, ``DaskSource``).
+In-memory data (dicts, pandas, Arrow, awkward) and Dask collections become sources through
+``operators.arrays.as_source`` (``ArraySource``, ``operators.dask.DaskSource``).
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Filter pipelines: survivors independent of order, adaptive reordering, the run directory,
-Dask in and out, DS/DP balancing, errors, and pair filters in front of the all-pairs engine."""
+"""Filter pipelines on Ray: adaptive reordering, the run directory, Dask in and out, DS/DP
+balancing, errors, and pair filters in front of the all-pairs engine. What runs without Ray is in
+tests/unit/test_pipeline_local.py; the shared pipeline and its numpy oracle in
+tests/pipeline_cases.py."""
 import json
 import os
 import time
@@ -9,91 +11,28 @@ import pandas as pd
 import pytest
 
 from engine.errors import PairflowError
-from engine.pipeline import (Batch, DaskSource, Filter, Histogram, Map, ParquetSink, Pipeline,
-                             PairSource, Source, prefilter)
+from engine.pipeline import Filter, Pipeline, Source
+from operators.arrays import as_source
+from operators.dask import DaskSource
+from operators.parquet import ParquetSink
+from tests import pipeline_cases
+from tests.pipeline_cases import data as _data, expected as _expected, ops as _ops
 
 
 def _by_value():
-    """Ray workers cannot import this test module: ship its functions and classes by value."""
+    """Ray workers cannot import the test modules: ship their functions and classes by value."""
     import sys
     import ray.cloudpickle
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(pipeline_cases)
 
 
 _by_value()
 
 
-def _data(n=60_000, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"id": np.arange(n), "x": rng.normal(size=n), "y": rng.uniform(size=n),
-            "z": rng.uniform(size=n)}
-
-
-def _spin(b, reps):
-    """Real CPU work proportional to the records (a costly operator)."""
-    v = np.asarray(b["z"], float)
-    for _ in range(reps):
-        v = np.sqrt(v * v + 1.0) - 0.5
-    return v
-
-
-def _ops(reps=40):
-    return [
-        Filter("costly", lambda b: _spin(b, reps) > -1e9),     # expensive, passes everything
-        Map("x2", lambda b: np.asarray(b["x"]) ** 2),
-        Filter("far", lambda b: b["x2"] > 1.0, after=["x2"]),  # cheap, ~32% pass
-        Filter("low", lambda b: b["y"] < 0.25),                # cheap, 25% pass
-    ]
-
-
-def _expected(d):
-    return d["id"][(d["x"] ** 2 > 1.0) & (d["y"] < 0.25)]
-
-
-def test_local_executor_survivors_cutflow_histogram(runs):
-    d = _data(20_000)
-    hist = Histogram("x", "x", bins=8, range=(-4, 4))
-    res = Pipeline(d, _ops(5), sinks=[hist], batch_size=2_000).run(
-        executor="local", runs_root=runs, progress=False)
-    exp = _expected(d)
-    assert np.array_equal(res.selected["id"], exp)
-    assert res.n_selected == len(exp) and res.summary["records_in"] == 20_000
-    counts, _ = np.histogram(d["x"][np.isin(d["id"], exp)], np.linspace(-4, 4, 9))
-    assert res.histograms["x"]["counts"] == counts.tolist()
-    cut = res.cutflow.set_index("op")
-    assert cut.loc["x2", "kind"] == "map" and list(cut.loc["far", "after"]) == ["x2"]
-    assert res.to_pandas()["id"].tolist() == exp.tolist()
-    # a fixed order gives the same survivors, and every order the run used is a valid one
-    fixed = Pipeline(d, _ops(5), batch_size=2_000).run(
-        executor="local", order=["low", "x2", "far", "costly"], runs_root=runs, progress=False)
-    assert np.array_equal(fixed.selected["id"], exp)
-    assert fixed.summary["distinct_orders"] == 1
-
-
-def test_columnar_inputs_and_undeclared_dependencies(runs):
-    import awkward as ak
-    import pyarrow as pa
-    d = _data(3_000)
-    exp = _expected(d)
-    for src in (pd.DataFrame(d), pa.table(d), ak.zip(d)):
-        res = Pipeline(src, _ops(1), batch_size=1_000).run(executor="local", runs_root=runs,
-                                                            progress=False)
-        assert np.array_equal(res.selected["id"], exp), type(src)
-    # a filter reading a map's column without after= fails in every order, naming the operator
-    bad = [Map("x2", lambda b: np.asarray(b["x"]) ** 2), Filter("far", lambda b: b["x2"] > 1)]
-    for order in (["x2", "far"], ["far", "x2"]):
-        with pytest.raises(PairflowError, match="'far'.*after="):
-            Pipeline(d, bad).run(executor="local", order=order, runs_root=runs, progress=False)
-    with pytest.raises(ValueError, match="'far'.*'nope'"):
-        Pipeline(d, [Filter("far", lambda b: b["x"] > 0, after=["nope"])])
-    with pytest.raises(PairflowError, match="one boolean per record"):
-        Pipeline(d, [Filter("f", lambda b: np.asarray(b["x"]))]).run(
-            executor="local", runs_root=runs, progress=False)
-
-
 def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
     d = _data(120_000)
-    res = Pipeline(d, _ops(60), sinks=[ParquetSink()], batch_size=4_000).run(
+    res = Pipeline(as_source(d, batch_size=4_000), _ops(60), sinks=[ParquetSink()]).run(
         runs_root=runs, progress=False, replan_every=1, slots=3)
     exp = _expected(d)
     assert np.array_equal(res.selected["id"], exp)
@@ -128,7 +67,7 @@ def test_dask_dataframe_and_bag_in_and_out_on_ray(ray_local, runs):
     from ray.util.dask import ray_dask_get
     d = _data(20_000)
     ddf = dd.from_pandas(pd.DataFrame(d), npartitions=5)
-    res = Pipeline(ddf, _ops(1)).run(runs_root=runs, progress=False)
+    res = Pipeline(as_source(ddf), _ops(1)).run(runs_root=runs, progress=False)
     assert res.summary["batches"] == 5
     out = res.to_dask()
     assert hasattr(out, "npartitions")
@@ -181,23 +120,12 @@ def test_operator_failure_names_the_operator_and_batch(ray_local, runs):
         if b["id"][0] >= 4_000:
             raise ZeroDivisionError("bad record")
         return b["y"] < 2
-    p = Pipeline(_data(8_000), [Filter("boom", boom)], batch_size=2_000)
+    p = Pipeline(as_source(_data(8_000), batch_size=2_000), [Filter("boom", boom)])
     with pytest.raises(PairflowError, match=r"operator 'boom' failed on batch [23] .*bad record"):
         p.run(runs_root=runs, progress=False)
     latest = sorted(os.listdir(os.path.join(runs, "pipeline")))[-1]
     status = json.load(open(os.path.join(runs, "pipeline", latest, "status.json")))
     assert status["state"] == "failed" and "boom" in status["error"]
-
-
-def test_pair_filters_over_a_pair_space(runs):
-    from engine.pairs.space import PairList, Triangle
-    sizes = np.array([10, 12, 40, 11, 39])
-    ops = [Filter("ratio", lambda b: np.minimum(sizes[b["i"]], sizes[b["j"]])
-                  / np.maximum(sizes[b["i"]], sizes[b["j"]]) >= 0.8)]
-    pairs, res = prefilter(Triangle(5), ops, batch_size=3, runs_root=runs)
-    assert isinstance(pairs, PairList) and pairs.symmetric
-    assert pairs.pairs.tolist() == [[0, 1], [0, 3], [1, 3], [2, 4]]
-    assert len(PairSource(Triangle(5), 3).partitions()) >= 2
 
 
 @pytest.mark.slow
@@ -225,25 +153,3 @@ def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_loc
     # these similar-sized loci rejects nothing; the sketch test does the work)
     assert pre["ops"]["sketch"]["records_in"] == pre["pairs_total"]
     assert pre["ops"]["sketch"]["passed"] == pre["candidates"]
-
-
-def test_parquet_source_and_reusable_operators(runs, tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from operators.columnar import ParquetSource, at_least, between, derive
-    d = _data(5_000)
-    pq.write_table(pa.table(d), str(tmp_path / "d.parquet"), row_group_size=1_000)
-    src = ParquetSource(str(tmp_path / "d.parquet"), columns=["id", "x", "y"])
-    assert len(src.partitions()) == 5
-    ops = [derive("x2", lambda x: np.asarray(x) ** 2, ["x"]),
-           at_least("far", "x2", 1.0 + 1e-12, after=["x2"]), between("low", "y", -1, 0.25)]
-    res = Pipeline(src, ops, sinks=[ParquetSink("out.parquet")]).run(
-        executor="local", runs_root=runs, progress=False)
-    exp = d["id"][(d["x"] ** 2 >= 1.0 + 1e-12) & (d["y"] < 0.25)]
-    assert np.array_equal(res.selected["id"], exp)
-    again = Pipeline(ParquetSource(res.outputs["parquet"]), []).run(
-        executor="local", runs_root=runs, progress=False)  # a sink's output reads back
-    assert sorted(again.selected["id"].tolist()) == exp.tolist()
-    from engine.errors import InputError
-    with pytest.raises(InputError, match="no column"):
-        ParquetSource(str(tmp_path / "d.parquet"), columns=["nope"])

@@ -1,13 +1,15 @@
-"""The pipeline ordering policy on synthetic operators with known costs and pass rates (no Ray)."""
+"""The pipeline ordering policy on synthetic operators with known costs and pass rates, the
+measurements it reads and the back-off that paces its decisions (no Ray)."""
 import itertools
 import math
 
 import numpy as np
 import pytest
 
-from engine.pipeline.ordering import (DSDPBalancer, OperatorStats, OpSpec, OrderPolicy, SampleRule,
-                             ancestors, brute_force_best, check_dag, expected_cost, heft_order,
-                             is_valid_order, topological)
+from engine.pipeline.measure import OperatorStats, SampleRule
+from engine.pipeline.ordering import (Backoff, DSDPBalancer, OpSpec, OrderPolicy, ancestors,
+                                      brute_force_best, check_dag, expected_cost, heft_order,
+                                      is_valid_order, topological)
 
 
 def _stats(table):
@@ -197,3 +199,37 @@ def test_sample_budget_caps_the_cost_of_running_everything():
     assert rule.plan(10_000, expected=1e-5, full=2e-5, overhead=0.0, budget=0.02) == (50, 1)
     # in between: fewer rows than the rate, every batch
     assert rule.plan(10_000, expected=1e-5, full=1e-4, overhead=0.0, budget=0.02) == (20, 1)
+
+
+def test_backoff_doubles_while_a_decision_holds_and_resets_on_a_change():
+    b = Backoff(first=2, most=16)
+    # looked at after 2 batches; then 4, 8, 16 (capped) later while nothing changes
+    looks, changes = [], {30}
+    for done in range(1, 60):
+        if b.due(done):
+            looks.append(done)
+            b.update(done in changes, done)
+    assert looks == [2, 6, 14, 30, 32, 36, 44], looks
+    # a first look earlier than the interval (the pipeline re-plans after its first batch)
+    r = Backoff(first=2, most=16, start=1)
+    assert r.due(1) and not Backoff(first=2, most=16).due(1)
+    assert r.update(False, 1) == 4 and r.next_at == 5
+    assert r.update(True, 5) == 2 and r.next_at == 7
+    # first = 0: every batch
+    z = Backoff(first=0, most=8)
+    assert all(z.due(d) and z.update(False, d) == 0 for d in range(5))
+
+
+def test_balancer_checkpoints_follow_the_shared_backoff():
+    """The DS/DP checkpoints and an independent Backoff, fed the same changes, agree."""
+    b = DSDPBalancer(slots=4, interval0=2, max_interval=8)
+    ref = Backoff(2, 8)
+    costs = [(3e-3, 1e-3)] * 5 + [(1e-3, 5e-3)] * 4 + [(1e-3, 1e-3)] * 3
+    done = 0
+    for ds, dp in costs:
+        done = b.next_at
+        assert b.due(done) and ref.due(done) and not b.due(done - 1)
+        changed = b.checkpoint(ds, dp, done)
+        ref.update(changed, done)
+        assert (b.interval, b.next_at) == (ref.interval, ref.next_at)
+    assert [c["interval"] for c in b.history] == [2, 4, 8, 8, 8, 2, 2, 4, 8, 2, 4, 8]
