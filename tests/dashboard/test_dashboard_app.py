@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import need_module
 from dashboard_synth import write_run
 
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+AppTest = need_module("streamlit.testing.v1").AppTest
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
 

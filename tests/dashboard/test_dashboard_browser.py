@@ -26,8 +26,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests.conftest import need_module, need_program
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+playwright_sync = need_module("playwright.sync_api")
 
 CHROMIUM = os.environ.get("PAIRFLOW_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -35,11 +36,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists(),
-                       reason=f"no Chromium at {CHROMIUM}"),
-]
+pytestmark = pytest.mark.browser
+need_program(CHROMIUM)
 
 TIMINGS: dict[str, dict] = {}
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from engine.errors import PairflowError
+from tests.conftest import need
 from engine.pipeline import (Batch, DaskSource, Filter, Histogram, Map, ParquetSink, Pipeline,
                              PairSource, Source, prefilter)
 
@@ -208,8 +209,7 @@ def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_loc
     from engine.pairs.driver import allpairs
     from engine.pairs.sinks import Threshold
     from tests.oracles import KLEBSIELLA
-    if not os.path.exists(KLEBSIELLA):
-        pytest.skip(f"real data not found: {KLEBSIELLA}")
+    need(KLEBSIELLA)
     t = 0.15
     full = allpairs(app=JaccardApp([KLEBSIELLA], item="record"), sink=Threshold(t, "similarity"),
                     wait=True, progress=False, runs_root=runs)
