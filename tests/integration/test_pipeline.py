@@ -93,6 +93,10 @@ def test_columnar_inputs_and_undeclared_dependencies(runs):
 
 
 def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
+    """The order comes from measured costs, so it depends on timing: 20/20 passed with the other
+    core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
+    -q --count=20` on this test and test_ds_dp_balance_follows_measured_costs (pytest-repeat;
+    2026-11-24, the machine also running other developers' tests, load average 5 to 28)."""
     d = _data(120_000)
     res = Pipeline(d, _ops(60), sinks=[ParquetSink()], batch_size=4_000).run(
         runs_root=runs, progress=False, replan_every=1, slots=3)
@@ -163,6 +167,8 @@ class SlowSource(Source):
 
 
 def test_ds_dp_balance_follows_measured_costs(ray_local, runs):
+    """The DS/DP split comes from measured read and process times: 20/20 passed with the other
+    core busy (command in test_ray_pipeline_reorders_and_writes_its_run_directory)."""
     ops = [Filter("low", lambda b: b["y"] < 0.5)]
     res = Pipeline(SlowSource(24, 500, 0.03), ops).run(
         runs_root=runs, progress=False, slots=3, checkpoint=2, order="written")
