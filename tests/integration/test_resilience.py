@@ -151,6 +151,10 @@ class HangingApp:
 
 
 def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
+    """The 2 s deadline must fire on the hung pair and on no other tile: 20/20 passed with the
+    other core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
+    -q --count=20` on this test (pytest-repeat; 2026-11-24, the machine also running other
+    developers' tests, load average about 28)."""
     from engine.pairs.driver import allpairs
     from engine.errors import PairflowError
     t0 = time.time()
