@@ -10,7 +10,6 @@ partial lines, a directory reused by a new run.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
