@@ -56,6 +56,12 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, tmp_path):
+    """The kill must land mid-run. With the other core busy (`taskset -c 1 python -c 'while True:
+    pass' &`, then `pytest -p no:cacheprovider -q --count=20` and `--count=3` on this test with
+    pytest-repeat; 2026-11-24, the machine also running other developers' tests, load average
+    30 to 60) 20 of 23 runs passed and the margin held in all 23: in the 3 others Ray's memory
+    monitor killed workers when other processes filled the machine's memory (1), or the killed
+    driver's own Ray did not register within Ray's fixed 30 s start-up wait (2)."""
     run_dir = str(tmp_path / "killed")
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(repo=REPO, gbk=KLEBSIELLA,
