@@ -233,15 +233,6 @@ def view_cache(view: RunView, ov: dict) -> None:
                 chart(alt.Chart(d, title=title).mark_line().encode(
                     x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter, scale=yscale),
                     color="tier:N", tooltip=["tier", "sec", y]).properties(height=180))
-    hops = view.hop_series()
-    if hops.empty:
-        st.caption("directory hit ratio per hop: not reported by this run (metrics `tiers.L3.hops`)")
-    else:
-        chart(alt.Chart(downsample(hops.dropna(subset=["hit_ratio"]), by="hop"),
-                        title="directory hit ratio per hop").mark_line().encode(
-            x=alt.X("sec:Q", title="seconds since start"),
-            y=alt.Y("hit_ratio:Q", scale=alt.Scale(domain=[0, 1])), color="hop:N",
-            tooltip=["tier", "hop", "sec", "asks", "hits", "hit_ratio"]).properties(height=200))
 
 
 def view_matrix(view: RunView, ov: dict) -> None:

@@ -334,7 +334,6 @@ class RunView:
         self._actor_rows: list[dict] = []  # long: one per snapshot x actor
         self._tier_rows: list[dict] = []  # long: one per snapshot x tier x counter
         self._stage_rows: list[dict] = []  # long: one per snapshot x stage
-        self._hop_rows: list[dict] = []  # long: one per snapshot x directory hop
         self._done_tiles: dict[Any, dict] = {}  # tile id -> last tiles.jsonl record
         self._span_chunks: list[pd.DataFrame] = []
         self._span_count = 0
@@ -396,7 +395,6 @@ class RunView:
         self._actor_rows.clear()
         self._tier_rows.clear()
         self._stage_rows.clear()
-        self._hop_rows.clear()
         self._metrics_raw_last = None
 
     def _ingest_metrics(self, recs: list[dict]) -> None:
@@ -422,14 +420,6 @@ class RunView:
                 if not isinstance(c, dict):
                     continue
                 for counter, v in c.items():
-                    if counter == "hops" and isinstance(v, dict):
-                        for hop, h in v.items():
-                            if isinstance(h, dict):
-                                self._hop_rows.append({
-                                    "t": t, "tier": str(tier), "hop": str(hop),
-                                    "asks": _num(h.get("asks")), "hits": _num(h.get("hits")),
-                                })
-                        continue
                     val = _num(v)
                     if val is not None:
                         self._tier_rows.append({"t": t, "tier": str(tier), "counter": str(counter), "value": val})
@@ -445,7 +435,7 @@ class RunView:
         are cumulative, so rates over the remaining snapshots stay right, only coarser)."""
         cut = len(self._metrics) // 2
         keep = {m["t"] for i, m in enumerate(self._metrics) if i >= cut or i % 2 == 0}
-        for rows in (self._metrics, self._actor_rows, self._tier_rows, self._stage_rows, self._hop_rows):
+        for rows in (self._metrics, self._actor_rows, self._tier_rows, self._stage_rows):
             rows[:] = [r for r in rows if r["t"] in keep]
 
     def _ingest_tiles(self, recs: list[dict]) -> None:
@@ -693,7 +683,7 @@ class RunView:
                 elapsed = None
             if state in TERMINAL_STATES and finished_at and started:
                 elapsed = finished_at - started
-            wall = _first(self.summary.get("wall_s"), self.summary.get("wall_time"))
+            wall = self.summary.get("wall_s")
             if state == "finished" and wall is not None:
                 elapsed = _num(wall)
             return {
@@ -876,20 +866,6 @@ class RunView:
                 return pd.DataFrame({"sec": df["sec"], "R": df["loads"] / n}).dropna()
         return pd.DataFrame(columns=["sec", "R"])
 
-    def hop_series(self) -> pd.DataFrame:
-        """Directory (L3) hit ratio per hop over time: sec, tier, hop, asks, hits, hit_ratio.
-
-        Read from ``tiers.<tier>.hops = {"1": {"asks", "hits"}, ...}`` when the engine writes it."""
-        def build():
-            cols = ["sec", "tier", "hop", "asks", "hits", "hit_ratio"]
-            if not self._hop_rows:
-                return pd.DataFrame(columns=cols)
-            df = pd.DataFrame(self._hop_rows)
-            df["hit_ratio"] = (df["hits"] / df["asks"]).where(df["asks"] > 0)
-            df["sec"] = df["t"] - (self.started or df["t"].min())
-            return df[cols]
-        return self._cached("hops", self._versions("metrics", "meta"), build)
-
     def stage_totals(self) -> pd.DataFrame:
         """Latest cumulative seconds per stage (from the metrics), in pipeline order."""
         last = (self._metrics_raw_last or {}).get("stage_seconds") or {}
@@ -1054,7 +1030,7 @@ def _locked(fn):
 # every public reader takes the view's lock: browser sessions share one view and refresh it
 for _name in ("overview", "progress", "throughput", "eta", "r_value", "state", "is_empty", "is_stale",
               "metrics_frame", "actor_series", "actor_summary", "tier_series", "tier_totals", "r_series",
-              "hop_series", "stage_totals", "tiles_done_frame", "tile_states", "matrix_bins", "spans",
+              "stage_totals", "tiles_done_frame", "tile_states", "matrix_bins", "spans",
               "span_extent", "pipeline_frames", "has_pipeline", "tiles_plan"):
     setattr(RunView, _name, _locked(getattr(RunView, _name)))
 del _name

@@ -1,14 +1,17 @@
-"""Fixtures of the dashboard tests: run directories in the documented format (docs/run-directory.md).
+"""Fixtures of the dashboard tests: run directories made by the real engine.
 
-The run-directory *producer* is swappable: ``start_producer(run_dir)`` returns a handle with
-``wait(timeout)`` and ``error``. By default the live test watches a real Jaccard run on a local Ray (in a subprocess);
-``PAIRFLOW_DASHBOARD_PRODUCER=synthetic`` swaps in a synthetic writer.
-A test module can also override the ``producer`` fixture without changing the tests.
+Every test that asserts what a run shows reads a directory the engine wrote: ``engine_runs``
+makes a finished all-pairs run, a finished pipeline run and a failed all-pairs run once per
+session (tests/dashboard/engine_producer.py, in a subprocess so that this process never imports
+Ray), and the live browser test watches a real Jaccard run. The synthetic writer
+(dashboard_synth.py) is left for what the engine cannot be made to do on cue: exact timing,
+partial lines, a directory reused by a new run.
 """
 
 from __future__ import annotations
 
-import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +19,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dashboard_synth import SyntheticRun, write_run  # noqa: E402
+from dashboard_synth import SyntheticRun  # noqa: E402
+
+PRODUCER = Path(__file__).with_name("engine_producer.py")
+REPO = Path(__file__).resolve().parents[2]
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 
@@ -62,17 +68,13 @@ class EngineProducerHandle:
     """A real Jaccard run on a local Ray, in a subprocess (tests/dashboard/engine_producer.py)."""
 
     def __init__(self, run_dir: Path, n_records: int = 0, leaf_items: int = 8):
-        import subprocess
-
         self.run_dir = Path(run_dir)
         self.log = open(self.run_dir.parent / (self.run_dir.name + "-producer.log"), "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("engine_producer.py")), str(run_dir), str(n_records),
-             str(leaf_items)], stdout=self.log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
+            [sys.executable, str(PRODUCER), "allpairs", str(run_dir), str(n_records), str(leaf_items)],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO)
 
     def wait(self, timeout: float) -> bool:
-        import subprocess
-
         try:
             self.proc.wait(timeout)
             return True
@@ -123,28 +125,40 @@ def synthetic_producer():
 
 @pytest.fixture
 def producer():
-    """A function ``start_producer(run_dir, **kw) -> handle`` with ``wait(timeout)`` and ``error``.
+    """A function ``start_producer(run_dir) -> handle`` with ``wait(timeout)`` and ``error``: a
+    real Jaccard run on a local Ray, written while the test watches."""
+    yield from _producer(start_engine_producer)
 
-    A real Jaccard run on a local Ray by default (PAIRFLOW_DASHBOARD_PRODUCER=synthetic: a
-    synthetic writer of the same files, for quick iteration). The real run is
-    slower: Ray start plus ~10 s of compute.  Override this fixture for other runs."""
-    kind = os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "engine")
-    yield from _producer({"synthetic": start_synthetic_producer,
-                          "engine": start_engine_producer}[kind])
+
+@pytest.fixture(scope="session")
+def engine_runs(tmp_path_factory) -> dict[str, Path]:
+    """Real runs, written once per session: {"allpairs", "pipeline", "failed"} -> run directory."""
+    out = tmp_path_factory.mktemp("engine-runs")
+    proc = subprocess.run([sys.executable, str(PRODUCER), "suite", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return {name: out / name for name in ("allpairs", "pipeline", "failed")}
+
+
+def _copy(run_dir: Path, tmp_path: Path) -> Path:
+    """A private copy, so that a test (or the Streamlit server's log beside it) changes nothing
+    another test reads."""
+    return Path(shutil.copytree(run_dir, tmp_path / run_dir.name))
 
 
 @pytest.fixture
-def finished_run(tmp_path) -> Path:
-    d = tmp_path / "finished"
-    write_run(d, with_pipeline=True, convert_trace=True)
-    return d
+def finished_run(engine_runs, tmp_path) -> Path:
+    return _copy(engine_runs["allpairs"], tmp_path)
 
 
 @pytest.fixture
-def failed_run(tmp_path) -> Path:
-    d = tmp_path / "failed"
-    write_run(d, fail_after=7)
-    return d
+def pipeline_run(engine_runs, tmp_path) -> Path:
+    return _copy(engine_runs["pipeline"], tmp_path)
+
+
+@pytest.fixture
+def failed_run(engine_runs, tmp_path) -> Path:
+    return _copy(engine_runs["failed"], tmp_path)
 
 
 @pytest.fixture

@@ -1,10 +1,12 @@
 """A synthetic all-pairs run that writes a run directory in the documented format
-(docs/run-directory.md), for the dashboard tests.  No Ray, no engine: it only writes files.
+(docs/run-directory.md), for the dashboard tests of what the engine cannot be made to do on cue:
+exact timing, metrics lines caught half-written, a directory reused by a new run. No Ray, no
+engine: it only writes files, and only the fields a real all-pairs run writes (tiers L1, L2 and
+source; actors named node/device; the journal entries of the dense sink).
 
 ``SyntheticRun(run_dir, ...).start()`` writes progressively from a background thread (like a live
 run, including metrics lines written in two halves so readers see partial last lines);
-``write_run(run_dir, ...)`` writes a whole run at once with made-up timestamps (a finished run,
-or a failed one with ``fail_after=k``).
+``write_run(run_dir, ...)`` writes a whole finished run at once with made-up timestamps.
 """
 
 from __future__ import annotations
@@ -55,12 +57,12 @@ class SyntheticRun(threading.Thread):
     """Writes a Jaccard-like all-pairs run into ``run_dir``.
 
     ``duration_s`` is the (real, when ``realtime``) time the tiles take; snapshots go to
-    metrics.jsonl every ``snapshot_s``.  ``fail_after`` = k: the run fails after k tiles.
+    metrics.jsonl every ``snapshot_s``.
     """
 
-    def __init__(self, run_dir, *, n_items=32, leaf_items=4, actors=("dev-0", "dev-1"), duration_s=8.0,
-                 snapshot_s=0.25, host_cache_items=8, device_cache_items=6, realtime=True, fail_after=None,
-                 convert_trace=False, with_pipeline=False, t_start=None, start_delay_s=0.0):
+    def __init__(self, run_dir, *, n_items=32, leaf_items=4, actors=("node-0/dev-0", "node-0/dev-1"),
+                 duration_s=8.0, snapshot_s=0.25, host_cache_items=8, device_cache_items=6, realtime=True,
+                 t_start=None, start_delay_s=0.0):
         super().__init__(daemon=True, name="synthetic-run")
         self.d = Path(run_dir)
         self.n = n_items
@@ -71,9 +73,6 @@ class SyntheticRun(threading.Thread):
         self.S = host_cache_items
         self.S1 = device_cache_items
         self.realtime = realtime
-        self.fail_after = fail_after
-        self.convert_trace = convert_trace
-        self.with_pipeline = with_pipeline
         self.t_start = t_start
         self.start_delay_s = start_delay_s
         self.leaves = triangle_leaves(n_items, leaf_items)
@@ -127,8 +126,8 @@ class SyntheticRun(threading.Thread):
         leaves = self.leaves
         pairs_total = sum(t["pairs"] for t in leaves)
         (self.d / "config.yaml").write_text(
-            f"app:\n  name: jaccard\n  k: 21\ndata:\n  inputs: synthetic/*.fa\nscheduler:\n  leaf_items: {self.leaf}\n"
-            f"cache:\n  host_items: {S}\n")
+            f"allpairs:\n  leaf_items: {self.leaf}\n  host_cache_items: {S}\n  plan: stripe\n"
+            f"  eviction: next_use\napp:\n  app: jaccard\n  k: 21\n")
         meta = {"kind": "allpairs", "app": "jaccard",
                 "space": {"type": "Triangle", "n_rows": n, "n_cols": n, "pairs": pairs_total},
                 "n_items": n, "keys_sample": [f"genome_{i:02d}" for i in range(min(n, 50))],
@@ -151,7 +150,7 @@ class SyntheticRun(threading.Thread):
         def snapshot(now: float) -> None:
             tiers = _unflatten(cum)
             for tier in ("L1", "L2"):
-                for k in ("hits", "misses", "bytes_in", "evictions"):
+                for k in ("hits", "misses", "bytes_in", "evictions", "waits"):
                     tiers.setdefault(tier, {}).setdefault(k, 0)
             loads = tiers.get("source", {}).get("loads", 0)
             running = {a: [] for a in self.actors}
@@ -161,25 +160,11 @@ class SyntheticRun(threading.Thread):
             self._append("metrics.jsonl", {
                 "t": now, "elapsed": now - t0, "tiles_done": tiles_done, "tiles_total": len(leaves),
                 "pairs_done": pairs_done, "pairs_total": pairs_total, "loads": loads, "n_items": n,
-                "R": loads / n, "tiers": tiers, "stage_seconds": dict(stage_s),
+                "R": loads / n, "bound_R": 1 + n / (2 * S), "tiers": tiers, "stage_seconds": dict(stage_s),
                 "actors": {a: {**v, "running": running[a]} for a, v in act.items()}}, split=True)
 
-        if self.with_pipeline:
-            self._append("pipeline.jsonl", {"t": t0, "order": ["length_ratio", "sketch", "exact"],
-                                            "ops": {"length_ratio": {"cost_s": 1e-6, "pass_rate": 0.9, "records_in": 0},
-                                                    "sketch": {"cost_s": 2e-4, "pass_rate": 0.5, "records_in": 0},
-                                                    "exact": {"cost_s": 5e-3, "pass_rate": 1.0, "records_in": 0}}})
-        for k, e in enumerate(sorted(plan, key=lambda e: e["te"])):
+        for e in sorted(plan, key=lambda e: e["te"]):
             tile, actor, t_end = e["tile"], e["actor"], t0 + e["te"]
-            if self.fail_after is not None and k >= self.fail_after:
-                self._sleep_until(t0 + e["ts"] + 0.5 * (e["te"] - e["ts"]))
-                snapshot(self._now())
-                self._status("failed", error=(
-                    f"RuntimeError: tile {tile['id']} failed on {actor}: "
-                    "cannot parse genome_07.fa record 3: invalid character 'J'\n"
-                    "Traceback (most recent call last):\n  File \"apps/jaccard.py\", line 42, in parse\n"
-                    "ValueError: invalid character 'J'"))
-                return
             while next_snap < t_end:
                 self._sleep_until(next_snap)
                 snapshot(time.time() if self.realtime else next_snap)
@@ -197,34 +182,24 @@ class SyntheticRun(threading.Thread):
             act[actor]["busy_s"] += e["busy"]
             self._append("tiles.jsonl", {"id": tile["id"], "actor": actor, "t_start": t0 + e["ts"], "t_end": t_end,
                                          "pairs": tile["pairs"]})
-            self._append("journal.jsonl", {"tile": tile["id"], "sink": "matrix", "location": "result/matrix.zarr",
-                                           "length": tile["pairs"] * 4, "crc32": (tile["id"] * 2654435761) & 0xFFFFFFFF})
-            if self.with_pipeline and k % 4 == 3:
-                f = (k + 1) / len(leaves)
-                self._append("pipeline.jsonl", {
-                    "t": self._now(), "order": ["length_ratio", "sketch", "exact"] if f < 0.5 else
-                    ["sketch", "length_ratio", "exact"],
-                    "ops": {"length_ratio": {"cost_s": 1e-6, "pass_rate": 0.9 - 0.3 * f, "records_in": pairs_done},
-                            "sketch": {"cost_s": 2e-4 * (1 - 0.5 * f), "pass_rate": 0.5 - 0.2 * f,
-                                       "records_in": pairs_done},
-                            "exact": {"cost_s": 5e-3, "pass_rate": 1.0, "records_in": pairs_done // 2}}})
+            self._append("journal.jsonl", {
+                "tile": tile["id"], "actor": actor, "sink": "dense", "location": "matrix.zarr/similarity",
+                "region": [tile["r0"], tile["r1"], tile["c0"], tile["c1"]], "length": tile["pairs"] * 8,
+                "crc32": (tile["id"] * 2654435761) & 0xFFFFFFFF})
         end = self._now()
         snapshot(end)
         tiers = _unflatten(cum)
         loads = tiers.get("source", {}).get("loads", 0)
-        if self.convert_trace:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+        import pyarrow as pa  # the engine copies the trace to Parquet at the end and keeps the JSONL
+        import pyarrow.parquet as pq
 
-            rows = [json.loads(x) for x in (self.d / "trace.jsonl").read_text().splitlines() if x.strip()]
-            pq.write_table(pa.Table.from_pylist(rows), self.d / "trace.parquet.tmp")
-            os.replace(self.d / "trace.parquet.tmp", self.d / "trace.parquet")
-            (self.d / "trace.jsonl").unlink()
+        rows = [json.loads(x) for x in (self.d / "trace.jsonl").read_text().splitlines() if x.strip()]
+        pq.write_table(pa.Table.from_pylist(rows), self.d / "trace.parquet.tmp")
+        os.replace(self.d / "trace.parquet.tmp", self.d / "trace.parquet")
         _atomic_json(self.d / "summary.json", {
             "wall_s": end - t0, "R": loads / n, "loads": loads, "n_items": n, "tiles_done": tiles_done,
             "pairs_done": pairs_done, "bound_R": 1 + n / (2 * S),
-            "tiers": {k: {kk: vv for kk, vv in v.items() if kk != "hops"} for k, v in tiers.items()},
-            "results": {"matrix": "result/matrix.zarr"}})
+            "tiers": tiers, "outputs": {"dense": str(self.d / "result" / "matrix.zarr")}})
         self._status("finished")
 
     def _plan(self) -> list[dict]:
@@ -233,7 +208,6 @@ class SyntheticRun(threading.Thread):
         so that the run lasts ``duration_s``."""
         l1 = {a: OrderedDict() for a in self.actors}
         l2: OrderedDict = OrderedDict()
-        seen: set = set()
         c: dict[tuple, float] = {}
         item_bytes = 1 << 20
 
@@ -261,17 +235,6 @@ class SyntheticRun(threading.Thread):
             if len(l2) > self.S:
                 l2.popitem(last=False)
                 inc("L2", "evictions")
-            # L3: the directory knows another node holding even items seen before (hop 1 or 2)
-            inc("L3", "hops", "1", "asks")
-            if item in seen and item % 2 == 0:
-                inc("L3", "hits")
-                hop = "1" if item % 4 == 0 else "2"
-                if hop == "2":
-                    inc("L3", "hops", "2", "asks")
-                inc("L3", "hops", hop, "hits")
-                return ["preprocess"]
-            inc("L3", "misses")
-            seen.add(item)
             inc("source", "loads")
             inc("source", "bytes", by=item_bytes)
             return ["load", "parse", "preprocess"]

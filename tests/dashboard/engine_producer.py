@@ -1,9 +1,14 @@
-"""A REAL run for the dashboard tests: exact Jaccard of the Klebsiella capsule loci (kaptive-data,
-unpacked by scripts/setup.sh) on a local Ray, in a subprocess so the test process never imports Ray.
+"""REAL runs for the dashboard tests, on a local Ray, in a subprocess so that the test process
+never imports Ray.
 
-    python tests/dashboard/engine_producer.py RUN_DIR [N_RECORDS] [LEAF_ITEMS]
+    python tests/dashboard/engine_producer.py allpairs RUN_DIR [N_RECORDS] [LEAF_ITEMS]
+    python tests/dashboard/engine_producer.py suite OUT_DIR
 
-Used by the ``producer`` fixture when PAIRFLOW_DASHBOARD_PRODUCER=engine (see conftest.py).
+``allpairs``: exact Jaccard of the Klebsiella capsule loci (kaptive-data, unpacked by
+scripts/setup.sh), the live run the browser test watches. ``suite``: one Ray session writing the
+finished runs the dashboard tests read, under OUT_DIR: ``allpairs`` (Jaccard of 24 loci),
+``pipeline`` (a filter pipeline that reorders its operators) and ``failed`` (an all-pairs run
+whose compare raises on one pair after other tiles finished).
 """
 
 from __future__ import annotations
@@ -13,11 +18,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+FAILING_PAIR = ("k3", "k9")
 
 
-def main(run_dir: str, n_records: int = 0, leaf_items: int = 8) -> None:
-    sys.path.insert(0, str(REPO))
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8):
     from tests.oracles import KLEBSIELLA, read_sequences
 
     recs = read_sequences(KLEBSIELLA, "genbank")
@@ -30,13 +34,95 @@ def main(run_dir: str, n_records: int = 0, leaf_items: int = 8) -> None:
     from apps.jaccard import JaccardApp
     from engine import DenseMatrix
     from engine.pairs.driver import allpairs
+
+    return allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
+                    sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir, wait=True,
+                    progress=False, leaf_items=leaf_items)
+
+
+def _compare_failing_on_one_pair(a, b):
+    if {f"k{a}", f"k{b}"} == set(FAILING_PAIR):
+        raise ValueError(f"cannot compare k{a} with k{b}: record is corrupt")
+    return a * 100 + b
+
+
+def failed_run(run_dir: str) -> None:
+    from engine.errors import PairflowError
+    from engine.pairs.app import FunctionApp
+    from engine.pairs.driver import allpairs
+
+    app = FunctionApp([f"k{i}" for i in range(16)], load=lambda k: int(k[1:]),
+                      compare=_compare_failing_on_one_pair)
+    try:
+        allpairs(app=app, run_dir=run_dir, leaf_items=2, max_retries=0, progress=False,
+                 wait=True)
+    except PairflowError as err:
+        print(f"failed as intended: {str(err)[:200]}")
+    else:
+        raise SystemExit("the failing run finished")
+
+
+def pipeline_run(run_dir: str) -> None:
+    import numpy as np
+
+    from engine.pipeline import Filter, Map, Pipeline
+
+    rng = np.random.default_rng(0)
+    n = 40_000
+    data = {"id": np.arange(n), "x": rng.normal(size=n), "y": rng.uniform(size=n)}
+
+    def costly(b):
+        v = np.asarray(b["y"], float)
+        for _ in range(30):
+            v = np.sqrt(v * v + 1.0) - 0.5
+        return v > -1e9
+
+    ops = [Filter("costly", costly), Map("x2", lambda b: np.asarray(b["x"]) ** 2),
+           Filter("far", lambda b: b["x2"] > 1.0, after=["x2"]),
+           Filter("low", lambda b: b["y"] < 0.25)]
+    Pipeline(data, ops, batch_size=2_000).run(run_dir=run_dir, progress=False, replan_every=1,
+                                              slots=2)
+
+
+def _start_ray(init_ray, attempts: int = 3) -> None:
+    """Ray waits a fixed 30 s for its node to register and gives up; on a 2-core machine shared
+    with other test runs that wait can run out. The runs made here are the dashboard's input,
+    not what is tested, so a start that timed out is tried again."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            init_ray(num_cpus=2, object_store_mb=512)
+            return
+        except Exception as err:  # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(err) or attempt == attempts:
+                raise
+            print(f"Ray start timed out (attempt {attempt}); retrying", flush=True)
+            ray.shutdown()
+
+
+def main(argv: list[str]) -> None:
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray.cloudpickle
+
     from engine.run.runtime import init_ray
 
-    init_ray(num_cpus=2, object_store_mb=512)
-    res = allpairs(app=JaccardApp([str(fasta)], k=21, item="record"), sink=DenseMatrix(diagonal={"similarity": 1.0}),
-                   run_dir=run_dir, wait=True, progress=False, leaf_items=leaf_items)
-    print(f"finished: {res.summary['tiles_total']} tiles, R={res.summary['R']:.3f}, wall={res.summary['wall_s']:.1f} s")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    _start_ray(init_ray)
+    kind, target = argv[0], argv[1]
+    if kind == "allpairs":
+        res = jaccard_run(target, *(int(a) for a in argv[2:4]))
+        print(f"finished: {res.summary['tiles_total']} tiles, R={res.summary['R']:.3f}")
+    elif kind == "suite":
+        out = Path(target)
+        jaccard_run(str(out / "allpairs"), n_records=24, leaf_items=4)
+        pipeline_run(str(out / "pipeline"))
+        failed_run(str(out / "failed"))
+        print("suite written")
+    else:
+        raise SystemExit(f"unknown kind {kind!r}: allpairs or suite")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(int(a) for a in sys.argv[2:4]))
+    main(sys.argv[1:])

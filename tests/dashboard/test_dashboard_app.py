@@ -1,5 +1,5 @@
 """The Streamlit app run in-process with streamlit.testing (no server, no browser): every view of
-every kind of run directory draws without an exception."""
+real finished, pipeline and failed runs (made by the engine) draws without an exception."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_synth import write_run
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+from tests.conftest import need_module
+AppTest = need_module("streamlit.testing.v1").AppTest
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
 
@@ -38,10 +37,17 @@ def test_views_of_finished_run(monkeypatch, finished_run, view):
     assert not at.warning, [w.value for w in at.warning]  # no view fell back to its error message
 
 
+@pytest.mark.parametrize("view", ["overview", "pipelines"])
+def test_views_of_pipeline_run(monkeypatch, pipeline_run, view):
+    at = _run(monkeypatch, pipeline_run, view)
+    assert "state: finished" in _text(at)
+    assert not at.warning, [w.value for w in at.warning]
+
+
 def test_failed_run(monkeypatch, failed_run):
     at = _run(monkeypatch, failed_run)
     assert "state: failed" in _text(at)
-    assert any("invalid character 'J'" in e.value for e in at.error)
+    assert any("cannot compare k3 with k9" in e.value for e in at.error)
 
 
 @pytest.mark.parametrize("view", ["overview", "matrix"])
@@ -51,10 +57,8 @@ def test_empty_dir_waits(monkeypatch, tmp_path, view):
     assert any("waiting for run" in i.value for i in at.info)
 
 
-def test_large_matrix_is_binned(monkeypatch, tmp_path):
-    d = tmp_path / "r"
-    write_run(d, n_items=32, leaf_items=2)
-    at = _run(monkeypatch, d, "matrix", env={"PAIRFLOW_DASHBOARD_MAX_RECTS": "50"})
+def test_large_matrix_is_binned(monkeypatch, finished_run):
+    at = _run(monkeypatch, finished_run, "matrix", env={"PAIRFLOW_DASHBOARD_MAX_RECTS": "5"})
     assert any("drawn as a" in c.value for c in at.caption)
 
 

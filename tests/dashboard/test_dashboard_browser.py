@@ -1,9 +1,8 @@
 """The dashboard in a real browser: Streamlit on 127.0.0.1, Debian's Chromium driven by Playwright.
 
-Four run directories: (a) one written progressively while the page is open (a live run), (b) a
-finished run, (c) an empty directory that a run then appears in, (d) a failed run.  The live run
-comes from the ``producer`` fixture (tests/dashboard/conftest.py): a synthetic run by default,
-a real Jaccard run on a local Ray with PAIRFLOW_DASHBOARD_PRODUCER=engine.
+Five run directories, all written by the real engine (tests/dashboard/conftest.py): (a) a Jaccard
+run written while the page is open (a live run), (b) a finished all-pairs run, (c) an empty
+directory that a finished run is then copied into, (d) a failed run, (e) a finished pipeline.
 
 Screenshots of every view go to tests/artifacts/dashboard/; page-ready time and update latency are
 measured, printed in the terminal summary and written to tests/artifacts/dashboard/timings.json —
@@ -26,8 +25,9 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests.conftest import need_module, need_program
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+playwright_sync = need_module("playwright.sync_api")
 
 CHROMIUM = os.environ.get("PAIRFLOW_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -35,11 +35,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists(),
-                       reason=f"no Chromium at {CHROMIUM}"),
-]
+pytestmark = pytest.mark.browser
+need_program(CHROMIUM)
 
 TIMINGS: dict[str, dict] = {}
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
@@ -68,7 +65,7 @@ class Server:
             [sys.executable, "-m", "dashboard.cli", str(run_dir), "--host", "127.0.0.1", "--port", str(self.port),
              "--refresh", str(refresh)],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[2])
-        self.t_healthy = self._wait_healthy(30)
+        self.t_healthy = self._wait_healthy(120)
 
     def _wait_healthy(self, timeout: float) -> float:
         deadline = time.time() + timeout
@@ -141,7 +138,7 @@ def context(browser):
 @pytest.fixture
 def page(context):
     pg = context.new_page()
-    pg.set_default_timeout(15_000)
+    pg.set_default_timeout(60_000)
     yield pg
     pg.close()
 
@@ -317,19 +314,22 @@ def _write_timings(request):
 # --------------------------------------------------------------------------- tests
 
 
-@pytest.mark.timeout(150)
+# The time limits here guard against a hung browser or server; they are sized for a 2-core
+# machine shared with other test runs, and the first test to use the engine fixtures also waits
+# for their runs (several minutes under load).
+@pytest.mark.timeout(900)
 def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     run_dir = tmp_path / "live"
-    name = "live" if os.environ.get("PAIRFLOW_DASHBOARD_PRODUCER", "synthetic") == "synthetic" else "live-engine"
-    handle = producer(run_dir, duration_s=13.0)
+    name = "live-engine"
+    handle = producer(run_dir)
     server = serve(run_dir)
     ready = open_dashboard(page, server)
     record(name, **ready)
 
     # progress increases between two reads
-    first = wait_status(page, lambda s: s["state"] in ("running", "starting") and s["tiles"][1], 30)
+    first = wait_status(page, lambda s: s["state"] in ("running", "starting") and s["tiles"][1], 180)
     p1 = first["pairs"][0] or 0
-    second = wait_status(page, lambda s: (s["pairs"][0] or 0) > p1, 30)
+    second = wait_status(page, lambda s: (s["pairs"][0] or 0) > p1, 120)
     assert second["pairs"][0] > p1
 
     # update latency: the run writes a new tiles_done -> the page shows it (sampled for a few
@@ -343,11 +343,11 @@ def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     sample_latency(page, run_dir, read_status(page)["tiles"][0], 30.0, lat)
 
     # ends at the run's own totals
-    assert handle.wait(40), "producer did not finish"
+    assert handle.wait(300), "producer did not finish"
     assert handle.error is None, handle.error
     tot = run_totals(run_dir)
     t_fin = time.time()
-    final = wait_status(page, lambda s: s["state"] == "finished" and s["tiles"][0] == s["tiles"][1], 10)
+    final = wait_status(page, lambda s: s["state"] == "finished" and s["tiles"][0] == s["tiles"][1], 60)
     finish_seen = time.time() - t_fin
     meta, last, summary = tot["meta"], tot["last"], tot["summary"]
     assert final["tiles"] == (meta["tiles_total"], meta["tiles_total"]) == (last["tiles_done"], last["tiles_total"])
@@ -366,13 +366,13 @@ def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     assert lat, "no update was observed while the run was live"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(900)
 def test_finished_run(finished_run, serve, page, artifacts_dir):
     server = serve(finished_run)
     ready = open_dashboard(page, server)
     record("finished", **ready)
     tot = run_totals(finished_run)
-    s = wait_status(page, lambda s: s["state"] == "finished", 5)
+    s = wait_status(page, lambda s: s["state"] == "finished", 30)
     assert s["tiles"] == (tot["meta"]["tiles_total"],) * 2
     assert s["pairs"] == (tot["meta"]["pairs_total"],) * 2
     assert s["R"] == pytest.approx(tot["summary"]["R"], abs=5.1e-4)
@@ -380,17 +380,24 @@ def test_finished_run(finished_run, serve, page, artifacts_dir):
     got = screenshot_views(page, artifacts_dir, "finished", checks={
         "cache": read_cache_r,
         "matrix": lambda p: p.locator('[data-testid="stMarkdown"]').filter(has_text="leaves:").first.inner_text(),
-        "pipelines": lambda p: p.locator('[data-testid="stMain"]').inner_text(),
     })
     assert got["cache"] == pytest.approx(tot["summary"]["R"], abs=5.1e-4)
     assert f"done: {tot['meta']['tiles_total']}" in got["matrix"] and "pending: 0" in got["matrix"]
-    assert "order: sketch → length_ratio → exact" in got["pipelines"]
 
 
-@pytest.mark.timeout(60)
-def test_empty_directory_then_run_appears(tmp_path, serve, page, artifacts_dir):
-    from dashboard_synth import write_run
+@pytest.mark.timeout(900)
+def test_pipeline_run_shows_its_operator_order(pipeline_run, serve, page, artifacts_dir):
+    server = serve(pipeline_run)
+    record("pipeline", **open_dashboard(page, server))
+    wait_status(page, lambda s: s["state"] == "finished", 30)
+    plans = [json.loads(ln) for ln in (pipeline_run / "pipeline.jsonl").read_text().splitlines() if ln.strip()]
+    got = screenshot_views(page, artifacts_dir, "pipeline", views=["overview", "pipelines"], checks={
+        "pipelines": lambda p: p.locator('[data-testid="stMain"]').inner_text()})
+    assert "order: " + " → ".join(plans[-1]["order"]) in got["pipelines"]
 
+
+@pytest.mark.timeout(900)
+def test_empty_directory_then_run_appears(tmp_path, finished_run, serve, page, artifacts_dir):
     run_dir = tmp_path / "empty"
     run_dir.mkdir()
     server = serve(run_dir)
@@ -409,23 +416,28 @@ def test_empty_directory_then_run_appears(tmp_path, serve, page, artifacts_dir):
         assert_no_exception(page)
     # a run appears in the directory: the open page picks it up by itself
     t0 = time.time()
-    write_run(run_dir, duration_s=5.0)
-    s = wait_status(page, lambda s: s["state"] == "finished", 10)
+    for name in ("config.yaml", "status.json", "tiles.json", "meta.json"):  # the engine's order
+        shutil.copy2(finished_run / name, run_dir / name)
+    for path in sorted(finished_run.iterdir()):
+        if not (run_dir / path.name).exists():
+            (shutil.copytree if path.is_dir() else shutil.copy2)(path, run_dir / path.name)
+    s = wait_status(page, lambda s: s["state"] == "finished", 60)
     record("empty", run_appeared_visible_after_s=round(time.time() - t0, 3))
     assert s["tiles"][0] == s["tiles"][1] == json.loads((run_dir / "meta.json").read_text())["tiles_total"]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(900)
 def test_failed_run_shows_error(failed_run, serve, page, artifacts_dir):
     server = serve(failed_run)
     ready = open_dashboard(page, server)
     record("failed", **ready)
-    s = wait_status(page, lambda s: s["state"] == "failed", 5)
+    s = wait_status(page, lambda s: s["state"] == "failed", 30)
     meta = json.loads((failed_run / "meta.json").read_text())
-    assert s["tiles"] == (7, meta["tiles_total"])
+    done = {json.loads(ln)["id"] for ln in (failed_run / "tiles.jsonl").read_text().splitlines() if ln.strip()}
+    assert s["tiles"] == (len(done), meta["tiles_total"])
     err = page.locator('[data-testid="stAlert"]').filter(has_text="run failed").first.inner_text()
-    assert "invalid character 'J'" in err
-    code = page.locator('[data-testid="stCode"]').filter(has_text="ValueError: invalid character 'J'").first
+    assert "cannot compare k3 with k9" in err
+    code = page.locator('[data-testid="stCode"]').filter(has_text="ValueError: cannot compare k3 with k9").first
     code.wait_for(state="visible")  # the full error text (with the traceback) is on the page
     assert page.locator('[data-testid="stException"]').count() == 0  # the run's error, not the app's
     page.screenshot(path=str(artifacts_dir / "failed-overview.png"), full_page=True)

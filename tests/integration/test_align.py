@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import need as need_path
 from tests.unit.conftest import SHARE
 
 pytestmark = pytest.mark.ray
@@ -20,9 +21,7 @@ WZI = SHARE / "kaptive" / "reference_database" / "wzi_wzc_db.fasta"
 
 
 def need(path):
-    if not path.exists():
-        pytest.skip(f"real data not found: {path} (run scripts/setup.sh)")
-    return str(path)
+    return str(need_path(path))
 
 
 def read(path, fmt="fasta"):

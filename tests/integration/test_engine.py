@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import need_module
 from tests.oracles import KLEBSIELLA, canonical_kmers, jaccard_matrix, read_sequences
 
 pytestmark = pytest.mark.ray
@@ -103,7 +104,7 @@ def test_triangle_equals_upper_half_of_rectangle(ray_local, runs, loci):
 
 
 def test_torch_backend_on_cpu_matches_numpy(ray_local, runs, loci):
-    pytest.importorskip("torch")
+    need_module("torch")
     path, sim = loci
     res = jaccard(path, runs, leaf_items=6, devices="torch-cpu")
     assert {a["device"] for a in json.load(open(os.path.join(res.run_dir, "meta.json")))["actors"]} \

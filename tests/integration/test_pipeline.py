@@ -17,6 +17,7 @@ from operators.dask import DaskSource
 from operators.parquet import ParquetSink
 from tests import pipeline_cases
 from tests.pipeline_cases import data as _data, expected as _expected, ops as _ops
+from tests.conftest import need
 
 
 def _by_value():
@@ -31,6 +32,10 @@ _by_value()
 
 
 def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
+    """The order comes from measured costs, so it depends on timing: 20/20 passed with the other
+    core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
+    -q --count=20` on this test and test_ds_dp_balance_follows_measured_costs (pytest-repeat;
+    2026-11-24, the machine also running other developers' tests, load average 5 to 28)."""
     d = _data(120_000)
     res = Pipeline(as_source(d, batch_size=4_000), _ops(60), sinks=[ParquetSink()]).run(
         runs_root=runs, progress=False, replan_every=1, slots=3)
@@ -101,6 +106,8 @@ class SlowSource(Source):
 
 
 def test_ds_dp_balance_follows_measured_costs(ray_local, runs):
+    """The DS/DP split comes from measured read and process times: 20/20 passed with the other
+    core busy (command in test_ray_pipeline_reorders_and_writes_its_run_directory)."""
     ops = [Filter("low", lambda b: b["y"] < 0.5)]
     res = Pipeline(SlowSource(24, 500, 0.03), ops).run(
         runs_root=runs, progress=False, slots=3, checkpoint=2, order="written")
@@ -136,8 +143,7 @@ def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_loc
     from engine.pairs.driver import allpairs
     from engine.pairs.sinks import Threshold
     from tests.oracles import KLEBSIELLA
-    if not os.path.exists(KLEBSIELLA):
-        pytest.skip(f"real data not found: {KLEBSIELLA}")
+    need(KLEBSIELLA)
     t = 0.15
     full = allpairs(app=JaccardApp([KLEBSIELLA], item="record"), sink=Threshold(t, "similarity"),
                     wait=True, progress=False, runs_root=runs)

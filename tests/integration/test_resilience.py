@@ -56,6 +56,12 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, tmp_path):
+    """The kill must land mid-run. With the other core busy (`taskset -c 1 python -c 'while True:
+    pass' &`, then `pytest -p no:cacheprovider -q --count=20` and `--count=3` on this test with
+    pytest-repeat; 2026-11-24, the machine also running other developers' tests, load average
+    30 to 60) 20 of 23 runs passed and the margin held in all 23: in the 3 others Ray's memory
+    monitor killed workers when other processes filled the machine's memory (1), or the killed
+    driver's own Ray did not register within Ray's fixed 30 s start-up wait (2)."""
     run_dir = str(tmp_path / "killed")
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(repo=REPO, gbk=KLEBSIELLA,
@@ -121,6 +127,10 @@ def test_resume_refuses_a_different_k(ray_local, tmp_path):
 
 
 def test_killed_device_actor_loses_no_tile(ray_local, tmp_path):
+    """The SIGKILL must land while tiles are still pending: 20/20 passed with the other core
+    busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider -q
+    --count=20` on this test (pytest-repeat; 2026-11-24, the machine also running other
+    developers' tests, load average about 30)."""
     handle = run(klebsiella_app(), runs=str(tmp_path), leaf_items=4)
     meta = json.load(open(os.path.join(handle.run_dir, "meta.json")))
     while handle.progress()["done"] < meta["tiles_total"] // 4:
@@ -151,6 +161,10 @@ class HangingApp:
 
 
 def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
+    """The 2 s deadline must fire on the hung pair and on no other tile: 20/20 passed with the
+    other core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
+    -q --count=20` on this test (pytest-repeat; 2026-11-24, the machine also running other
+    developers' tests, load average about 28)."""
     from engine.pairs.driver import allpairs
     from engine.errors import PairflowError
     t0 = time.time()

@@ -9,7 +9,8 @@ from engine.errors import InputError
 from engine.pairs.space import PairList, Rectangle, Triangle
 from kernels.scoring import Scoring
 from kernels.smith_waterman import cells, rescore, sw_scores, sw_traceback
-from tests.unit.conftest import SHARE, _need
+from tests.conftest import need as _need
+from tests.unit.conftest import SHARE
 
 TUTORIAL = SHARE / "doc" / "hmmer" / "examples" / "tutorial"
 WZI = SHARE / "kaptive" / "reference_database" / "wzi_wzc_db.fasta"

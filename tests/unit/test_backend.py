@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from kernels.backend import best_device, namespace_for, to_device, to_numpy
+from tests.conftest import need_module
 
 
 def test_cpu_is_numpy():
@@ -23,7 +24,7 @@ def test_unknown_device():
 
 
 def test_torch_cpu_round_trip():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     xp = namespace_for("torch-cpu")
     a = np.array([0, 5, 2**62 - 1], dtype=np.uint64)
     a.flags.writeable = False  # as handed out by the Ray object store
@@ -34,13 +35,13 @@ def test_torch_cpu_round_trip():
 
 
 def test_torch_rejects_uint64_beyond_int64():
-    pytest.importorskip("torch")
+    need_module("torch")
     with pytest.raises(ValueError, match="2\\*\\*63"):
         to_device(namespace_for("torch-cpu"), np.array([2**63], dtype=np.uint64), "torch-cpu")
 
 
 def test_cuda_and_cupy_fail_clearly_when_absent():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="cuda"):
             namespace_for("cuda")

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.jaccard import GALLOP_RATIO, intersection_count, intersection_counts, jaccard_from_counts
+from tests.conftest import need_module
 
 # values from a small range overlap often; a few huge ones check that all 62 bits are compared
 _value = st.one_of(st.integers(0, 300), st.integers(2**62 - 50, 2**62 - 1))
@@ -72,7 +73,7 @@ def test_dtype_mismatch_is_an_error():
 
 
 def test_torch_path_equals_numpy():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     from kernels.backend import namespace_for, to_device
 
     xp = namespace_for("torch-cpu")

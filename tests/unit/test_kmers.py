@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.kmers import MAX_K, KmerSet, canonical_kmers
+from tests.conftest import need_module
 
 _COMP = str.maketrans("ACGT", "TGCA")
 _DIGITS = str.maketrans("ACGT", "0123")
@@ -142,7 +143,7 @@ def test_lambda_phage_k21(lambda_path):
 
 def test_lambda_phage_matches_sourmash(lambda_path):
     """Independent oracle: sourmash with scaled=1 keeps every canonical k-mer hash."""
-    sourmash = pytest.importorskip("sourmash")
+    sourmash = need_module("sourmash")
     import pysam
 
     seqs = [r.sequence for r in pysam.FastxFile(str(lambda_path))]

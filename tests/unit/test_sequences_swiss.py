@@ -2,7 +2,8 @@
 import pytest
 
 from operators.sequences import InputError, detect_format, read_records
-from tests.unit.conftest import SHARE, _need
+from tests.conftest import need as _need
+from tests.unit.conftest import SHARE
 
 SEVENLESS = SHARE / "doc" / "hmmer" / "examples" / "tutorial" / "7LESS_DROME"
 

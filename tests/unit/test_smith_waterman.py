@@ -17,6 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import need as _need, need_module
+
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import (
     Alignment,
@@ -36,12 +38,6 @@ TUTORIAL = SHARE / "doc" / "hmmer" / "examples" / "tutorial"
 WZI_WZC = SHARE / "kaptive" / "reference_database" / "wzi_wzc_db.fasta"
 
 AMINO = "ARNDCQEGHILKMFPSTWYV"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"real data not found: {path} (run scripts/setup.sh)")
-    return path
 
 
 def _fasta(path: Path) -> list[tuple[str, str]]:
@@ -392,8 +388,7 @@ def test_sixteen_bit_saturation_widens(matrix, letters):
 
 
 def test_reference_on_another_array_namespace(globins, globin_scores):
-    torch_ns = pytest.importorskip("array_api_compat.torch")
-    pytest.importorskip("torch")
+    torch_ns = need_module("array_api_compat.torch")
     seqs = [s for _, s in globins[:8]]
     scoring = Scoring.create("blosum62", 11, 1)
     got = sw_reference_batch(seqs[0], seqs, scoring, xp=torch_ns)
@@ -408,8 +403,7 @@ def test_reference_without_precomputed_profile(globins, globin_scores, monkeypat
     seqs = [s for _, s in globins]
     scoring = Scoring.create("blosum62", 11, 1)
     assert sw_reference_batch(seqs[3], seqs, scoring).tolist() == globin_scores[3].tolist()
-    torch_ns = pytest.importorskip("array_api_compat.torch")
-    pytest.importorskip("torch")
+    torch_ns = need_module("array_api_compat.torch")
     got = sw_reference_batch(seqs[4], seqs[:6], scoring, xp=torch_ns)
     assert got.cpu().numpy().tolist() == globin_scores[4, :6].tolist()
 
