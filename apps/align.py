@@ -240,14 +240,7 @@ class AlignApp(BasePairApp):
             sorted(t_in, key=lambda k: (self.lengths[k], self.target_order[k]))
         self._keys = list(dict.fromkeys(self._rows + self._cols))
 
-        self.filters: list[PairFilter] = []
-        if min_length_ratio is not None:
-            self.filters.append(LengthRatioFilter(min_length_ratio))
-        if min_shared_kmers is not None:
-            k = kmer if kmer is not None else (3 if self.alphabet == "protein" else 11)
-            self.filters.append(SharedKmerFilter(min_shared_kmers, k))
-        elif kmer is not None:
-            raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
+        self.filters = self._pair_filters(min_length_ratio, min_shared_kmers, kmer)
         self.filter_report: list[dict] = []
         self.filter_orders: list[list[str]] = []
         self._space = self._make_space(seqs)
@@ -300,6 +293,17 @@ class AlignApp(BasePairApp):
                             f"align each kind separately)")
             raise InputError(url, problem, record=name, index=index) from None
         return out
+
+    def _pair_filters(self, min_length_ratio, min_shared_kmers, kmer) -> list[PairFilter]:
+        filters: list[PairFilter] = []
+        if min_length_ratio is not None:
+            filters.append(LengthRatioFilter(min_length_ratio))
+        if min_shared_kmers is not None:
+            k = kmer if kmer is not None else (3 if self.alphabet == "protein" else 11)
+            filters.append(SharedKmerFilter(min_shared_kmers, k))
+        elif kmer is not None:
+            raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
+        return filters
 
     def _make_space(self, seqs: dict):
         nq, nt = len(self._rows), len(self._cols)
@@ -482,6 +486,8 @@ def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]
 def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
     the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
+    # One straight pass (trace, validate, tabulate, write, summarise): each step feeds the next
+    # and none is used alone, so splitting it would only pass the same dozen values around.
     import pandas as pd
     t0 = time.time()
     top = pd.read_parquet(result.outputs["topk"])

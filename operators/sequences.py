@@ -373,6 +373,18 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     return _fastx_records(name, _TRAILING_BLANKS.sub(b"", data), fmt)
 
 
+def _name_and_comment(entry) -> tuple[str, str]:
+    """A pysam record's name and description. For "> NAME description" kseq gives an empty name
+    and the whole text as the comment; the name is then its first word, as Biopython and BLAST
+    read it."""
+    name, comment = entry.name, entry.comment or ""
+    if not name:
+        words = comment.split(None, 1)
+        name = words[0] if words else ""
+        comment = words[1] if len(words) > 1 else ""
+    return name, comment
+
+
 def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     import pysam
 
@@ -385,13 +397,7 @@ def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
             with pysam.FastxFile(path) as fx:
                 for entry in fx:
                     i = len(records)
-                    rname, comment = entry.name, entry.comment or ""
-                    if not rname:
-                        # "> NAME description": kseq gives an empty name and the whole text as
-                        # the comment; the name is the first word, as Biopython and BLAST read it
-                        words = comment.split(None, 1)
-                        rname = words[0] if words else ""
-                        comment = words[1] if len(words) > 1 else ""
+                    rname, comment = _name_and_comment(entry)
                     seq = entry.sequence or ""
                     qual = entry.quality
                     if not rname:
