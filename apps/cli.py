@@ -273,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     verbose = any(a in VERBOSE_FLAGS for a in argv) or \
         os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a not in VERBOSE_FLAGS]
+    if not verbose:
+        # Ray prints the traceback of every failed task nobody waited for: after bad input is
+        # reported by name, the other items' checks failing the same way are only noise
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     if any(a in ("-h", "--help") for a in argv):
         print(help_text())
         return 0
