@@ -17,7 +17,7 @@ How it maps onto the engine (docs/align.md has the whole story):
   node's cells are easy to bound and heavy pairs sit together.
 * **Capacity-aware tiles**: ``pair_weights()`` gives the sequence lengths; the driver cuts the
   quadtree until no tile holds more than ``max_weight`` cells, from the probe's measured cells/s
-  and ``target_tile_s`` (engine/space.py, weighted quadtree). One 5 Mb target therefore gets
+  and ``target_tile_s`` (``engine.quadtree``, weighted). One 5 Mb target therefore gets
   tiles of its own instead of sitting in a tile with a thousand 300 aa sequences.
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
   wanted pairs (the mask) and returns the int32 field ``score``.
