@@ -73,3 +73,15 @@ def test_bad_input_is_one_line_and_the_traceback_only_when_asked(capsys, tmp_pat
     monkeypatch.setenv("PAIRFLOW_DEBUG", "1")
     code, _, err = run(capsys, "data.inputs=null", root)
     assert code == 2 and "Traceback (most recent call last)" in err
+
+
+
+def test_cluster_group_to_runtime_options():
+    """One helper reads the cluster group for every app; nulls keep the engine's defaults."""
+    from omegaconf import OmegaConf
+
+    from apps.options import runtime_options
+    cfg = OmegaConf.create({"cluster": {"ray_address": None, "num_cpus": 2,
+                                        "object_store_mb": 512, "devices": "cpu"}})
+    assert runtime_options(cfg) == {"num_cpus": 2, "object_store_mb": 512}
+    assert runtime_options(OmegaConf.create({})) == {}

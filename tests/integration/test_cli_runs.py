@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -64,3 +66,23 @@ def test_bad_input_found_on_the_workers_is_one_message(tmp_path):
     errors = [line for line in out.stderr.splitlines() if line.startswith("pairflow: error:")]
     assert len(errors) == 1 and str(bad) in errors[0] and "truncated" in out.stderr
     assert "Traceback" not in out.stderr and "Unhandled error" not in out.stderr
+
+
+def test_config_groups_to_allpairs_options():
+    """The cluster, cache and scheduler groups become engine.allpairs options (checked against
+    AllPairsConfig, whose module imports Ray: hence an integration test, though no run starts)."""
+    from omegaconf import OmegaConf
+
+    from apps.options import allpairs_options
+    from engine import PairflowError
+    cfg = OmegaConf.create({"cluster": {"ray_address": None, "num_cpus": 2,
+                                        "object_store_mb": 512, "devices": "cpu"},
+                            "cache": {"host_cache_items": 4}, "scheduler": {"plan": "zorder"},
+                            "progress": False, "preflight": True, "runs_root": "r",
+                            "resume": False, "validate": 0.0, "max_retries": 2, "seed": 0})
+    opts = allpairs_options(cfg)
+    assert opts["devices"] == "cpu" and opts["host_cache_items"] == 4 and opts["plan"] == "zorder"
+    assert opts["num_cpus"] == 2 and opts["progress"] is False
+    cfg.cache.host_cache_itemz = 3
+    with pytest.raises(PairflowError, match="cache.host_cache_itemz"):
+        allpairs_options(cfg)
