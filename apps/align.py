@@ -746,7 +746,7 @@ def report(result) -> str:
              f"{_si(al.get('cells_per_s') or 0)}cells/s (wall {s['wall_s']:.2f} s, "
              f"tracebacks {al.get('traceback_s', 0):.2f} s)"]
     if al.get("filters"):
-        lines.append("pair filters in the order run: "
+        lines.append("pair filters, in the order the measurements chose: "
                      + " > ".join(f["name"] for f in al["filters"]))
     for f in al.get("filters") or []:
         lines.append(f"filter {f['name']}: {f['pairs_out']}/{f['pairs_in']} pairs pass "
