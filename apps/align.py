@@ -17,7 +17,7 @@ How it maps onto the engine (docs/align.md has the whole story):
   node's cells are easy to bound and heavy pairs sit together.
 * **Capacity-aware tiles**: ``pair_weights()`` gives the sequence lengths; the driver cuts the
   quadtree until no tile holds more than ``max_weight`` cells, from the probe's measured cells/s
-  and ``target_tile_s`` (engine/space.py, weighted quadtree). One 5 Mb target therefore gets
+  and ``target_tile_s`` (``engine.quadtree``, weighted). One 5 Mb target therefore gets
   tiles of its own instead of sitting in a tile with a thousand 300 aa sequences.
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
   wanted pairs (the mask) and returns the int32 field ``score``.
@@ -28,10 +28,11 @@ How it maps onto the engine (docs/align.md has the whole story):
 * **Tracebacks** (coordinates, CIGAR, aligned strings, identity) run after the run, only for the
   reported hits (Ray tasks when there are many cells to trace), each checked to re-score to the
   reported score; very long pairs are traced in a window bounded from the score.
-* **Pair filters** (the slot the pipeline issue will reorder by measured cost and pass rate):
-  ``min_length_ratio`` (min/max length) and ``min_shared_kmers`` (shared k-mer prefilter) turn the
-  space into a ``PairList`` of the pairs that pass, before any Smith-Waterman cell is computed.
-  They run in the configured order; their cost and pass rate are measured and reported.
+* **Pair filters**: ``min_length_ratio`` (min/max length) and ``min_shared_kmers`` (shared k-mer
+  prefilter) turn the space into a ``PairList`` of the pairs that pass, before any
+  Smith-Waterman cell is computed. They are pipeline filters run through the engine's pair
+  prefilter (``engine.prefilter``, as ``apps/jaccard_filtered.py`` does), which measures each
+  one's cost and pass rate and reorders them while it runs; both are reported.
 
 Outputs (``result/`` of the run directory): ``hits.tsv`` (BLAST-like, a header row, columns
 ``qseqid sseqid score pident length qstart qend sstart send cigar``), ``hits.parquet`` (the same
@@ -45,17 +46,15 @@ import os
 import sys
 import threading
 import time
-from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
 
-from engine.pairs.app import BasePairApp
-from engine.errors import InputError, PairflowError
-from engine.pairs.space import PairList, PairWeights, Rectangle, Triangle
+from engine import (BasePairApp, Filter, InputError, PairflowError, PairWeights, Rectangle,
+                    Triangle, map_chunks, prefilter, read_json, url_digest, write_json)
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
-from operators.sequences import file_stem, read_records
+from operators.sequences import SequenceCatalog
 
 ALPHABETS = ("auto", "protein", "dna")
 DEFAULT_MATRIX = {"protein": "blosum62", "dna": "nuc44"}
@@ -73,42 +72,9 @@ TRACE_FANOUT_CELLS = 200_000_000
 # Work per tile the engine aims at (configs/app/align.yaml sets the same): each tile also writes
 # a top-k part (a few ms), and the engine's two-item probe overstates what a pair costs in a tile.
 TARGET_TILE_S = 0.5
-
-
-_FILES: "OrderedDict[tuple, tuple]" = OrderedDict()   # (url, fmt) -> (signature, records)
-_FILES_KEPT = 4
-
-
-def _signature(url: str):
-    """(size, mtime) of a local file, so a changed file is read again; None for remote URLs,
-    which are read once per process (a run's inputs are fixed: its fingerprint holds their
-    SHA-256)."""
-    path = url[7:] if url.startswith("file://") else url
-    if "://" in path:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return ("missing",)
-    return (st.st_size, st.st_mtime_ns)
-
-
-def _records(url: str, fmt: str = "auto"):
-    """``(records, {name: index})`` of a file, read and parsed once per process (per worker).
-    Items are records, so fetching the whole file for each of its records (the engine's url()
-    path) would read a 2.5 MB target file 8,000 times; instead ``url()`` is None and ``parse``
-    reads through this."""
-    key, sig = (url, fmt), _signature(url)
-    hit = _FILES.get(key)
-    if hit is not None and hit[0] == sig:
-        _FILES.move_to_end(key)
-        return hit[1]
-    records = read_records(url, fmt=fmt)
-    value = (records, {r.name: i for i, r in enumerate(records)})
-    _FILES[key] = (sig, value)
-    while len(_FILES) > _FILES_KEPT:
-        _FILES.popitem(last=False)
-    return value
+# Pairs per batch of the pair prefilter: enough batches for its measurements to reorder the
+# filters, few enough that per-batch overhead stays small beside the filters' own work.
+PAIR_BATCH = 16_384
 
 
 def _as_int(value, what: str) -> int:
@@ -124,11 +90,11 @@ def _as_int(value, what: str) -> int:
 class PairFilter:
     """A cheap test on candidate pairs, run before any Smith-Waterman cell.
 
-    ``prepare(app, row_seqs, col_seqs)`` sees the sequences once; ``keep(rows, cols)`` gets
-    arrays of row and column indices (the app's length-sorted order) and returns a boolean mask.
-    The app runs filters in the order given and measures each one's seconds per pair and pass
-    rate, the numbers by which the pipeline issue will order them (ascending
-    ``cost / (1 - pass_rate)``).
+    ``prepare(row_seqs, col_seqs)`` sees the sequences once; ``keep(rows, cols)`` gets arrays of
+    row and column indices (the app's length-sorted order) and returns a boolean mask.
+    ``operator`` makes it a pipeline ``Filter`` over the pair columns ``i`` and ``j``: the app
+    runs its filters through the engine's pair prefilter, which measures each one's cost and
+    pass rate and runs them in the order that does the least work.
     """
 
     name = "filter"
@@ -138,6 +104,12 @@ class PairFilter:
 
     def keep(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def operator(self) -> Filter:
+        return Filter(self.name, lambda b: self.keep(b["i"], b["j"]))
+
+    def release(self) -> None:
+        """Drop what ``prepare`` built (the app is pickled for every worker)."""
 
     def describe(self) -> dict:
         return {"name": self.name}
@@ -161,6 +133,9 @@ class LengthRatioFilter(PairFilter):
     def keep(self, rows, cols):
         a, b = self.rl[rows], self.cl[cols]
         return np.minimum(a, b) >= self.ratio * np.maximum(a, b)
+
+    def release(self):
+        del self.rl, self.cl
 
     def describe(self):
         return {"name": self.name, "ratio": self.ratio}
@@ -201,6 +176,9 @@ class SharedKmerFilter(PairFilter):
     def keep(self, rows, cols):
         return np.asarray(self.shared[rows, cols]).ravel() >= self.min_shared
 
+    def release(self):
+        del self.shared
+
     def describe(self):
         return {"name": self.name, "min_shared": self.min_shared, "k": self.k}
 
@@ -216,8 +194,10 @@ class AlignApp(BasePairApp):
                  top_k: int = 5, matrix: str | None = None, gap_open: int = 11,
                  gap_extend: int = 1, convention: str = "standard", alphabet: str = "auto",
                  min_length_ratio: float | None = None, min_shared_kmers: int | None = None,
-                 kmer: int | None = None, weighted: bool = True, fmt: str = "auto"):
+                 kmer: int | None = None, weighted: bool = True, fmt: str = "auto",
+                 prefilter_options: dict | None = None):
         self._worker = False
+        self.prefilter_options = dict(prefilter_options or {})
         self.top_k = _as_int(top_k, "top_k")
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1 (hits reported per query), got {top_k}")
@@ -235,28 +215,14 @@ class AlignApp(BasePairApp):
         self.fmt, self.weighted = fmt, bool(weighted)
 
         # read every record once, here, so that bad input fails before Ray starts
+        self.catalog = SequenceCatalog(dict.fromkeys(self.query_urls + self.target_urls),
+                                       item="record", fmt=fmt)
         seqs: dict[str, str] = {}
-        self._where: dict[str, tuple[str, int, str]] = {}   # key -> (url, record index, name)
-        order: dict[str, list[str]] = {}
-        self._stem_url: dict[str, str] = {}  # key prefix -> file (a repeated stem gets ~2, ~3)
-        for url in dict.fromkeys(self.query_urls + self.target_urls):
-            keys = order[url] = []
-            stem, n = file_stem(url), 1
-            while stem in self._stem_url:
-                n += 1
-                stem = f"{file_stem(url)}~{n}"
-            self._stem_url[stem] = url
-            for i, rec in enumerate(read_records(url, fmt=fmt)):
-                key = f"{stem}/{rec.name}"
-                if key in self._where:
-                    raise InputError(url, f"duplicate record name {rec.name!r} (item key {key!r} "
-                                     f"is also {self._where[key][0]} #{self._where[key][1] + 1})",
-                                     record=rec.name, index=i)
-                self._where[key] = (url, i, rec.name)
-                seqs[key] = rec.sequence.decode("latin-1")
-                keys.append(key)
-        q_in = [k for u in self.query_urls for k in order[u]]
-        t_in = q_in if self.all_vs_all else [k for u in self.target_urls for k in order[u]]
+        for key in self.catalog.keys():
+            seqs[key] = self.catalog.records(key)[0].sequence.decode("latin-1")
+        q_in = [k for u in self.query_urls for k in self.catalog.keys_of(u)]
+        t_in = q_in if self.all_vs_all else \
+            [k for u in self.target_urls for k in self.catalog.keys_of(u)]
         if not t_in:
             raise InputError("targets", "no target records")
 
@@ -274,23 +240,17 @@ class AlignApp(BasePairApp):
             sorted(t_in, key=lambda k: (self.lengths[k], self.target_order[k]))
         self._keys = list(dict.fromkeys(self._rows + self._cols))
 
-        self.filters: list[PairFilter] = []
-        if min_length_ratio is not None:
-            self.filters.append(LengthRatioFilter(min_length_ratio))
-        if min_shared_kmers is not None:
-            k = kmer if kmer is not None else (3 if self.alphabet == "protein" else 11)
-            self.filters.append(SharedKmerFilter(min_shared_kmers, k))
-        elif kmer is not None:
-            raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
+        self.filters = self._pair_filters(min_length_ratio, min_shared_kmers, kmer)
         self.filter_report: list[dict] = []
+        self.filter_orders: list[list[str]] = []
         self._space = self._make_space(seqs)
         self.n_queries, self.n_targets = len(self._rows), len(self._cols)
 
     # Ray unpickles the app for every item-load task: what workers get is a slim copy (the
     # scoring, the file of each key prefix, the options), not the per-key tables of the driver,
     # which for 8,000 targets took longer to unpickle than a sequence takes to load.
-    _DRIVER_ONLY = ("_where", "lengths", "query_order", "target_order", "_rows", "_cols",
-                    "_keys", "_space", "filter_report")
+    _DRIVER_ONLY = ("lengths", "query_order", "target_order", "_rows", "_cols",
+                    "_keys", "_space", "filter_report", "filter_orders")
 
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items() if k not in self._DRIVER_ONLY}
@@ -318,16 +278,8 @@ class AlignApp(BasePairApp):
                              f"{DEFAULT_MATRIX[alphabet]}) or alphabet=auto")
         return scoring, scoring.alphabet, detected
 
-    def _locate(self, key: str) -> tuple[str, int | None, str]:
-        """(file, record index or None if not known here, record name) of a key."""
-        where = None if self._worker else self._where.get(key)
-        if where is not None:
-            return where
-        stem, _, name = key.partition("/")
-        return self._stem_url[stem], None, name
-
     def _validate(self, key: str, seq: str) -> str:
-        url, index, name = self._locate(key)
+        url, index, name = self.catalog.location(key)
         try:
             (out,) = validate([seq], self.scoring, names=[name])
         except ValueError as exc:
@@ -342,6 +294,17 @@ class AlignApp(BasePairApp):
             raise InputError(url, problem, record=name, index=index) from None
         return out
 
+    def _pair_filters(self, min_length_ratio, min_shared_kmers, kmer) -> list[PairFilter]:
+        filters: list[PairFilter] = []
+        if min_length_ratio is not None:
+            filters.append(LengthRatioFilter(min_length_ratio))
+        if min_shared_kmers is not None:
+            k = kmer if kmer is not None else (3 if self.alphabet == "protein" else 11)
+            filters.append(SharedKmerFilter(min_shared_kmers, k))
+        elif kmer is not None:
+            raise ValueError("kmer is the word size of min_shared_kmers; set min_shared_kmers too")
+        return filters
+
     def _make_space(self, seqs: dict):
         nq, nt = len(self._rows), len(self._cols)
         base = Triangle(nq) if self.all_vs_all else Rectangle(nq, nt)
@@ -349,38 +312,30 @@ class AlignApp(BasePairApp):
             return base
         row_seqs = [seqs[k] for k in self._rows]
         col_seqs = [seqs[k] for k in self._cols]
-        stats = []
+        prepare_s = {}
         for f in self.filters:
             t0 = time.perf_counter()
             f.prepare(row_seqs, col_seqs)
-            stats.append({**f.describe(), "prepare_s": time.perf_counter() - t0, "seconds": 0.0,
-                          "pairs_in": 0, "pairs_out": 0})
-        kept = []
-        chunk = max(1, 2_000_000 // max(1, nt))
-        for r0 in range(0, nq, chunk):
-            r1 = min(nq, r0 + chunk)
-            m = base.mask(r0, r1, 0, nt)
-            rows, cols = np.nonzero(m)
-            rows = rows + r0
-            for f, st in zip(self.filters, stats):
-                t0 = time.perf_counter()
-                ok = f.keep(rows, cols) if len(rows) else np.zeros(0, bool)
-                st["seconds"] += time.perf_counter() - t0
-                st["pairs_in"] += len(rows)
-                st["pairs_out"] += int(ok.sum())
-                rows, cols = rows[ok], cols[ok]
-            kept.append(np.stack([rows, cols], axis=1))
-        for st in stats:
-            st["pass_rate"] = st["pairs_out"] / st["pairs_in"] if st["pairs_in"] else None
-            st["s_per_pair"] = st["seconds"] / st["pairs_in"] if st["pairs_in"] else None
-        for f in self.filters:  # keep the pickled app small: drop what prepare() built
-            for attr in ("shared", "rl", "cl"):
-                if hasattr(f, attr):
-                    delattr(f, attr)
+            prepare_s[f.name] = time.perf_counter() - t0
+        options = {"runs_root": "runs", **self.prefilter_options}
+        pairs, pre = prefilter(base, [f.operator() for f in self.filters], PAIR_BATCH,
+                               **options)
+        for f in self.filters:
+            f.release()
+        described = {f.name: f.describe() for f in self.filters}
+        cut = pre.cutflow.set_index("op")
+        stats = []
+        for name in pre.summary["final_order"]:
+            n_in, n_out = int(cut.loc[name, "records_in"]), int(cut.loc[name, "passed"])
+            seconds = float(cut.loc[name, "seconds"])
+            stats.append({**described[name], "prepare_s": prepare_s[name], "seconds": seconds,
+                          "pairs_in": n_in, "pairs_out": n_out,
+                          "pass_rate": n_out / n_in if n_in else None,
+                          "s_per_pair": seconds / n_in if n_in else None})
         self.filter_report = stats
+        self.filter_orders = pre.orders
         self.pairs_before_filters = base.total
-        pairs = np.concatenate(kept) if kept else np.zeros((0, 2), np.int64)
-        return PairList(pairs, n_rows=nq, n_cols=nt, symmetric=self.all_vs_all)
+        return pairs
 
     # -- the PairApp protocol ----------------------------------------------------------------
     def keys(self):
@@ -400,19 +355,14 @@ class AlignApp(BasePairApp):
         return self._space
 
     def url(self, key):
-        return None  # parse reads the record through a per-process file cache (_records)
+        return self.catalog.fetch_url(key)  # None: parse reads through the catalog's cache
 
     def source(self, key) -> str:
         """The file a key's record comes from."""
-        return self._locate(key)[0]
+        return self.catalog.url(key)
 
     def _record(self, key: str, raw=None) -> str:
-        url, _, name = self._locate(key)
-        records, index = _records(url, self.fmt)
-        if name not in index:
-            raise InputError(url, "the file changed since the run started (record not found)",
-                             record=name)
-        return records[index[name]].sequence.decode("latin-1")
+        return self.catalog.records(key, raw)[0].sequence.decode("latin-1")
 
     def check(self, key, raw):
         self._validate(key, self._record(key, raw))
@@ -457,7 +407,6 @@ class AlignApp(BasePairApp):
                 "filters": [f.describe() for f in self.filters]}
 
     def fingerprint(self):
-        from engine.pairs.app import url_digest
         return {**self.describe(),
                 "inputs": {u: url_digest(u) for u in dict.fromkeys(self.query_urls +
                                                                    self.target_urls)}}
@@ -468,7 +417,7 @@ class AlignApp(BasePairApp):
         return {key: self.parse(key, None) for key in keys}
 
     def record_name(self, key: str) -> str:
-        return self._locate(key)[2]
+        return self.catalog.location(key)[2]
 
 
 # ------------------------------------------------------------------------------- tracebacks
@@ -525,24 +474,11 @@ def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict
 
 def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
     """Tracebacks of ``(query, target, score)`` jobs: here, or as Ray tasks when there is a lot
-    to trace and Ray is up."""
-    total = sum(min(len(q) * len(t), TRACE_DIRECT_CELLS) for q, t, _ in jobs)
-    import ray
-    if total <= TRACE_FANOUT_CELLS or not ray.is_initialized() or len(jobs) < 2:
+    to trace and Ray is up (the run just used it)."""
+    cost = [min(len(q) * len(t), TRACE_DIRECT_CELLS) for q, t, _ in jobs]
+    if sum(cost) <= TRACE_FANOUT_CELLS:
         return _trace_many(jobs, scoring)
-    task = ray.remote(num_cpus=1)(_trace_many)
-    n = int(ray.available_resources().get("CPU", 1)) or 1
-    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]) * len(jobs[i][1]))
-    chunks: list[list[int]] = [[] for _ in range(min(len(jobs), 4 * n))]
-    for pos, i in enumerate(order):  # longest first, dealt round-robin: chunks of similar cost
-        chunks[pos % len(chunks)].append(i)
-    scoring_ref = ray.put(scoring)
-    refs = [task.remote([jobs[i] for i in c], scoring_ref) for c in chunks if c]
-    out: list[dict | None] = [None] * len(jobs)
-    for c, res in zip([c for c in chunks if c], ray.get(refs)):
-        for i, r in zip(c, res):
-            out[i] = r
-    return out  # type: ignore[return-value]
+    return map_chunks(_trace_many, jobs, scoring, weights=cost)
 
 
 # ------------------------------------------------------------------------------- finishing
@@ -550,8 +486,9 @@ def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]
 def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
     the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
+    # One straight pass (trace, validate, tabulate, write, summarise): each step feeds the next
+    # and none is used alone, so splitting it would only pass the same dozen values around.
     import pandas as pd
-    from engine.run.rundir import write_json
     t0 = time.time()
     top = pd.read_parquet(result.outputs["topk"])
     keys = set(top["query"]) | set(top["target"])
@@ -609,7 +546,8 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
         "queries": len(app.row_keys()), "targets": len(app.col_keys()),
         "all_vs_all": app.all_vs_all, "pairs": int(app.space().total),
         "pairs_before_filters": int(getattr(app, "pairs_before_filters", app.space().total)),
-        "filters": app.filter_report, "cells": cells, "compute_s": compute_s,
+        "filters": app.filter_report, "filter_orders": app.filter_orders,
+        "cells": cells, "compute_s": compute_s,
         "cells_per_s": cells / compute_s if compute_s > 0 else None,
         "wall_s": float(s["wall_s"]), "tiles": s["tiles_total"], "leaf_items": s["leaf_items"],
         "max_tile_cells": s.get("measured", {}).get("max_weight"),
@@ -637,13 +575,13 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
     ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
     and ``.align`` (the summary) attached.
     """
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import TopK
+    from engine import TopK, allpairs
     options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
                    min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,
-                   kmer=kmer, weighted=weighted)
+                   kmer=kmer, weighted=weighted,
+                   prefilter_options={"runs_root": options.get("runs_root", "runs")})
     sinks = [TopK(app.top_k, field="score")] + list(extra_sinks)
     show = options.pop("progress", True)  # the cells/s display replaces the engine's bar
     handle = allpairs(app=app, sinks=sinks, progress=False, **options)
@@ -669,7 +607,6 @@ class _Watch:
         space = app.space()
         w = PairWeights([app.lengths[k] for k in app.row_keys()],
                         [app.lengths[k] for k in app.col_keys()])
-        from engine.run.rundir import read_json
         tiles = read_json(os.path.join(run_dir, "tiles.json"), []) or []
         self.cells = {t["id"]: space.weight(t["r0"], t["r1"], t["c0"], t["c1"], w) for t in tiles}
         self.total = sum(self.cells.values()) or float(app.cells())
@@ -767,7 +704,7 @@ def _urls(value) -> list[str] | None:
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=align``)."""
-    from engine.pairs.sinks import DenseMatrix, Threshold, TopK
+    from engine import DenseMatrix, Threshold, TopK
     a, d = cfg.align, cfg.data
     sink_cfg = dict(cfg.sink)
     kind = sink_cfg.pop("type", "topk")
@@ -780,7 +717,8 @@ def build(cfg):
                    alphabet=str(a.get("alphabet", "auto")),
                    min_length_ratio=a.get("min_length_ratio"),
                    min_shared_kmers=a.get("min_shared_kmers"), kmer=a.get("kmer"),
-                   weighted=weighted, fmt=str(a.get("format", "auto")))
+                   weighted=weighted, fmt=str(a.get("format", "auto")),
+                   prefilter_options={"runs_root": str(cfg.runs_root)})
     sinks = [TopK(app.top_k, field="score")]
     if kind == "dense":  # every score as a matrix (tiles on the chunk grid: no weighting)
         sinks.append(DenseMatrix(fields=["score"], fill=-1))
@@ -795,7 +733,6 @@ def after(app: AlignApp, result, cfg) -> None:
 
 
 def report(result) -> str:
-    from engine.run.rundir import read_json
     s = result.summary
     al = getattr(result, "align", None) or read_json(
         os.path.join(result.run_dir, "result", "align_summary.json"), {})
@@ -808,6 +745,9 @@ def report(result) -> str:
              f"cells {al.get('cells', 0):,} in {al.get('compute_s', 0):.2f} s of compute: "
              f"{_si(al.get('cells_per_s') or 0)}cells/s (wall {s['wall_s']:.2f} s, "
              f"tracebacks {al.get('traceback_s', 0):.2f} s)"]
+    if al.get("filters"):
+        lines.append("pair filters, in the order the measurements chose: "
+                     + " > ".join(f["name"] for f in al["filters"]))
     for f in al.get("filters") or []:
         lines.append(f"filter {f['name']}: {f['pairs_out']}/{f['pairs_in']} pairs pass "
                      f"({f['seconds']:.3f} s)")

@@ -6,15 +6,17 @@
     pairflow scheduler=zorder cache.host_cache_items=4
     pairflow app=hep hep.order=poor             # a filter pipeline (apps with their own run())
     pairflow dashboard runs/jaccard/20261122-101500
+
+``pairflow --help`` lists the apps, the subcommands and a short tour (``help_text``).
 """
 from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
-from dataclasses import fields
-
-from engine.errors import InputError, PairflowError
+import threading
+from engine import InputError, PairflowError
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -32,7 +34,8 @@ def _register_resolvers() -> None:
 def run_config(cfg, run_dir: str | None = None):
     """Run the app a config names; returns the result (used by the CLI and by tests)."""
     from omegaconf import OmegaConf
-    from engine.pairs.driver import AllPairsConfig, allpairs
+
+    from apps.options import allpairs_options
     name = cfg.app.name
     if name not in __import__("apps").APPS:
         raise PairflowError(f"unknown app {name!r}; known: {sorted(__import__('apps').APPS)}")
@@ -40,19 +43,8 @@ def run_config(cfg, run_dir: str | None = None):
     if hasattr(module, "run"):  # an app that is not an all-pairs run (e.g. a pipeline)
         return module, module.run(cfg, run_dir or cfg.get("run_dir"))
     app, sinks = module.build(cfg)
-    options = {}
-    flat = {**OmegaConf.to_container(cfg.cluster, resolve=True),
-            **OmegaConf.to_container(cfg.cache, resolve=True),
-            **OmegaConf.to_container(cfg.scheduler, resolve=True)}
-    known = {f.name for f in fields(AllPairsConfig)}
-    for key, value in flat.items():
-        if key not in known:
-            raise PairflowError(f"unknown setting {key!r} in the config")
-        options[key] = value
-    options.update(progress=bool(cfg.progress), preflight=bool(cfg.preflight),
-                   runs_root=str(cfg.runs_root), resume=bool(cfg.resume),
-                   validate=float(cfg.validate), max_retries=int(cfg.max_retries),
-                   seed=int(cfg.seed))
+    options = allpairs_options(cfg)
+    from engine import allpairs  # imports Ray: only once there is a run to start
     # optional app hooks: extra engine options, its own progress display, a step after the run
     options.update(getattr(module, "options", lambda c: {})(cfg))
     watch = getattr(module, "watch", None) if cfg.progress else None
@@ -71,7 +63,164 @@ def run_config(cfg, run_dir: str | None = None):
     return module, result
 
 
-def _hydra_main(argv: list[str]) -> int:
+# Keys whose value is a list of input patterns: "a.fa,b.fa" there is a list, not a Hydra sweep.
+INPUT_KEYS = ("data.inputs", "data.queries", "data.targets")
+VERBOSE_FLAGS = ("-v", "--verbose")
+CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
+TOUR = """\
+  pairflow                                        Jaccard of the 16 bundled genomes (local Ray)
+  pairflow data.inputs=a.fa,b.fa data.k=15        your own genomes, another k
+  pairflow data.item=record sink=threshold sink.t=0.2   one item per record, pairs >= 0.2
+  pairflow scheduler=zorder cache.host_cache_items=4    the Z-order/LRU baseline, a small cache
+  pairflow app=align data.queries=q.fa data.targets=db.fa align.top_k=5
+  pairflow app=jaccard_filtered filter.t=0.5      skip the pairs a sketch rules out
+  pairflow app=hep hep.order=poor                 a filter pipeline that fixes its own order
+  pairflow --cfg job app=align                    print an app's resolved config, run nothing
+  pairflow dashboard runs/jaccard/<timestamp>     watch a run (live or finished)"""
+
+
+def _summary(path: str) -> str:
+    """What an app config does, in its own words: its first comment up to the first stop."""
+    import re
+    words = []
+    with open(path) as fh:
+        for line in fh:
+            text = line.strip()
+            if not text.startswith("#"):
+                if words:
+                    break
+                continue
+            if not text.startswith("# @package"):
+                words.append(text.lstrip("#").strip())
+    return re.split(r"\. |\.$|: | \(", " ".join(words), maxsplit=1)[0]
+
+
+def help_text() -> str:
+    """``pairflow --help``: the apps (the configs ``app=`` takes), the subcommands, a tour."""
+    app_dir = os.path.join(CONFIG_DIR, "app")
+    names = sorted(f[:-5] for f in os.listdir(app_dir) if f.endswith(".yaml"))
+    width = max(len(n) for n in names) + 2
+    apps = "\n".join(f"  {n:<{width}}{_summary(os.path.join(app_dir, n + '.yaml'))}"
+                     for n in names)
+    return f"""\
+pairflow: dataflow runs on Ray for data-intensive science.
+
+usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra overrides
+       pairflow dashboard RUN_DIR                 the dashboard of a run directory
+       pairflow --help | --hydra-help             this text | Hydra's own help
+
+apps (app=NAME; the default is jaccard):
+{apps}
+
+subcommands:
+  dashboard RUN_DIR  Streamlit dashboard of a run, live or finished (pairflow dashboard --help)
+
+options:
+  -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
+  --cfg job          print the resolved config instead of running
+  -m, --multirun     sweep: data.k=15,21 runs once per value (input lists then need quotes)
+  KEY=VALUE          set a config key; a key the app does not have is refused, with the
+                     closest known ones (++KEY=VALUE adds one on purpose)
+
+a short tour:
+{TOUR}
+"""
+
+
+def _multirun(argv: list[str]) -> bool:
+    return any(a in ("-m", "--multirun") for a in argv)
+
+
+def quote_input_lists(argv: list[str]) -> list[str]:
+    """``data.inputs=a.fa,b.fa`` as the string Hydra would otherwise call ambiguous (a list or a
+    sweep?): on an input key it is a list of patterns, which the apps split at commas."""
+    if _multirun(argv):
+        return list(argv)
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+~") in INPUT_KEYS and "," in value and value[:1] not in "[\"'":
+            quote = "'" if "'" not in value else '"'
+            arg = f"{key}={quote}{value}{quote}"
+        out.append(arg)
+    return out
+
+
+def _config_keys(cfg) -> list[str]:
+    """Every dotted key of a composed config, inner nodes included."""
+    from omegaconf import DictConfig, OmegaConf
+    keys: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for k in node.keys():
+            path = f"{prefix}{k}"
+            keys.append(path)
+            child = node._get_node(k)
+            if isinstance(child, DictConfig) and not OmegaConf.is_missing(node, k):
+                walk(child, path + ".")
+    walk(cfg, "")
+    return keys
+
+
+def check_keys(argv: list[str]) -> None:
+    """Refuse an override of a key the chosen app's config does not have (``+data.kk=15`` would
+    otherwise run silently with the default k), naming the closest known keys."""
+    import difflib
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    if any(a.split("=")[0] in CONFIG_FLAGS for a in argv):
+        return  # another config tree than the one this knows
+    overrides = OverridesParser.create().parse_overrides(
+        [a for a in argv if "=" in a and not a.startswith("-")])
+    groups = {d for d in os.listdir(CONFIG_DIR) if os.path.isdir(os.path.join(CONFIG_DIR, d))}
+    chosen = [o.input_line for o in overrides if o.key_or_group in groups]
+    values = [o for o in overrides if o.key_or_group not in groups and not o.is_force_add()
+              and not o.is_delete() and o.package is None
+              and not o.key_or_group.startswith("hydra.")]
+    _register_resolvers()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        known = _config_keys(compose(config_name="config", overrides=chosen))
+    app = next((o.value() for o in overrides if o.key_or_group == "app"), "jaccard")
+    for o in values:
+        if o.key_or_group in known:
+            continue
+        close = difflib.get_close_matches(o.key_or_group, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise PairflowError(f"unknown config key {o.key_or_group!r} for app={app}{hint} "
+                            f"(pairflow app={app} --cfg job lists them all; ++KEY=VALUE adds "
+                            f"a key on purpose)")
+
+
+def _interrupted(run_dir: str | None, argv: list[str]) -> None:
+    """Say where an interrupted run stands, and mark its run directory interrupted."""
+    import shlex
+    status = os.path.join(run_dir, "status.json") if run_dir else None
+    if status and os.path.exists(status):
+        from engine import RunDir
+        RunDir(run_dir).set_status("interrupted", error="interrupted by the user (Ctrl-C)")
+        again = " ".join(shlex.quote(a) for a in argv if not a.startswith(("run_dir=",
+                                                                            "resume=")))
+        print(f"pairflow: interrupted; the run directory {run_dir} is marked interrupted.\n"
+              f"resume it with: pairflow {again} resume=true run_dir={run_dir}".replace("  ", " "),
+              file=sys.stderr)
+    else:
+        print("pairflow: interrupted before the run started", file=sys.stderr)
+
+
+def _fail(exc: BaseException, verbose: bool) -> None:
+    """One line for the user; the traceback only when asked for."""
+    if verbose:
+        import traceback
+        traceback.print_exception(exc)
+    from hydra.errors import HydraException
+    expected = isinstance(exc, (InputError, PairflowError, ValueError, HydraException))
+    what = str(exc) if expected else f"{type(exc).__name__}: {exc}"
+    hint = "" if verbose or expected else " (run with -v for the traceback)"
+    print(f"pairflow: error: {what}{hint}", file=sys.stderr)
+
+
+def _hydra_main(argv: list[str], verbose: bool = False) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     _register_resolvers()
@@ -87,8 +236,16 @@ def _hydra_main(argv: list[str]) -> int:
             return None
         try:
             module, result = run_config(cfg, run_dir)
-        except (InputError, PairflowError, ValueError) as exc:
-            print(f"pairflow: error: {exc}", file=sys.stderr)
+        except KeyboardInterrupt:
+            _interrupted(run_dir, argv)
+            outcome["code"] = 130
+            return None
+        except Exception as exc:
+            if _SIGINT.is_set():  # the engine may turn the interrupt into its own error
+                _interrupted(run_dir, argv)
+                outcome["code"] = 130
+                return None
+            _fail(exc, verbose)
             outcome["code"] = 2
             return None
         print(module.report(result))
@@ -99,13 +256,47 @@ def _hydra_main(argv: list[str]) -> int:
     return outcome["code"]
 
 
+_SIGINT = threading.Event()
+
+
+def _on_sigint(signum, frame):
+    _SIGINT.set()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if argv and argv[0] == "dashboard":
         from dashboard.cli import main as dashboard_main
         return dashboard_main(argv[1:])
-    return _hydra_main(argv)
+    verbose = any(a in VERBOSE_FLAGS for a in argv) or \
+        os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a not in VERBOSE_FLAGS]
+    if not verbose:
+        # Ray prints the traceback of every failed task nobody waited for: after bad input is
+        # reported by name, the other items' checks failing the same way are only noise
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    if any(a in ("-h", "--help") for a in argv):
+        print(help_text())
+        return 0
+    argv = quote_input_lists(argv)
+    try:
+        check_keys(argv)
+    except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
+        _fail(exc, verbose)
+        return 2
+    _SIGINT.clear()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
+    try:
+        return _hydra_main(argv, verbose)
+    except KeyboardInterrupt:
+        print("pairflow: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

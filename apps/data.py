@@ -27,7 +27,9 @@ def data_path(rel: str) -> str:
 def expand_inputs(patterns: str | Iterable[str]) -> list[str]:
     """Expand globs / lists / directories into sorted URLs; an unmatched pattern is an error."""
     import fsspec
-    from engine.errors import InputError
+    from engine import InputError
+    if patterns is None:
+        raise InputError("inputs", "no input given (set data.inputs, or data.queries for align)")
     if isinstance(patterns, str):
         patterns = [p for p in patterns.split(",") if p.strip()]
     urls: list[str] = []

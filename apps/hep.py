@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from engine.pipeline import Filter, Map, Pipeline
+from engine import Filter, Map, Pipeline
 from operators.histogram import Histogram
 from operators.parquet import ParquetSink
 
@@ -363,13 +363,12 @@ def hep_pipeline(file: str = "uproot-HZZ.root", order: str | list = "written",
 def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=hep``)."""
     from omegaconf import OmegaConf
+
+    from apps.options import runtime_options
     d, h = cfg.data, cfg.hep
     options = dict(OmegaConf.to_container(cfg.get("pipeline", {}) or {}, resolve=True))
     options = {k: v for k, v in options.items() if v is not None}
-    cl = cfg.get("cluster", {}) or {}
-    for key in ("ray_address", "num_cpus", "object_store_mb"):
-        if cl.get(key) is not None:
-            options[key] = cl.get(key)
+    options.update(runtime_options(cfg))
     p = hep_pipeline(file=str(d.file), order=h.order if isinstance(h.order, str)
                      else list(h.order), adaptive=bool(h.adaptive),
                      reco_draws=int(h.reco_draws), seed=int(h.seed), step_size=int(d.step_size),

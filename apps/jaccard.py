@@ -8,27 +8,12 @@ J = |A∩B| / |A∪B|, distance 1 - J and the intersection size.
 """
 from __future__ import annotations
 
-import os
-from functools import lru_cache
-
 import numpy as np
 
-from engine.pairs.app import BasePairApp
-from engine.errors import InputError
+from engine import BasePairApp, InputError, url_digest
 from kernels.jaccard import intersection_counts, jaccard_from_counts
 from kernels.kmers import canonical_kmers
-from operators.sequences import file_stem, read_records
-
-@lru_cache(maxsize=2)
-def _records_cached(url: str, size: int, digest: int, raw: bytes):
-    return read_records(url, raw=raw)
-
-
-def _records(url: str, raw: bytes):
-    """Records of a file; a worker parsing many records of one file reads it once."""
-    import zlib
-    return _records_cached(url, len(raw), zlib.crc32(raw[:65536]), raw)
-
+from operators.sequences import SequenceCatalog
 
 _ACGT = np.zeros(256, bool)
 _ACGT[list(b"ACGTacgt")] = True
@@ -59,46 +44,25 @@ class JaccardApp(BasePairApp):
             raise InputError("inputs", "no input files")
         self.k, self.item = k, item
         self.urls = list(urls)
-        self._key_url: dict[str, str] = {}
-        self._key_record: dict[str, str | None] = {}
-        if item == "file":
-            for url in self.urls:
-                key = file_stem(url)
-                if key in self._key_url:
-                    raise InputError(url, f"two inputs have the same name {key!r}: "
-                                     f"{self._key_url[key]} and {url}")
-                self._key_url[key], self._key_record[key] = url, None
-        else:
-            from engine.run.io import fetch
-            for url in self.urls:  # record names are needed up front: read each file once
-                for rec in read_records(url, raw=fetch(url)):
-                    key = f"{file_stem(url)}/{rec.name}"
-                    if key in self._key_url:
-                        raise InputError(url, f"duplicate record name {rec.name!r}",
-                                         record=rec.name)
-                    self._key_url[key], self._key_record[key] = url, rec.name
-        self._keys = list(self._key_url)
+        self.catalog = SequenceCatalog(self.urls, item)
+        self._keys = self.catalog.keys()
 
     def keys(self):
         return self._keys
 
     def url(self, key):
-        return self._key_url[key]
+        return self.catalog.fetch_url(key)
 
-    def _sequences(self, key: str, raw: bytes) -> list:
-        url, record = self._key_url[key], self._key_record[key]
-        records = _records(url, raw)
-        if record is None:
-            return [r.sequence for r in records]
-        return [r.sequence for r in records if r.name == record]
+    def _sequences(self, key: str, raw: bytes | None) -> list:
+        return [r.sequence for r in self.catalog.records(key, raw)]
 
     def check(self, key, raw):
         if not _has_valid_kmer(self._sequences(key, raw), self.k):
-            where = self._key_record[key]
-            raise InputError(self._key_url[key],
+            url, _, record = self.catalog.location(key)
+            raise InputError(url,
                              f"no valid {self.k}-mer (every window of {self.k} letters holds a "
                              f"letter other than A/C/G/T, or the sequence is shorter than k)",
-                             record=where)
+                             record=record)
 
     def warmup(self, device):
         device = "cpu" if device == "host" else device
@@ -143,7 +107,6 @@ class JaccardApp(BasePairApp):
 
     def fingerprint(self):
         """What decides the result: a resumed run with a different fingerprint is refused."""
-        from engine.pairs.app import url_digest
         return {"app": self.name, "k": self.k, "item": self.item,
                 "inputs": {u: url_digest(u) for u in self.urls}}
 
@@ -151,7 +114,7 @@ class JaccardApp(BasePairApp):
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=jaccard``)."""
     from apps.data import expand_inputs
-    from engine.pairs.sinks import DenseMatrix, make_sink
+    from engine import DenseMatrix, make_sink
     urls = expand_inputs(cfg.data.inputs)
     app = JaccardApp(urls, k=int(cfg.data.k), item=str(cfg.data.item))
     sink_cfg = dict(cfg.sink)

@@ -2,7 +2,7 @@
 
 A pre-pass sketches every item (bottom-s MinHash of its k-mer set, ``kernels.sketch``) in Ray
 tasks, then runs two pair filters over the pair space through the pipeline engine, in the order
-the measurements choose (``engine.pipeline.prefilter``):
+the measurements choose (``engine.prefilter``):
 
 * ``length_ratio``: min(|A|, |B|) / max(|A|, |B|) >= t (an exact bound: J never exceeds it);
 * ``sketch``: the sketch estimate is not implausibly far below t (Chernoff bound at ``alpha``;
@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 from apps.jaccard import JaccardApp
-from engine.pipeline import Filter, prefilter
-from engine.pairs.space import PairList, Triangle
+from apps.options import RUNTIME_KEYS
+from engine import Filter, PairList, Triangle, map_chunks, prefilter
 from kernels.sketch import bottom_k, length_ratio, may_reach, pair_shared
 
 
@@ -62,32 +62,28 @@ class FilteredJaccardApp(JaccardApp):
         return fp
 
 
-def _profiles_local(app: JaccardApp, keys, s: int):
-    from engine.pairs.loading import load_and_parse
-    sizes, sketches = [], []
+def _profiles(keys, app: JaccardApp, s: int) -> list:
+    """(set size, bottom-s sketch) of each key's k-mer set."""
+    out = []
     for key in keys:
-        kmers = load_and_parse(app, key)[0]["kmers"]
-        sizes.append(len(kmers))
-        sketches.append(bottom_k(kmers, s))
-    return np.array(sizes, np.int64), np.stack(sketches) if sketches else \
-        np.zeros((0, s), np.uint64)
+        kmers = app.parse(key, None)["kmers"]  # the app's catalog fetches the file
+        out.append((len(kmers), bottom_k(kmers, s)))
+    return out
 
 
 def item_profiles(app: JaccardApp, sketch_size: int = 1024, executor: str = "ray",
-                  chunks: int | None = None):
-    """(set sizes, (n, s) sketch matrix) of every item, in ``app.keys()`` order."""
+                  runtime: dict | None = None):
+    """(set sizes, (n, s) sketch matrix) of every item, in ``app.keys()`` order: as Ray tasks
+    with ``executor="ray"`` (starting or joining Ray with the ``runtime`` options), in this
+    process with ``"local"``."""
     keys = list(app.keys())
     if executor == "local":
-        return _profiles_local(app, keys, sketch_size)
-    import ray
-    from engine.run.runtime import init_ray
-    init_ray()
-    task = ray.remote(num_cpus=1)(_profiles_local)
-    n_chunks = chunks or max(1, min(len(keys), 4 * int(ray.cluster_resources().get("CPU", 1))))
-    parts = [list(p) for p in np.array_split(np.array(keys, dtype=object), n_chunks) if len(p)]
-    app_ref = ray.put(app)
-    out = ray.get([task.remote(app_ref, p, sketch_size) for p in parts])
-    return np.concatenate([o[0] for o in out]), np.concatenate([o[1] for o in out])
+        out = _profiles(keys, app, sketch_size)
+    else:
+        out = map_chunks(_profiles, keys, app, sketch_size, runtime=runtime or {})
+    if not out:
+        return np.zeros(0, np.int64), np.zeros((0, sketch_size), np.uint64)
+    return np.array([o[0] for o in out], np.int64), np.stack([o[1] for o in out])
 
 
 def pair_filters(sizes: np.ndarray, sketches: np.ndarray, t: float, alpha: float = 1e-6):
@@ -112,14 +108,14 @@ def threshold_jaccard(urls, t: float, k: int = 21, item: str = "file", sketch_si
     """Pairs with exact Jaccard >= t (a ``Threshold(t)`` edge list), comparing only the pairs
     the sketch pre-pass cannot rule out. Returns the all-pairs result; its summary holds
     ``prefilter`` (candidates, pairs skipped, filter order and stats, timings)."""
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import Threshold
+    from engine import Threshold, allpairs
     if not 0.0 < t <= 1.0:
         raise ValueError(f"t must be in (0, 1], got {t}")
     base = JaccardApp(urls, k=k, item=item)
     t0 = time.time()
     executor = (prefilter_options or {}).get("executor", "ray")
-    sizes, sketches = item_profiles(base, sketch_size, executor=executor)
+    runtime = {k: allpairs_options[k] for k in RUNTIME_KEYS if k in allpairs_options}
+    sizes, sketches = item_profiles(base, sketch_size, executor=executor, runtime=runtime)
     t1 = time.time()
     space = Triangle(len(base.keys()))
     options = {"executor": "local", **(prefilter_options or {})}
@@ -163,17 +159,15 @@ def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=jaccard_filtered``)."""
     from omegaconf import OmegaConf
     from apps.data import expand_inputs
+    from apps.options import runtime_options
     urls = expand_inputs(cfg.data.inputs)
     f = cfg.filter
-    opts = {}
-    for key in ("ray_address", "num_cpus", "object_store_mb"):
-        if cfg.cluster.get(key) is not None:
-            opts[key] = cfg.cluster.get(key)
     return threshold_jaccard(urls, t=float(f.t), k=int(cfg.data.k), item=str(cfg.data.item),
                              sketch_size=int(f.sketch_size), alpha=float(f.alpha),
                              run_dir=run_dir, runs_root=str(cfg.runs_root),
                              progress=bool(cfg.progress),
-                             config_dump=OmegaConf.to_container(cfg, resolve=True), **opts)
+                             config_dump=OmegaConf.to_container(cfg, resolve=True),
+                             **runtime_options(cfg))
 
 
 def report(result) -> str:

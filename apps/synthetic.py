@@ -5,44 +5,17 @@ compare-heavy) to measure system efficiency against the modelled limit, and the 
 many cheap items. Stages burn CPU in compiled code that releases the GIL (so they behave like real
 kernels, not like ``time.sleep``); only the optional I/O delay sleeps. The result of compare is a
 deterministic function of the two items, so correctness can be checked too.
+
+    pairflow app=synthetic synthetic.n=200 synthetic.t_cmp=0.001
 """
 from __future__ import annotations
 
 import time
 
-import numba
 import numpy as np
 
-from engine import BasePairApp
-from engine import Rectangle, Triangle
-
-
-@numba.njit(nogil=True, cache=True)
-def _spin(n):
-    x = 0.0
-    for i in range(n):
-        x = x * 0.999999 + 1.0
-    return x
-
-
-_RATE = None
-
-
-def spin_rate() -> float:
-    """Iterations of ``_spin`` per second in this process (measured once)."""
-    global _RATE
-    if _RATE is None:
-        _spin(1000)
-        n, t0 = 2_000_000, time.perf_counter()
-        _spin(n)
-        _RATE = n / max(1e-6, time.perf_counter() - t0)
-    return _RATE
-
-
-def burn(seconds: float, rate: float | None = None) -> None:
-    """Burn about ``seconds`` of CPU; ``rate`` (iterations/s) fixes the work across processes."""
-    if seconds > 0:
-        _spin(int(seconds * (rate or spin_rate())))
+from engine import BasePairApp, DenseMatrix, Rectangle, Triangle
+from kernels.spin import burn, spin_rate
 
 
 class SyntheticApp(BasePairApp):
@@ -99,3 +72,23 @@ class SyntheticApp(BasePairApp):
     def describe(self):
         return {"app": self.name, "n": self.n, "t_parse": self.t_parse, "t_pre": self.t_pre,
                 "t_cmp": self.t_cmp, "io_sleep": self.io_sleep}
+
+
+def build(cfg):
+    """The app and its dense sink from the Hydra config (``app=synthetic``)."""
+    c = cfg.synthetic
+    app = SyntheticApp(int(c.n), t_parse=float(c.t_parse), t_pre=float(c.t_pre),
+                       t_cmp=float(c.t_cmp), io_sleep=float(c.io_sleep),
+                       item_floats=int(c.item_floats),
+                       targets=int(c.targets) if c.get("targets") is not None else None)
+    return app, [DenseMatrix()]
+
+
+def report(result) -> str:
+    s = result.summary
+    info = s["app_info"]
+    return "\n".join([f"app=synthetic n={info['n']} pairs={s['pairs_total']} "
+                      f"tiles={s['tiles_total']} leaf={s['leaf_items']}",
+                      f"wall time {s['wall_s']:.2f} s (compute {s['compute_s']:.2f} s), "
+                      f"R = {s['R']:.3f} loads/item"]
+                     + [f"{name}: {path}" for name, path in s["outputs"].items()])

@@ -42,7 +42,7 @@ from engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost,  
 from engine.pipeline import Filter, Map, Pipeline  # noqa: E402
 from operators.arrays import ArraySource  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
-from apps.synthetic import _spin, spin_rate  # noqa: E402
+from kernels.spin import spin as _spin, spin_rate  # noqa: E402
 
 RUNS = tempfile.mkdtemp(prefix="pairflow-bench-pipeline-")
 

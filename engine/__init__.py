@@ -9,24 +9,32 @@ import os as _os
 # servers listen on every interface of the machine instead of 127.0.0.1 alone. Joining a
 # cluster (``ray_address=``) is unaffected; set it to 1 yourself to start a multi-host head.
 _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-from .pairs.app import BasePairApp, FunctionApp, PairApp
+from .pairs.app import BasePairApp, FunctionApp, PairApp, url_digest
 from .errors import InputError, PairflowError
-from .pairs.space import PairList, Rectangle, Tile, Triangle, leaves, quadtree
-from .pairs.sinks import DenseMatrix, Threshold, TopK
+from .pairs.space import PairList, PairWeights, Rectangle, Tile, Triangle, leaves, quadtree
+from .pairs.sinks import DenseMatrix, Threshold, TopK, make_sink
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp", "InputError",
-           "PairflowError", "PairList", "Rectangle", "Tile", "Triangle", "leaves", "quadtree",
+           "PairflowError", "url_digest", "PairList", "Rectangle", "Tile", "Triangle", "leaves",
+           "quadtree",
            "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
-           "PairSource", "prefilter"]
+           "PairSource", "prefilter", "PairWeights", "make_sink", "fetch", "read_json",
+           "write_json", "map_chunks", "RunDir"]
 
 _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "PipelineConfig",
              "PipelineResult", "Source")
+# helpers the apps use, each from its one home (none of these modules imports Ray at import)
+_HELPERS = {"fetch": ".run.io", "read_json": ".run.rundir", "write_json": ".run.rundir",
+            "map_chunks": ".run.tasks", "RunDir": ".run.rundir"}
 
 
 def __getattr__(name):  # Ray is imported only when a run is started
     if name in ("allpairs", "AllPairsConfig", "RunHandle", "AllPairsResult"):
         import importlib
         return getattr(importlib.import_module(".pairs.driver", __name__), name)
+    if name in _HELPERS:
+        import importlib
+        return getattr(importlib.import_module(_HELPERS[name], __name__), name)
     if name in _PIPELINE:
         import importlib
         return getattr(importlib.import_module(".pipeline", __name__), name)

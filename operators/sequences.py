@@ -40,17 +40,20 @@ import os
 import posixpath
 import re
 import tempfile
+import threading
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Literal
+from typing import Iterable, Literal
 
-from engine.errors import InputError as _EngineInputError
+from engine import InputError as _EngineInputError
 
 __all__ = [
     "SequenceRecord",
     "InputError",
     "read_records",
-    "iter_items",
+    "SequenceCatalog",
+    "parsed_file",
     "file_stem",
     "detect_format",
 ]
@@ -105,8 +108,7 @@ class InputError(_EngineInputError):
 
 
 def _fetch(url: str) -> bytes:
-    from engine.errors import InputError as EngineInputError
-    from engine.run.io import fetch
+    from engine import InputError as EngineInputError, fetch
     try:
         return fetch(url)
     except EngineInputError as exc:  # this module's subclass, same message
@@ -371,6 +373,18 @@ def _parse_fastx(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     return _fastx_records(name, _TRAILING_BLANKS.sub(b"", data), fmt)
 
 
+def _name_and_comment(entry) -> tuple[str, str]:
+    """A pysam record's name and description. For "> NAME description" kseq gives an empty name
+    and the whole text as the comment; the name is then its first word, as Biopython and BLAST
+    read it."""
+    name, comment = entry.name, entry.comment or ""
+    if not name:
+        words = comment.split(None, 1)
+        name = words[0] if words else ""
+        comment = words[1] if len(words) > 1 else ""
+    return name, comment
+
+
 def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
     import pysam
 
@@ -383,11 +397,12 @@ def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
             with pysam.FastxFile(path) as fx:
                 for entry in fx:
                     i = len(records)
-                    rname = entry.name
+                    rname, comment = _name_and_comment(entry)
                     seq = entry.sequence or ""
                     qual = entry.quality
                     if not rname:
-                        raise InputError(name, "missing header name (nothing after '>' or '@')", index=i)
+                        raise InputError(name, "missing header name (nothing after '>' or '@')",
+                                         index=i)
                     if fmt == "fastq":
                         if qual is None:
                             raise InputError(name, "missing quality line (truncated FASTQ record?)", rname, i)
@@ -406,7 +421,7 @@ def _fastx_records(name: str, data: bytes, fmt: str) -> list[SequenceRecord]:
                         qbytes = qual.encode("ascii") if qual is not None else None
                     except UnicodeEncodeError:
                         raise InputError(name, "non-ASCII character in quality string", rname, i) from None
-                    records.append(SequenceRecord(rname, sbytes, qbytes, (entry.comment or "").rstrip()))
+                    records.append(SequenceRecord(rname, sbytes, qbytes, comment.rstrip()))
                     seqs.append(sbytes)
                     if qbytes is not None:
                         quals.append(qbytes)
@@ -657,41 +672,168 @@ def file_stem(url: str) -> str:
     return base
 
 
-def iter_items(
-    urls: Iterable,
-    item: Literal["file", "record"] = "file",
-    *,
-    fmt: str = "auto",
-    allow_empty: bool = False,
-) -> Iterator[tuple[str, list[SequenceRecord]]]:
-    """Yield ``(key, records)`` per item: per file (key = :func:`file_stem`, all its records — a
-    genome with several chromosomes or contigs is one item) or per record (key =
-    ``"stem/recordname"``, a one-record list — e.g. each of the 162 loci of one GenBank file).
+# --------------------------------------------------------------------------------------------
+# items: which records make up each key, and a per-process cache of parsed files
 
-    Two items with the same key would overwrite each other in every result, so a duplicate is an
-    :class:`InputError` naming both sources.  For ``item="file"`` the keys are checked before any
-    file is read; for ``item="record"`` when the duplicate is reached (call ``list()`` on the result
-    to check everything before compute).
+_PARSED: "OrderedDict[tuple, tuple]" = OrderedDict()  # (url, fmt, allow_empty) -> (sig, records)
+_PARSED_KEPT = 4  # files; a worker walks the records of one file, then the next
+_PARSED_LOCK = threading.Lock()
+
+
+def _signature(url: str, raw: bytes | None):
+    """What must match for a cached parse to stand for the file: the bytes' length and leading
+    CRC when the caller has them, else a local file's (size, mtime); None for a remote URL read
+    by the catalog itself (a run's inputs are fixed: its fingerprint holds their SHA-256)."""
+    if raw is not None:
+        return ("raw", len(raw), zlib.crc32(raw[:65536]))
+    path = url[7:] if url.startswith("file://") else url
+    if "://" in path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("missing",)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def parsed_file(url: str, raw: bytes | None = None, fmt: str = "auto",
+                allow_empty: bool = False) -> list[SequenceRecord]:
+    """The records of one file, fetched and parsed once per process while it stays among the
+    last few files used: items that are records of one file would otherwise each read it whole
+    (a 2.5 MB target file read once for each of its 8,000 records)."""
+    return _parsed(url, raw, fmt, allow_empty)[0]
+
+
+def _parsed(url: str, raw: bytes | None, fmt: str,
+            allow_empty: bool) -> tuple[list[SequenceRecord], dict[str, int]]:
+    """(records, {name: index}) of a file, through the per-process cache."""
+    key, sig = (url, fmt, allow_empty), _signature(url, raw)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None and hit[0] == sig:
+            _PARSED.move_to_end(key)
+            return hit[1]
+    records = read_records(url, raw=raw, fmt=fmt, allow_empty=allow_empty)
+    value = (records, {r.name: i for i, r in enumerate(records)})
+    with _PARSED_LOCK:
+        _PARSED[key] = (sig, value)
+        while len(_PARSED) > _PARSED_KEPT:
+            _PARSED.popitem(last=False)
+    return value
+
+
+class SequenceCatalog:
+    """The items of a set of sequence files: their keys, where each item's records are, and the
+    records themselves, read through a per-process cache of parsed files.
+
+    ``item="file"``: an item is a file with all its records (a genome of several chromosomes or
+    contigs), keyed by :func:`file_stem`; the keys are checked before any file is read.
+    ``item="record"``: an item is one record, keyed ``"stem/name"``; every file is read here,
+    because the record names are the keys. A stem shared by two different files gets ``~2``,
+    ``~3``... on the later ones, so their records stay apart.
+
+    Two items with one key would overwrite each other in every result, so a duplicate is an
+    :class:`InputError` naming both files (and both records). A pickled catalog (what Ray ships
+    to workers with the app) is slim: it keeps the file of each stem and answers ``records`` and
+    ``location`` for any key, but not the per-key tables, which for thousands of records took
+    longer to unpickle than a record takes to load.
     """
-    if item not in ("file", "record"):
-        raise ValueError(f"item must be 'file' or 'record', got {item!r}")
-    urls = [u if isinstance(u, str) else os.fspath(u) for u in urls]
-    seen: dict[str, str] = {}
-    if item == "file":
-        for u in urls:
-            key = file_stem(u)
-            if key in seen:
-                raise InputError(u, f"duplicate item key {key!r}: same file stem as {seen[key]}")
-            seen[key] = u
-        for u in urls:
-            yield file_stem(u), read_records(u, fmt=fmt, allow_empty=allow_empty)
-        return
-    for u in urls:
-        stem = file_stem(u)
-        for i, r in enumerate(read_records(u, fmt=fmt, allow_empty=allow_empty)):
-            key = f"{stem}/{r.name}"
-            where = f"{u} record {r.name!r} (#{i + 1})"
-            if key in seen:
-                raise InputError(u, f"duplicate item key {key!r}: also {seen[key]}", r.name, i)
-            seen[key] = where
-            yield key, [r]
+
+    def __init__(self, urls: Iterable, item: Literal["file", "record"] = "file", *,
+                 fmt: str = "auto", allow_empty: bool = False):
+        if item not in ("file", "record"):
+            raise ValueError(f"item must be 'file' or 'record', got {item!r}")
+        self.item, self.fmt, self.allow_empty = item, fmt, allow_empty
+        self.urls = [u if isinstance(u, str) else os.fspath(u) for u in urls]
+        self._stem_url: dict[str, str] = {}
+        self._where: dict[str, tuple[str, int | None, str | None]] = {}  # key -> url, index, name
+        self._keys_of: dict[str, list[str]] = {}
+        self._slim = False
+        if item == "file":
+            for url in self.urls:
+                key = file_stem(url)
+                if key in self._stem_url:
+                    raise InputError(url, f"duplicate item key {key!r}: same file stem as "
+                                     f"{self._stem_url[key]}")
+                self._stem_url[key] = url
+                self._where[key] = (url, None, None)
+                self._keys_of[url] = [key]
+            return
+        for url in self.urls:
+            if url in self._keys_of:
+                raise InputError(url, "the same file is listed twice")
+            stem = self._new_stem(url)
+            keys = self._keys_of[url] = []
+            for i, rec in enumerate(self._parse(url)):
+                key = f"{stem}/{rec.name}"
+                if key in self._where:
+                    url0, i0, name0 = self._where[key]
+                    raise InputError(url, f"duplicate record name {rec.name!r}: item key "
+                                     f"{key!r} is also {url0} record {name0!r} (#{i0 + 1})",
+                                     rec.name, i)
+                self._where[key] = (url, i, rec.name)
+                keys.append(key)
+
+    def _new_stem(self, url: str) -> str:
+        stem, n = file_stem(url), 1
+        while stem in self._stem_url:
+            n += 1
+            stem = f"{file_stem(url)}~{n}"
+        self._stem_url[stem] = url
+        return stem
+
+    def _parse(self, url: str, raw: bytes | None = None) -> list[SequenceRecord]:
+        return parsed_file(url, raw, self.fmt, self.allow_empty)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.update(_where={}, _keys_of={}, _slim=True)
+        return state
+
+    def _driver(self, what: str) -> None:
+        if self._slim:
+            raise RuntimeError(f"SequenceCatalog.{what} is driver-side; this is the slim copy "
+                               "workers get")
+
+    def keys(self) -> list[str]:
+        """Every item's key, in input order (files in the order given, records in file order)."""
+        self._driver("keys()")
+        return [k for url in self.urls for k in self._keys_of[url]]
+
+    def keys_of(self, url: str) -> list[str]:
+        """The keys of one file's items."""
+        self._driver("keys_of()")
+        return list(self._keys_of[url])
+
+    def location(self, key: str) -> tuple[str, int | None, str | None]:
+        """(file, 0-based record index, record name) of a key; the record's index and name are
+        None for a whole-file item, and the index is None on a slim copy (found when read)."""
+        where = self._where.get(key)
+        if where is not None:
+            return where
+        if self.item == "file":
+            return self._stem_url[key], None, None
+        stem, _, name = key.partition("/")
+        return self._stem_url[stem], None, name
+
+    def url(self, key: str) -> str:
+        """The file an item comes from."""
+        return self.location(key)[0]
+
+    def fetch_url(self, key: str) -> str | None:
+        """What an all-pairs app's ``url(key)`` should answer: the file of a whole-file item (the
+        engine fetches it on its I/O threads), None for a record (``records`` reads the file
+        through the per-process cache instead of once per record)."""
+        return self.location(key)[0] if self.item == "file" else None
+
+    def records(self, key: str, raw: bytes | None = None) -> list[SequenceRecord]:
+        """The records of one item (all of a file's, or the one record), from ``raw`` (the
+        file's bytes) when the caller has them."""
+        url, _, name = self.location(key)
+        records, index = _parsed(url, raw, self.fmt, self.allow_empty)
+        if self.item == "file":
+            return records
+        if name not in index:
+            raise InputError(url, "the file changed since the run started (record not found)",
+                             record=name)
+        return [records[index[name]]]

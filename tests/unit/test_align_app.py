@@ -100,27 +100,29 @@ def test_dna_gets_nuc44_by_detection():
 
 def test_length_ratio_filter_builds_a_pairlist(tmp_path, globins):
     hbb, sev = str(_need(TUTORIAL / "HBB_HUMAN")), str(_need(TUTORIAL / "7LESS_DROME"))
-    app = AlignApp([hbb, sev], globins, min_length_ratio=0.5)
+    pre = {"runs_root": str(tmp_path)}
+    app = AlignApp([hbb, sev], globins, min_length_ratio=0.5, prefilter_options=pre)
     space = app.space()
     assert isinstance(space, PairList) and space.total == 45   # 7LESS_DROME keeps no pair
     assert set(space.pairs[:, 0]) == {0}
     (st,) = app.filter_report
     assert st["name"] == "min_length_ratio" and st["pairs_in"] == 90 and st["pairs_out"] == 45
     assert st["pass_rate"] == 0.5 and st["s_per_pair"] >= 0
-    sym = AlignApp(globins, min_length_ratio=0.99)
+    sym = AlignApp(globins, min_length_ratio=0.99, prefilter_options=pre)
     assert sym.space().symmetric
     lens = np.array([sym.lengths[k] for k in sym.row_keys()])
     want = {(i, j) for i in range(45) for j in range(i + 1, 45)
             if min(lens[i], lens[j]) >= 0.99 * max(lens[i], lens[j])}
     assert {tuple(p) for p in sym.space().pairs.tolist()} == want
     with pytest.raises(ValueError, match=r"min_length_ratio must be in \(0, 1\]"):
-        AlignApp(globins, min_length_ratio=0)
+        AlignApp(globins, min_length_ratio=0, prefilter_options=pre)
 
 
 def test_shared_kmer_filter_counts_distinct_words(tmp_path):
     recs = [("a", "MKVLAHWQERTY"), ("b", "MKVLAPPPPPPP"), ("c", "WWWWWWWWWWWW"),
             ("d", "QERTYMKVLAHW")]
-    app = AlignApp(fasta(tmp_path, "k.fa", recs), min_shared_kmers=3, kmer=3)
+    app = AlignApp(fasta(tmp_path, "k.fa", recs), min_shared_kmers=3, kmer=3,
+                   prefilter_options={"runs_root": str(tmp_path)})
     names = [app.record_name(k) for k in app.row_keys()]
     got = {tuple(sorted((names[i], names[j]))) for i, j in app.space().pairs.tolist()}
 
@@ -131,6 +133,27 @@ def test_shared_kmer_filter_counts_distinct_words(tmp_path):
             and len(words(d[x]) & words(d[y])) >= 3}
     assert got == want and ("a", "d") in got and ("a", "c") not in got
     assert [f["name"] for f in app.filter_report] == ["min_shared_kmers"]
+
+
+def test_both_filters_run_through_the_prefilter_and_keep_the_same_pairs(tmp_path, globins):
+    """Length ratio and shared k-mers as pipeline filters: whatever order the prefilter's
+    measurements choose, the surviving pairs are those passing both tests (brute force here)."""
+    app = AlignApp(globins, min_length_ratio=0.8, min_shared_kmers=4, kmer=3,
+                   prefilter_options={"runs_root": str(tmp_path)})
+    seqs = app.sequences(app.row_keys())
+    rows = [seqs[k] for k in app.row_keys()]
+
+    def words(s):
+        return {s[i:i + 3] for i in range(len(s) - 2)}
+    want = {(i, j) for i in range(45) for j in range(i + 1, 45)
+            if min(len(rows[i]), len(rows[j])) >= 0.8 * max(len(rows[i]), len(rows[j]))
+            and len(words(rows[i]) & words(rows[j])) >= 4}
+    assert {tuple(p) for p in app.space().pairs.tolist()} == want and app.space().symmetric
+    report = {f["name"]: f for f in app.filter_report}
+    assert set(report) == {"min_length_ratio", "min_shared_kmers"}
+    assert sum(f["pairs_in"] for f in app.filter_report) >= 45 * 44 // 2
+    assert app.filter_orders and all(sorted(o) == sorted(report) for o in app.filter_orders)
+    assert len(list(tmp_path.glob("prefilter/*/summary.json"))) == 1  # the prefilter's run
 
 
 def test_windowed_traceback_of_a_long_pair(monkeypatch):

@@ -1,4 +1,4 @@
-"""read_records / iter_items on real files, on files made here, and on every kind of bad input."""
+"""read_records / SequenceCatalog on real files, on files made here, and on every kind of bad input."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.sequences import InputError, SequenceRecord, file_stem, iter_items, read_records
+from operators.sequences import (InputError, SequenceCatalog, SequenceRecord, file_stem,
+                                 read_records)
 
 
 def write(path: Path, data: bytes | str) -> Path:
@@ -274,12 +275,14 @@ def test_file_stem(url, stem):
 def test_items_per_file_and_per_record(tmp_path):
     a = write(tmp_path / "a.fa", ">x\nACGT\n>y\nGG\n")
     b = write(tmp_path / "b.fasta.gz", gzip.compress(b">x\nTT\n"))
-    per_file = list(iter_items([a, b]))
-    assert [k for k, _ in per_file] == ["a", "b"]
-    assert [len(r) for _, r in per_file] == [2, 1]
-    per_record = list(iter_items([a, b], item="record"))
-    assert [k for k, _ in per_record] == ["a/x", "a/y", "b/x"]
-    assert all(len(r) == 1 for _, r in per_record)
+    per_file = SequenceCatalog([a, b])
+    assert per_file.keys() == ["a", "b"]
+    assert [len(per_file.records(k)) for k in per_file.keys()] == [2, 1]
+    per_record = SequenceCatalog([a, b], item="record")
+    assert per_record.keys() == ["a/x", "a/y", "b/x"]
+    assert all(len(per_record.records(k)) == 1 for k in per_record.keys())
+    assert [per_record.records(k)[0].sequence for k in per_record.keys()] == [b"ACGT", b"GG", b"TT"]
+    assert per_record.location("a/y") == (str(a), 1, "y")
 
 
 def test_duplicate_file_stems_fail_before_reading(tmp_path):
@@ -288,12 +291,80 @@ def test_duplicate_file_stems_fail_before_reading(tmp_path):
     a = write(tmp_path / "d1" / "g.fa", ">x\nACGT\n")
     b = tmp_path / "d2" / "g.fa.gz"  # does not even exist: keys are checked first
     with pytest.raises(InputError) as e:
-        next(iter_items([a, b]))
+        SequenceCatalog([a, b])
     assert_error(e, b, "duplicate", str(a))
 
 
 def test_duplicate_record_names(tmp_path):
     p = write(tmp_path / "dup.fa", ">x\nACGT\n>y\nGG\n>x\nTT\n")
     with pytest.raises(InputError) as e:
-        list(iter_items([p], item="record"))
+        SequenceCatalog([p], item="record")
     assert_error(e, p, "duplicate", "(#1)", record="x", index=3)
+
+
+def test_same_stem_in_two_directories_stays_apart(tmp_path):
+    """Records of two files with one stem get keys of their own (the later stem numbered)."""
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    a = write(tmp_path / "d1" / "g.fa", ">x\nACGT\n")
+    b = write(tmp_path / "d2" / "g.fa", ">x\nGGCC\n")
+    cat = SequenceCatalog([a, b], item="record")
+    assert cat.keys() == ["g/x", "g~2/x"]
+    assert [cat.records(k)[0].sequence for k in cat.keys()] == [b"ACGT", b"GGCC"]
+
+
+def test_a_file_is_read_once_per_process_not_once_per_record(tmp_path, monkeypatch):
+    """Record items of one file: one fetch and one parse, in the driver and in a (pickled,
+    slim) worker copy alike."""
+    import pickle
+
+    from operators import sequences
+
+    p = write(tmp_path / "many.fa", "".join(f">r{i}\n{'ACGT' * (i + 1)}\n" for i in range(50)))
+    reads = []
+    real = sequences.read_records
+    monkeypatch.setattr(sequences, "read_records",
+                        lambda *a, **kw: reads.append(a[0]) or real(*a, **kw))
+    monkeypatch.setattr(sequences, "_PARSED", type(sequences._PARSED)())
+    cat = SequenceCatalog([p], item="record")
+    got = [cat.records(k)[0].sequence for k in cat.keys()]
+    assert got == [b"ACGT" * (i + 1) for i in range(50)] and reads == [str(p)]
+    slim = pickle.loads(pickle.dumps(cat))
+    sequences._PARSED.clear()  # a fresh worker process: nothing parsed yet
+    assert [slim.records(f"many/r{i}")[0].sequence for i in range(50)] == got
+    assert reads == [str(p), str(p)]
+    with pytest.raises(RuntimeError, match="driver-side"):
+        slim.keys()
+
+
+def test_a_changed_file_is_read_again(tmp_path):
+    p = write(tmp_path / "c.fa", ">a\nACGT\n")
+    cat = SequenceCatalog([p], item="record")
+    assert cat.records("c/a")[0].sequence == b"ACGT"
+    write(tmp_path / "c.fa", ">b\nACGTT\n")
+    with pytest.raises(InputError, match="file changed since the run started"):
+        cat.records("c/a")
+
+
+HEADERS = ["> NAME1 some description", ">\tNAME2", ">  NAME3  more  words ", ">NAME4 plain",
+           "> sp|P69905|HBA_HUMAN Hemoglobin subunit alpha"]
+
+
+@pytest.mark.parametrize("fmt", ["fasta", "fastq"])
+def test_blanks_after_the_header_marker_read_as_biopython_does(tmp_path, fmt):
+    """Some tools write '> NAME description': the name is the first word (Biopython, BLAST)."""
+    from Bio import SeqIO
+
+    seqs = ["ACGTTGCA", "GGCC", "TTAACCGG", "AC", "MVLSPADKTNVKAAWGKVGA"]
+    if fmt == "fasta":
+        text = "".join(f"{h}\n{s}\n" for h, s in zip(HEADERS, seqs))
+    else:
+        text = "".join(f"@{h[1:]}\n{s}\n+\n{'I' * len(s)}\n" for h, s in zip(HEADERS, seqs))
+    p = write(tmp_path / f"blanks.{fmt}", text)
+    ours = read_records(p)
+    theirs = list(SeqIO.parse(str(p), fmt))
+    assert [r.name for r in ours] == [r.id for r in theirs]
+    assert [r.sequence.decode() for r in ours] == [str(r.seq) for r in theirs] == seqs
+    # Biopython's description is the whole title; ours is what follows the name
+    assert [r.description for r in ours] == \
+        [r.description.strip()[len(r.id):].strip() for r in theirs]

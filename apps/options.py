@@ -1,0 +1,43 @@
+"""The Hydra config's engine groups as engine options: one place that knows which key of
+``cluster``, ``cache`` and ``scheduler`` means what, for every app.
+
+``runtime_options`` is what starting or joining Ray needs (the all-pairs engine, pipelines and
+an app's side work take the same three keys); ``allpairs_options`` adds the all-pairs knobs and
+refuses a key the engine does not know, so a typo in a config group cannot pass silently.
+"""
+from __future__ import annotations
+
+RUNTIME_KEYS = ("ray_address", "num_cpus", "object_store_mb")
+
+
+def _group(cfg, name: str) -> dict:
+    from omegaconf import OmegaConf
+    group = cfg.get(name)
+    return dict(OmegaConf.to_container(group, resolve=True)) if group is not None else {}
+
+
+def runtime_options(cfg) -> dict:
+    """Ray's start or join options from the ``cluster`` group; a null keeps the engine's
+    default, so it is left out."""
+    cluster = _group(cfg, "cluster")
+    return {k: cluster[k] for k in RUNTIME_KEYS if cluster.get(k) is not None}
+
+
+def allpairs_options(cfg) -> dict:
+    """Every ``engine.allpairs`` option the config sets: the ``cluster``, ``cache`` and
+    ``scheduler`` groups and the run-wide keys (progress, resume, validate ...)."""
+    from dataclasses import fields
+
+    from engine import AllPairsConfig, PairflowError
+    known = {f.name for f in fields(AllPairsConfig)}
+    options = {}
+    for name in ("cluster", "cache", "scheduler"):
+        for key, value in _group(cfg, name).items():
+            if key not in known:
+                raise PairflowError(f"unknown setting {name}.{key} in the config")
+            options[key] = value
+    options.update(progress=bool(cfg.progress), preflight=bool(cfg.preflight),
+                   runs_root=str(cfg.runs_root), resume=bool(cfg.resume),
+                   validate=float(cfg.validate), max_retries=int(cfg.max_retries),
+                   seed=int(cfg.seed))
+    return options
