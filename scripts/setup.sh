@@ -48,4 +48,6 @@ if [ ! -f "$VENV/.stamp-pip" ] || [ pyproject.toml -nt "$VENV/.stamp-pip" ]; the
   "$VENV/bin/pip" install -q -e ".[test]"
   touch "$VENV/.stamp-pip"
 fi
+# app=phylogeny's proteomes, predicted from the ragout genomes (deterministic; own stamp)
+"$VENV/bin/python" scripts/predict_proteomes.py --data "$DATA" >/dev/null
 echo "[setup] ready: $VENV, data in $DATA/root" >&2
