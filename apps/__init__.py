@@ -5,4 +5,4 @@ Every app module exposes ``build(cfg) -> (app, sinks)`` (an all-pairs run) or it
 """
 APPS = {"jaccard": "apps.jaccard", "align": "apps.align", "hep": "apps.hep",
         "jaccard_filtered": "apps.jaccard_filtered", "phylogeny": "apps.phylogeny",
-        "forensics": "apps.forensics"}
+        "forensics": "apps.forensics", "microscopy": "apps.microscopy"}

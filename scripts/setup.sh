@@ -52,4 +52,6 @@ fi
 "$VENV/bin/python" scripts/predict_proteomes.py --data "$DATA" >/dev/null
 # app=forensics' shots of simulated cameras, from scikit-image's photographs (own stamp)
 "$VENV/bin/python" scripts/simulate_cameras.py --out "$DATA/cameras" >/dev/null
+# app=microscopy's simulated localisation particles (own stamp)
+"$VENV/bin/python" scripts/simulate_particles.py --out "$DATA/particles" >/dev/null
 echo "[setup] ready: $VENV, data in $DATA/root" >&2
