@@ -106,11 +106,6 @@ class ForensicsApp(BasePairApp):
         xp = namespace_for(device)
         return prepare(xp, to_device(xp, residual, device))
 
-    def item_nbytes(self, item):
-        if isinstance(item, tuple):  # (unit residual, its spectrum)
-            return sum(int(a.nbytes) for a in item)
-        return int(item.nbytes)
-
     def compare(self, left, right, mask, device):
         from kernels.backend import namespace_for, to_numpy
         xp = namespace_for("cpu" if device == "host" else device)

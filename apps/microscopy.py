@@ -96,9 +96,6 @@ class MicroscopyApp(BasePairApp):
         moved = to_device(xp, points, device)
         return moved, self_overlap(xp, moved, self.scale)
 
-    def item_nbytes(self, item):
-        return int(item[0].nbytes if isinstance(item, tuple) else item.nbytes)
-
     def compare(self, left, right, mask, device):
         from kernels.backend import namespace_for
         xp = namespace_for("cpu" if device == "host" else device)

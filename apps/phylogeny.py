@@ -94,11 +94,6 @@ class PhylogenyApp(BasePairApp):
         return {"words": vec.words, "values": vec.values, "k1": vec.k1,
                 "norm2": vec.norm2, "support": vec.support}
 
-    def item_nbytes(self, item):  # a parsed dict, or a CompositionVector after preprocess
-        if isinstance(item, CompositionVector):
-            return item.nbytes
-        return sum(int(item[name].nbytes) for name in ("words", "values", "k1"))
-
     def preprocess(self, key, item, device):
         arrays = (item["words"], item["values"], item["k1"])
         if device not in ("cpu", "host"):
