@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from engine.errors import InputError
-from engine.pairs.app import BasePairApp
+from apps.file_items import FileItemsApp
 from kernels.prnu import ncc_matrix, noise_residual, pce_matrix, prepare
 
 LEVELS = 4  # wavelet levels: sides are cropped to a multiple of 2**LEVELS
@@ -49,24 +49,14 @@ def _grey(url: str, raw: bytes) -> np.ndarray:
         raise InputError(url, f"cannot be decoded as an image ({exc})") from None
 
 
-class ForensicsApp(BasePairApp):
+class ForensicsApp(FileItemsApp):
     name = "forensics"
 
     def __init__(self, urls: list[str], sigma: float = 3.0, threshold: float = 30.0):
-        if not urls:
-            raise InputError("inputs", "no input images")
         if not sigma > 0:
             raise ValueError(f"sigma (the denoiser's noise level) must be > 0, got {sigma!r}")
         self.sigma, self.threshold = float(sigma), float(threshold)
-        self.urls = list(urls)
-        self._url: dict[str, str] = {}
-        for url in self.urls:
-            key = os.path.splitext(os.path.basename(url))[0]
-            if key in self._url:
-                raise InputError(url, f"two inputs have the same name {key!r}: "
-                                 f"{self._url[key]} and {url}")
-            self._url[key] = url
-        self._keys = list(self._url)
+        self._index_files(urls, "images")
         first = self.urls[0]
         self.shape = _image_size(first)
         for url in self.urls[1:]:  # headers only: a few ms per file
@@ -80,12 +70,6 @@ class ForensicsApp(BasePairApp):
             raise InputError(first, f"image is {self.shape[0]}x{self.shape[1]}, too small for "
                              f"a noise residual (at least {4 * step} pixels a side)")
         self.crop = (self.shape[0] // step * step, self.shape[1] // step * step)
-
-    def keys(self):
-        return self._keys
-
-    def url(self, key):
-        return self._url[key]
 
     def check(self, key, raw):
         grey = _grey(self._url[key], raw)

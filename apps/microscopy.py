@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from engine.errors import InputError
-from engine.pairs.app import BasePairApp
+from apps.file_items import FileItemsApp
 from kernels.registration import center, fuse, register, self_overlap, synchronize
 
 MIN_POINTS = 3
@@ -58,30 +58,14 @@ def read_localisations(url: str, raw: bytes) -> np.ndarray:
     return np.asarray(points, dtype=np.float64)
 
 
-class MicroscopyApp(BasePairApp):
+class MicroscopyApp(FileItemsApp):
     name = "microscopy"
 
     def __init__(self, urls: list[str], scale: float = 3.0):
-        if not urls:
-            raise InputError("inputs", "no input particles")
         if not scale > 0:
             raise ValueError(f"scale (the mixtures' σ, nm) must be > 0, got {scale!r}")
         self.scale = float(scale)
-        self.urls = list(urls)
-        self._url: dict[str, str] = {}
-        for url in self.urls:
-            key = os.path.splitext(os.path.basename(url))[0]
-            if key in self._url:
-                raise InputError(url, f"two inputs have the same name {key!r}: "
-                                 f"{self._url[key]} and {url}")
-            self._url[key] = url
-        self._keys = list(self._url)
-
-    def keys(self):
-        return self._keys
-
-    def url(self, key):
-        return self._url[key]
+        self._index_files(urls, "particles")
 
     def check(self, key, raw):
         read_localisations(self._url[key], raw)

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from engine.errors import InputError
-from engine.pairs.app import BasePairApp
+from apps.file_items import FileItemsApp
 from kernels.composition import (K_RANGE, CompositionVector, composition_vector,
                                  cv_distance_matrix, encode_proteins)
 from operators.sequences import file_stem, read_records
@@ -38,7 +38,7 @@ def _nucleotide_fraction(records) -> float:
     return float(_NUCLEOTIDES[letters].mean()) if len(letters) else 0.0
 
 
-class PhylogenyApp(BasePairApp):
+class PhylogenyApp(FileItemsApp):
     name = "phylogeny"
 
     def __init__(self, urls: list[str], k: int = 5):
@@ -46,24 +46,8 @@ class PhylogenyApp(BasePairApp):
                 not K_RANGE[0] <= k <= K_RANGE[1]:
             raise ValueError(f"k must be an integer from {K_RANGE[0]} to {K_RANGE[1]} "
                              f"(the background needs (k-2)-words), got {k!r}")
-        if not urls:
-            raise InputError("inputs", "no input files")
         self.k = int(k)
-        self.urls = list(urls)
-        self._url: dict[str, str] = {}
-        for url in self.urls:
-            key = file_stem(url)
-            if key in self._url:
-                raise InputError(url, f"two inputs have the same name {key!r}: "
-                                 f"{self._url[key]} and {url}")
-            self._url[key] = url
-        self._keys = list(self._url)
-
-    def keys(self):
-        return self._keys
-
-    def url(self, key):
-        return self._url[key]
+        self._index_files(urls, "files", key_of=file_stem)
 
     def _proteins(self, key, raw):
         url = self._url[key]

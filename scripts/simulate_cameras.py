@@ -13,17 +13,15 @@ from ``seed``: the same arguments give the same files. ``truth.csv`` maps each f
 """
 from __future__ import annotations
 
-import argparse
 import csv
-import hashlib
 import io
-import json
 import os
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run as a script: make scripts.simulation_cli importable
 # well-exposed photographs only: a dark or saturated scene carries no multiplicative pattern
 SCENES = ("camera", "astronaut", "coffee", "chelsea", "rocket", "coins", "immunohistochemistry",
           "grass", "gravel", "brick", "cat", "page")
@@ -92,26 +90,8 @@ def simulate(out_dir: str, size: int, cameras: int, shots: int, prnu: float, gai
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    data = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
-    parser.add_argument("--out", default=os.path.join(data, "cameras"))
-    for name, value in DEFAULTS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    args = parser.parse_args(argv)
-    params = {k: getattr(args, k) for k in DEFAULTS}
-    with open(os.path.abspath(__file__), "rb") as fh:  # a changed recipe makes new shots
-        params["recipe_sha256"] = hashlib.sha256(fh.read()).hexdigest()
-    stamp = os.path.join(args.out, ".stamp")
-    if os.path.exists(stamp):
-        with open(stamp) as fh:
-            if json.load(fh) == params:
-                print(args.out)
-                return 0
-    simulate(args.out, **{k: params[k] for k in DEFAULTS})
-    with open(stamp, "w") as fh:
-        json.dump(params, fh)
-    print(args.out)
-    return 0
+    from scripts.simulation_cli import run
+    return run(simulate, DEFAULTS, "cameras", __doc__, os.path.abspath(__file__), argv)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,13 @@ truth of the relative rotations. Everything follows from ``seed``.
 """
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
 import os
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run as a script: make scripts.simulation_cli importable
 DEFAULTS = dict(particles=40, labelling=0.9, blinks=2.0, precision=2.0, shift=30.0, seed=11)
 
 
@@ -65,26 +63,8 @@ def simulate(out_dir: str, particles: int, labelling: float, blinks: float, prec
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    data = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
-    parser.add_argument("--out", default=os.path.join(data, "particles"))
-    for name, value in DEFAULTS.items():
-        parser.add_argument(f"--{name}", type=type(value), default=value)
-    args = parser.parse_args(argv)
-    params = {k: getattr(args, k) for k in DEFAULTS}
-    with open(os.path.abspath(__file__), "rb") as fh:  # a changed recipe makes new particles
-        stamp_value = {**params, "recipe_sha256": hashlib.sha256(fh.read()).hexdigest()}
-    stamp = os.path.join(args.out, ".stamp")
-    if os.path.exists(stamp):
-        with open(stamp) as fh:
-            if json.load(fh) == stamp_value:
-                print(args.out)
-                return 0
-    simulate(args.out, **params)
-    with open(stamp, "w") as fh:
-        json.dump(stamp_value, fh)
-    print(args.out)
-    return 0
+    from scripts.simulation_cli import run
+    return run(simulate, DEFAULTS, "particles", __doc__, os.path.abspath(__file__), argv)
 
 
 if __name__ == "__main__":
