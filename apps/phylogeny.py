@@ -26,8 +26,9 @@ from kernels.composition import (K_RANGE, CompositionVector, composition_vector,
                                  cv_distance_matrix, encode_proteins)
 from operators.sequences import file_stem, read_records
 
-# A file whose letters are at least this fraction A/C/G/T/U/N is nucleotide, not protein:
-# real proteomes hold ~25 % of those letters (alanine, cysteine, glycine, threonine, asparagine).
+# A file whose letters are at least this fraction A/C/G/T/U/N is nucleotide, not protein: in a
+# proteome those letters are five amino acids (alanine, cysteine, glycine, threonine, asparagine)
+# among twenty, far from this fraction.
 NUCLEOTIDE_FRACTION = 0.9
 _NUCLEOTIDES = np.zeros(256, dtype=bool)
 _NUCLEOTIDES[list(b"ACGTUNacgtun")] = True

@@ -14,9 +14,10 @@ angles at once, the fixed-point iteration of weighted Procrustes (the EM step of
 Gaussian-mixture registration), annealing the scale down to the working one. No per-point
 Python: the whole search is array operations on ``xp`` (numpy, torch on CPU or GPU).
 
-Fusion (``synchronize``, numpy on the host: once per run, n×n numbers): absolute rotations from the pairwise ones are the leading eigenvector
-of the Hermitian matrix of weighted e^{iθ_ij} (rotation averaging on SO(2), Singer 2011); with
-them fixed, absolute translations solve the linear least squares τ_j − R_ij·τ_i = t_ij.
+Fusion (``synchronize``, numpy on the host: once per run, on n×n numbers): absolute rotations
+from the pairwise ones are the leading eigenvector of the Hermitian matrix of weighted e^{iθ_ij}
+(rotation averaging on SO(2), Singer 2011); with them fixed, absolute translations solve the
+linear least squares τ_j − R_ij·τ_i = t_ij.
 """
 from __future__ import annotations
 
