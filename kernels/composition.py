@@ -14,7 +14,8 @@ S \\ P, whose components are all exactly −1 (p = 0, p0 > 0). S \\ P is far lar
 never materialised: |S| = Σ_m L(m)·R(m) over (k−2)-strings m, with L(m) and R(m) the numbers of
 occurring (k−1)-strings ending and starting with m, and a pair's dot product splits into
 
-    Σ_{P_A ∩ P_B} a·b − Σ_{P_A ∩ (S_B \\ P_B)} a − Σ_{(S_A \\ P_A) ∩ P_B} b + |(S_A \\ P_A) ∩ (S_B \\ P_B)|
+    Σ_{P_A ∩ P_B} a·b − Σ_{P_A ∩ (S_B \\ P_B)} a − Σ_{(S_A \\ P_A) ∩ P_B} b
+        + |(S_A \\ P_A) ∩ (S_B \\ P_B)|
 
 where membership of w in S_B needs only B's occurring (k−1)-strings, and the last count follows
 by inclusion–exclusion from |S_A ∩ S_B| (the same L·R sum over the (k−1)-strings both share).

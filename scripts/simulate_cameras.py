@@ -4,12 +4,13 @@
     python scripts/simulate_cameras.py --out DIR --size 256 --cameras 3 --shots 5
 
 Each of ``cameras`` simulated cameras has a fixed sensor pattern K (Gaussian, standard deviation
-``prnu``) that multiplies the light of every shot it takes; a shot is a ``size``×``size`` grey crop
-of one of the bundled photographs (no two shots alike: scene and orientation differ), times (1 + K), plus
-shot noise (Gaussian, variance ``gain``·I, i.e. Poisson-like) and read noise (σ = ``read_noise``
-grey levels), rounded to 8 bits and saved as JPEG of quality ``quality``. These are the documented
-noise and quality at which the tests ask clustering to recover the cameras. Everything follows
-from ``seed``: the same arguments give the same files. ``truth.csv`` maps each file to its camera.
+``prnu``) that multiplies the light of every shot it takes; a shot is a ``size``×``size`` grey
+crop of one of the bundled photographs (no two shots alike: scene and orientation differ), times
+(1 + K), plus shot noise (Gaussian, variance ``gain``·I, i.e. Poisson-like) and read noise (σ =
+``read_noise`` grey levels), rounded to 8 bits and saved as JPEG of quality ``quality``. These
+are the documented noise and quality at which the tests ask clustering to recover the cameras.
+Everything follows from ``seed``: the same arguments give the same files. ``truth.csv`` maps
+each file to its camera.
 """
 from __future__ import annotations
 
