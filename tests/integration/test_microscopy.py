@@ -36,8 +36,7 @@ def test_particles_are_registered_and_fused(ray_local, tmp_path):
     truth = simulate(str(tmp_path / "particles"), **{**DEFAULTS, "particles": 24})
     paths = [p for p, _ in truth]
     angle = np.array([a for _, a in truth])
-    res = microscopy(paths, runs_root=str(tmp_path / "runs"), progress=False,
-                     host_cache_items=len(paths) // 4)
+    res = microscopy(paths, runs_root=str(tmp_path / "runs"), progress=False)
     rotation = res.matrix("rotation")
     i, j = np.triu_indices(len(paths), 1)
     err = (rotation[i, j] - (angle[j] - angle[i]) + 180) % 360 - 180
