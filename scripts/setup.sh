@@ -48,4 +48,10 @@ if [ ! -f "$VENV/.stamp-pip" ] || [ pyproject.toml -nt "$VENV/.stamp-pip" ]; the
   "$VENV/bin/pip" install -q -e ".[test]"
   touch "$VENV/.stamp-pip"
 fi
+# app=phylogeny's proteomes, predicted from the ragout genomes (deterministic; own stamp)
+"$VENV/bin/python" scripts/predict_proteomes.py --data "$DATA" >/dev/null
+# app=forensics' shots of simulated cameras, from scikit-image's photographs (own stamp)
+"$VENV/bin/python" scripts/simulate_cameras.py --out "$DATA/cameras" >/dev/null
+# app=microscopy's simulated localisation particles (own stamp)
+"$VENV/bin/python" scripts/simulate_particles.py --out "$DATA/particles" >/dev/null
 echo "[setup] ready: $VENV, data in $DATA/root" >&2

@@ -1,0 +1,206 @@
+"""Composition vectors of proteomes (Qi, Wang & Hao 2004, the CVTree method), kept sparse.
+
+The vector of a proteome has one component per k-string w = a·m·b of the 20 standard amino
+acids: (p(w) − p0(w)) / p0(w) with the Markov background p0(w) = p(a·m) · p(m·b) / p(m), where
+p of a string is its count within proteins divided by the total count of strings of its length,
+and 0 where p0(w) = 0. Words never span two proteins and a non-standard residue breaks them.
+
+Why sparse, and why the pair kernel looks the way it does
+---------------------------------------------------------
+There are 20^k words (64 M at k = 6), so a dense vector per proteome does not fit in memory for
+a few dozen proteomes. Non-zero components fall on S, the words whose (k−1)-prefix and
+(k−1)-suffix both occur; S splits into P, the words that occur (stored: code and value), and
+S \\ P, whose components are all exactly −1 (p = 0, p0 > 0). S \\ P is far larger than P, and it is
+never materialised: |S| = Σ_m L(m)·R(m) over (k−2)-strings m, with L(m) and R(m) the numbers of
+occurring (k−1)-strings ending and starting with m, and a pair's dot product splits into
+
+    Σ_{P_A ∩ P_B} a·b − Σ_{P_A ∩ (S_B \\ P_B)} a − Σ_{(S_A \\ P_A) ∩ P_B} b
+        + |(S_A \\ P_A) ∩ (S_B \\ P_B)|
+
+where membership of w in S_B needs only B's occurring (k−1)-strings, and the last count follows
+by inclusion–exclusion from |S_A ∩ S_B| (the same L·R sum over the (k−1)-strings both share).
+So a proteome is stored as its occurring k-words with their values plus its occurring
+(k−1)-words: memory grows with the proteome's length, not with 20^k, and a pair costs a few
+sorted searches of one proteome's words in the other's.
+
+Everything is written against the array API (``xp``): numpy on the CPU, torch on CPU or GPU.
+Codes are base-20 integers below 20^7, int64 on every backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .backend import is_numpy_namespace
+
+__all__ = ["AMINO_ACIDS", "CompositionVector", "encode_proteins", "word_counts",
+           "composition_vector", "cv_cosine", "cv_distance", "cv_distance_matrix", "K_RANGE"]
+
+AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
+ALPHABET = len(AMINO_ACIDS)
+K_RANGE = (3, 7)  # k − 2 ≥ 1 for the background; 20^7 words still fit int64 codes with room
+
+_CODE = np.full(256, -1, dtype=np.int8)
+for _i, _aa in enumerate(AMINO_ACIDS):
+    _CODE[ord(_aa)] = _i
+    _CODE[ord(_aa.lower())] = _i
+
+
+@dataclass
+class CompositionVector:
+    """One proteome's composition vector: ``words`` the occurring k-words (sorted codes),
+    ``values`` their components, ``k1`` the occurring (k−1)-words (sorted codes), ``norm2`` the
+    squared norm of the whole vector (the −1 components included), ``support`` |S|."""
+
+    k: int
+    words: Any
+    values: Any
+    k1: Any
+    norm2: float
+    support: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self.words, self.values, self.k1))
+
+
+def encode_proteins(proteins: Sequence[bytes]) -> np.ndarray:
+    """Residue codes 0..19 of the proteins, joined by a −1 so that no word spans two proteins;
+    any letter outside the 20 standard amino acids (X, B, Z, U, O, '*', '-') is a −1 too."""
+    parts = []
+    for seq in proteins:
+        parts.append(_CODE[np.frombuffer(bytes(seq), dtype=np.uint8)])
+        parts.append(np.full(1, -1, dtype=np.int8))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
+
+
+def _sorted_unique_counts(xp, codes):
+    """(unique sorted codes, their counts) by sort + neighbour comparison: the counts come out
+    in code order, which every lookup after it relies on."""
+    n = codes.shape[0]
+    if n == 0:
+        return codes, xp.zeros(0, dtype=xp.int64)
+    s = xp.sort(codes)
+    starts = xp.concat([xp.ones(1, dtype=xp.bool), s[1:] != s[:-1]])
+    first = xp.nonzero(starts)[0]
+    ends = xp.concat([first[1:], xp.asarray([n], dtype=first.dtype)])
+    return xp.take(s, first), xp.astype(ends - first, xp.int64)
+
+
+def word_counts(xp, residues, length: int):
+    """(sorted codes, counts) of every word of ``length`` residues that holds no −1."""
+    n = residues.shape[0] - length + 1
+    if n <= 0:
+        return xp.zeros(0, dtype=xp.int64), xp.zeros(0, dtype=xp.int64)
+    r = xp.astype(residues, xp.int64)
+    bad = xp.astype(r < 0, xp.int64)
+    bad_before = xp.concat([xp.zeros(1, dtype=xp.int64), xp.cumulative_sum(bad)])
+    clean = (bad_before[length:] - bad_before[:n]) == 0
+    codes = xp.zeros(n, dtype=xp.int64)
+    for t in range(length):  # Horner over the word's letters: k ≤ 7 array passes
+        codes = codes * ALPHABET + r[t:t + n]
+    return _sorted_unique_counts(xp, codes[clean])
+
+
+# numpy's isin with a direct-address table answers each code in one step where a binary search
+# takes log2(n); the table costs one byte per possible code, so only up to this range.
+_TABLE_RANGE = 1 << 23
+
+
+def _member(xp, sorted_set, x, universe: int):
+    """Boolean: which entries of ``x`` are in the sorted unique array ``sorted_set`` (codes below
+    ``universe``): a table lookup on numpy for small universes, else ``searchsorted``, which the
+    array API standard has."""
+    if sorted_set.shape[0] == 0:
+        return xp.zeros(x.shape, dtype=xp.bool)
+    if universe <= _TABLE_RANGE and is_numpy_namespace(xp):
+        return np.isin(x, sorted_set, kind="table")
+    idx = xp.clip(xp.searchsorted(sorted_set, x), 0, sorted_set.shape[0] - 1)
+    return xp.take(sorted_set, idx) == x
+
+
+def _lookup(xp, sorted_set, values, x):
+    """values[position of x in sorted_set], for x known to be present."""
+    return xp.take(values, xp.searchsorted(sorted_set, x))
+
+
+def _support_size(xp, kmin1_words, k: int) -> int:
+    """|{a·m·b : a·m and m·b among ``kmin1_words``}| = Σ_m L(m)·R(m)."""
+    if kmin1_words.shape[0] == 0:
+        return 0
+    tail = ALPHABET ** (k - 2)
+    ends, left = _sorted_unique_counts(xp, kmin1_words % tail)     # a·m grouped by m
+    starts, right = _sorted_unique_counts(xp, kmin1_words // ALPHABET)  # m·b grouped by m
+    # both sorted: the m found on each side appear in the same order
+    universe = ALPHABET ** (k - 2)
+    return int(xp.sum(left[_member(xp, starts, ends, universe)]
+                      * right[_member(xp, ends, starts, universe)]))
+
+
+def composition_vector(xp, residues, k: int) -> CompositionVector:
+    """The sparse composition vector of one proteome from its residue codes
+    (:func:`encode_proteins`, moved to ``xp``)."""
+    if not K_RANGE[0] <= k <= K_RANGE[1]:
+        raise ValueError(f"k must be from {K_RANGE[0]} to {K_RANGE[1]}, got {k!r}")
+    words, counts = word_counts(xp, residues, k)
+    k1, counts1 = word_counts(xp, residues, k - 1)
+    k2, counts2 = word_counts(xp, residues, k - 2)
+    if words.shape[0] == 0:
+        return CompositionVector(k, words, xp.zeros(0, dtype=xp.float64), k1, 0.0, 0)
+    freq = xp.astype(counts, xp.float64) / float(xp.sum(counts))
+    freq1 = xp.astype(counts1, xp.float64) / float(xp.sum(counts1))
+    freq2 = xp.astype(counts2, xp.float64) / float(xp.sum(counts2))
+    tail1 = ALPHABET ** (k - 1)
+    p_prefix = _lookup(xp, k1, freq1, words // ALPHABET)
+    p_suffix = _lookup(xp, k1, freq1, words % tail1)
+    p_middle = _lookup(xp, k2, freq2, (words // ALPHABET) % (ALPHABET ** (k - 2)))
+    background = p_prefix * p_suffix / p_middle
+    values = (freq - background) / background
+    support = _support_size(xp, k1, k)
+    norm2 = float(xp.sum(values * values)) + (support - words.shape[0])
+    return CompositionVector(k, words, values, k1, norm2, support)
+
+
+def cv_cosine(xp, a: CompositionVector, b: CompositionVector) -> float:
+    """cos θ of two composition vectors (the split of the dot product in the module doc)."""
+    if a.k != b.k:
+        raise ValueError(f"composition vectors of different k ({a.k} and {b.k})")
+    if a.norm2 <= 0 or b.norm2 <= 0:
+        raise ValueError("a composition vector is zero: the cosine is undefined")
+    k, tail1 = a.k, ALPHABET ** (a.k - 1)
+    words_range, k1_range = ALPHABET ** k, ALPHABET ** (k - 1)
+    a_in_pb = _member(xp, b.words, a.words, words_range)
+    b_in_pa = _member(xp, a.words, b.words, words_range)
+    a_in_sb = (_member(xp, b.k1, a.words // ALPHABET, k1_range)
+               & _member(xp, b.k1, a.words % tail1, k1_range))
+    b_in_sa = (_member(xp, a.k1, b.words // ALPHABET, k1_range)
+               & _member(xp, a.k1, b.words % tail1, k1_range))
+    # both word lists are sorted, so the shared words appear in the same order in each
+    shared = float(xp.sum(a.values[a_in_pb] * b.values[b_in_pa]))
+    a_on_zb = float(xp.sum(a.values[a_in_sb & ~a_in_pb]))
+    b_on_za = float(xp.sum(b.values[b_in_sa & ~b_in_pa]))
+    n_pp = int(xp.sum(xp.astype(a_in_pb, xp.int64)))
+    both_k1 = a.k1[_member(xp, b.k1, a.k1, k1_range)]
+    n_ss = _support_size(xp, both_k1, k)
+    n_ps = int(xp.sum(xp.astype(a_in_sb, xp.int64)))
+    n_sp = int(xp.sum(xp.astype(b_in_sa, xp.int64)))
+    n_zz = n_ss - n_ps - n_sp + n_pp
+    dot = shared - a_on_zb - b_on_za + n_zz
+    return dot / (a.norm2 * b.norm2) ** 0.5
+
+
+def cv_distance(xp, a: CompositionVector, b: CompositionVector) -> float:
+    """CVTree's distance (1 − cos θ) / 2, in [0, 1]."""
+    return (1.0 - cv_cosine(xp, a, b)) / 2.0
+
+
+def cv_distance_matrix(xp, left: Sequence[CompositionVector], right: Sequence[CompositionVector],
+                       mask) -> np.ndarray:
+    """Distances of one tile (left × right), NaN where ``mask`` is False."""
+    mask = np.asarray(mask, dtype=bool)
+    out = np.full(mask.shape, np.nan)
+    for i, j in zip(*np.nonzero(mask)):
+        out[i, j] = cv_distance(xp, left[i], right[j])
+    return out

@@ -1,0 +1,103 @@
+"""Composition-vector kernel against the brute-force CVTree references (numpy and torch)."""
+import glob
+import os
+import random
+
+import numpy as np
+import pytest
+
+from kernels.composition import (composition_vector, cv_distance, encode_proteins,
+                                 word_counts)
+from tests.unit.conftest import REPO
+from tests.unit.cvtree_oracle import (AA, dense_distances, dense_vector, dict_distance,
+                                      dict_vector, read_proteins)
+
+PROTEOMES = os.path.join(os.environ.get("PAIRFLOW_DATA", REPO / ".data"), "proteomes")
+
+
+def _namespaces():
+    import array_api_compat.numpy as npx
+    out = [("numpy", npx, lambda a: a)]
+    torch = pytest.importorskip("torch")
+    import array_api_compat.torch as tx
+    out.append(("torch-cpu", tx, lambda a: torch.from_numpy(np.ascontiguousarray(a))))
+    return out
+
+
+def _kernel_distances(proteomes, k, xp, move):
+    vectors = [composition_vector(xp, move(encode_proteins([p.encode() for p in prots])), k)
+               for prots in proteomes]
+    n = len(vectors)
+    return np.array([[cv_distance(xp, vectors[i], vectors[j]) for j in range(n)]
+                     for i in range(n)])
+
+
+def _synthetic_proteomes(seed, n_proteomes=3, n_proteins=25):
+    """Random proteins with skewed composition, non-standard letters (X, U, B, *) that break
+    words, lower case, and proteins shorter than k."""
+    rng = random.Random(seed)
+    weights = [rng.random() ** 2 for _ in AA]
+    out = []
+    for _ in range(n_proteomes):
+        prots = []
+        for _ in range(n_proteins):
+            n = rng.choice([1, 2, 3, rng.randint(4, 400)])
+            letters = rng.choices(AA, weights, k=n)
+            for _ in range(rng.randint(0, 3)):
+                letters[rng.randrange(n)] = rng.choice("XUB*")
+            s = "".join(letters)
+            prots.append(s.lower() if rng.random() < 0.1 else s)
+        out.append(prots)
+    return out
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_distances_equal_dict_bruteforce_on_synthetic_proteomes(k):
+    proteomes = _synthetic_proteomes(seed=k)
+    vectors = [dict_vector(p, k) for p in proteomes]
+    want = np.array([[dict_distance(a, b) for b in vectors] for a in vectors])
+    for name, xp, move in _namespaces():
+        got = _kernel_distances(proteomes, k, xp, move)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=name)
+    assert want[np.triu_indices(3, 1)].min() > 0.05  # the proteomes really differ
+
+
+def test_distances_equal_dict_bruteforce_on_real_proteins():
+    """Slices of three predicted proteomes of two species at k = 4 (160,000 words)."""
+    paths = [os.path.join(PROTEOMES, rel) for rel in
+             ("S.Aureus/COL.faa", "S.Aureus/N315.faa", "H.Pylori/G27.faa")]
+    for p in paths:
+        if not os.path.exists(p):
+            pytest.skip(f"{p} not found: run scripts/predict_proteomes.py")
+    proteomes = [read_proteins(p)[:150] for p in paths]
+    vectors = [dict_vector(p, 4) for p in proteomes]
+    want = np.array([[dict_distance(a, b) for b in vectors] for a in vectors])
+    for name, xp, move in _namespaces():
+        np.testing.assert_allclose(_kernel_distances(proteomes, 4, xp, move), want,
+                                   rtol=0, atol=1e-9, err_msg=name)
+
+
+def test_dense_reference_agrees_with_dict_reference():
+    """The two references (used at k = 5 on whole proteomes) are the same definition."""
+    proteomes = _synthetic_proteomes(seed=7)
+    want = np.array([[dict_distance(dict_vector(a, 3), dict_vector(b, 3)) for b in proteomes]
+                     for a in proteomes])
+    got = dense_distances([dense_vector(p, 3) for p in proteomes])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_words_stay_within_proteins_and_stop_at_other_letters():
+    import array_api_compat.numpy as xp
+    residues = encode_proteins([b"ACDXEF", b"GH", b"kM"])
+    codes, counts = word_counts(xp, residues, 2)
+    words = sorted("".join(AA[(int(c) // 20 ** (1 - t)) % 20] for t in range(2)) for c in codes)
+    assert words == ["AC", "CD", "EF", "GH", "KM"]  # no DX, XE, FG or HK
+    assert counts.tolist() == [1] * 5
+
+
+def test_k_out_of_range_is_refused():
+    import array_api_compat.numpy as xp
+    residues = encode_proteins([b"ACDEFGHIK"])
+    for k in (2, 8):
+        with pytest.raises(ValueError, match="k must be from 3 to 7"):
+            composition_vector(xp, residues, k)

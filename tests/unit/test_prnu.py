@@ -1,0 +1,113 @@
+"""PRNU kernel: NCC and PCE against a plain numpy brute force, the residual's steps against
+PyWavelets and scipy, and torch on CPU against numpy."""
+import numpy as np
+import pytest
+
+from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_matrix, noise_residual,
+                          pce_matrix, prepare, wave_noise, zero_mean_rows_cols)
+
+
+@pytest.fixture(scope="module")
+def photos():
+    """Four 64x64 grey crops of real photographs, two of them sharing a sensor pattern."""
+    import skimage.data
+    from skimage.color import rgb2gray
+    rng = np.random.default_rng(3)
+    pattern = rng.normal(0, 0.03, (64, 64))
+    crops = [skimage.data.camera()[100:164, 200:264].astype(float),
+             rgb2gray(skimage.data.astronaut())[300:364, 100:164] * 255,
+             skimage.data.coins()[50:114, 60:124].astype(float),
+             skimage.data.brick()[:64, :64].astype(float)]
+    crops[0] = crops[0] * (1 + pattern)
+    crops[1] = crops[1] * (1 + pattern)
+    return [c + rng.normal(0, 1, c.shape) for c in crops]
+
+
+def _numpy_ncc(x, y):
+    return np.corrcoef(x.ravel(), y.ravel())[0, 1]
+
+
+def _numpy_pce(x, y):
+    """Circular cross-correlation by explicit shifts (no FFT); the peak at zero shift; the
+    energy over every shift outside the 11x11 square around it."""
+    x, y = x - x.mean(), y - y.mean()
+    h, w = x.shape
+    r = PEAK_NEIGHBOURHOOD // 2
+    peak, energy, n = 0.0, 0.0, 0
+    for dy in range(h):
+        for dx in range(w):
+            c = float(np.sum(x * np.roll(y, (dy, dx), axis=(0, 1))))
+            sy, sx = min(dy, h - dy), min(dx, w - dx)
+            if dy == 0 and dx == 0:
+                peak = c
+            if sy > r or sx > r:
+                energy += c * c
+                n += 1
+    return np.sign(peak) * peak * peak / (energy / n)
+
+
+def _xp(device):
+    from kernels.backend import namespace_for
+    if device == "torch-cpu":
+        pytest.importorskip("torch")
+    return namespace_for(device)
+
+
+PAIRS = [(0, 1), (1, 0), (0, 2), (1, 3), (2, 3)]
+
+
+@pytest.fixture(scope="module")
+def reference(photos):
+    residuals = [noise_residual(np, p) for p in photos]
+    return residuals, {(i, j): (_numpy_ncc(residuals[i], residuals[j]),
+                                _numpy_pce(residuals[i], residuals[j])) for i, j in PAIRS}
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
+def test_ncc_and_pce_equal_plain_numpy(reference, device):
+    from kernels.backend import to_device, to_numpy
+    xp = _xp(device)
+    residuals, want = reference
+    items = [prepare(xp, to_device(xp, r, device)) for r in residuals]
+    ncc = to_numpy(ncc_matrix(xp, items, items))
+    pce = to_numpy(pce_matrix(xp, items, items, PAIRS))
+    for (i, j), got in zip(PAIRS, pce):
+        assert ncc[i, j] == pytest.approx(want[i, j][0], abs=1e-6)
+        assert got == pytest.approx(want[i, j][1], rel=1e-6, abs=1e-6)
+    assert min(pce[:2]) > 60 > max(abs(pce[2:]))  # only photos 0 and 1 share a sensor
+
+
+def test_haar_equals_pywavelets_and_inverts():
+    pywt = pytest.importorskip("pywt")
+    x = np.random.default_rng(0).normal(size=(32, 48))
+    ll, (lh, hl, hh) = haar2(np, x)
+    ref_ll, (ref_h, ref_v, ref_d) = pywt.dwt2(x, "haar")
+    np.testing.assert_allclose(ll, ref_ll, atol=1e-12)
+    # PyWavelets names the details by direction: horizontal = rows differ = our HL
+    np.testing.assert_allclose(np.abs(hl), np.abs(ref_h), atol=1e-12)
+    np.testing.assert_allclose(np.abs(lh), np.abs(ref_v), atol=1e-12)
+    np.testing.assert_allclose(np.abs(hh), np.abs(ref_d), atol=1e-12)
+    np.testing.assert_allclose(ihaar2(np, ll, (lh, hl, hh)), x, atol=1e-12)
+
+
+def test_wave_noise_equals_a_scipy_local_wiener():
+    from scipy.ndimage import uniform_filter
+    coef = np.random.default_rng(1).normal(0, 5, (40, 40))
+    coef[10:20, 10:20] *= 8
+    var = None
+    for w in (3, 5, 7, 9):
+        est = np.maximum(uniform_filter(coef ** 2, w, mode="constant") - 9.0, 0)
+        var = est if var is None else np.minimum(var, est)
+    np.testing.assert_allclose(wave_noise(np, coef, 9.0), coef * 9.0 / (var + 9.0),
+                               atol=1e-9)
+
+
+def test_residual_rows_and_columns_have_zero_mean_and_torch_agrees(photos):
+    from kernels.backend import to_device, to_numpy
+    x = zero_mean_rows_cols(np, photos[2])
+    assert np.abs(x.mean(axis=0)).max() < 1e-9 and np.abs(x.mean(axis=1)).max() < 1e-9
+    xp = _xp("torch-cpu")
+    got = to_numpy(noise_residual(xp, to_device(xp, photos[2], "torch-cpu")))
+    np.testing.assert_allclose(got, noise_residual(np, photos[2]), atol=1e-9)
+    with pytest.raises(ValueError, match="divisible by 16"):
+        noise_residual(np, photos[2][:60])
