@@ -33,7 +33,7 @@ def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8):
 
     from apps.jaccard import JaccardApp
     from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from engine import allpairs
 
     return allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
                     sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir, wait=True,
@@ -47,9 +47,9 @@ def _compare_failing_on_one_pair(a, b):
 
 
 def failed_run(run_dir: str) -> None:
-    from engine.errors import PairflowError
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
+    from engine import PairflowError
+    from engine import FunctionApp
+    from engine import allpairs
 
     app = FunctionApp([f"k{i}" for i in range(16)], load=lambda k: int(k[1:]),
                       compare=_compare_failing_on_one_pair)
@@ -66,6 +66,7 @@ def pipeline_run(run_dir: str) -> None:
     import numpy as np
 
     from engine.pipeline import Filter, Map, Pipeline
+    from operators.arrays import as_source
 
     rng = np.random.default_rng(0)
     n = 40_000
@@ -80,8 +81,8 @@ def pipeline_run(run_dir: str) -> None:
     ops = [Filter("costly", costly), Map("x2", lambda b: np.asarray(b["x"]) ** 2),
            Filter("far", lambda b: b["x2"] > 1.0, after=["x2"]),
            Filter("low", lambda b: b["y"] < 0.25)]
-    Pipeline(data, ops, batch_size=2_000).run(run_dir=run_dir, progress=False, replan_every=1,
-                                              slots=2)
+    Pipeline(as_source(data, batch_size=2_000), ops).run(run_dir=run_dir, progress=False,
+                                                         replan_every=1, slots=2)
 
 
 def _start_ray(init_ray, attempts: int = 3) -> None:
