@@ -1,37 +1,37 @@
 """Everything a pipeline run writes into its run directory, and its progress line.
 
-One small class, so that the run's lifecycle never names a file and the whole of it can move to
-the shared run recorder and progress display of ``engine.run`` in one place. The file names and
-formats are the run-directory format the dashboard reads (docs/run-directory.md): config.yaml,
+One small class, built on the shared ``RunRecorder`` and ``Progress`` of ``engine.run``, so that
+the run's lifecycle never names a file. The file names and formats are the run-directory format the dashboard reads (docs/run-directory.md): config.yaml,
 meta.json, status.json, metrics.jsonl (heartbeats), pipeline.jsonl (one line per re-plan),
 summary.json and result/cutflow.{parquet,json}.
 """
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
 
-from ..run.rundir import JsonlWriter, RunDir, dumps, new_run_dir, write_json, write_text
+from ..run.progress import Progress
+from ..run.rundir import (METRICS, PIPELINE, RESULT, JsonlWriter, RunDir, RunRecorder,
+                          new_run_dir, write_json)
 
 #: a heartbeat line at most this often (seconds), unless forced
 HEARTBEAT_S = 0.5
-#: the progress line on stderr at most this often (seconds)
-PROGRESS_S = 5.0
-#: status.json's "updated" refreshed at most this often (seconds): a watcher tells a live run
-#: from a dead one by it
-STATUS_S = 2.0
 
 
 class PipelineRecorder:
-    """Creates the run directory (``run_dir``, or a new one under ``runs_root/name``) at once,
-    so that a run failing before it starts still records why."""
+    """The pipeline's side of the shared ``RunRecorder`` (config, meta, status, summary) plus
+    what only pipelines write: heartbeat snapshots, one line per re-plan and the cutflow. The
+    directory (``run_dir``, or a new one under ``runs_root/name``) is created at once, so that
+    a run failing before it starts still records why."""
 
     def __init__(self, run_dir: str | None, runs_root: str, name: str, progress: bool):
-        self.rundir = RunDir(run_dir).create() if run_dir else new_run_dir(runs_root, name)
+        rundir = RunDir(run_dir).create() if run_dir else new_run_dir(runs_root, name)
+        self.recorder = RunRecorder(rundir)
+        self.rundir = rundir
         self.progress = progress
+        self.bar: Progress | None = None
         self.metrics_w = self.plan_w = None
 
     @property
@@ -43,66 +43,64 @@ class PipelineRecorder:
         return self.rundir.result_dir
 
     def start(self, config: dict, meta: dict) -> None:
-        """config.yaml (YAML when omegaconf can render it), meta.json, status "starting"."""
-        try:
-            from omegaconf import OmegaConf
-            text = OmegaConf.to_yaml(OmegaConf.create(jsonable(config)))
-        except Exception:
-            text = dumps(config)
-        write_text(self.rundir.file("config.yaml"), text)
-        write_json(self.rundir.file("meta.json"), meta)
-        self.rundir.set_status("starting")
-        self.metrics_w = JsonlWriter(self.rundir.file("metrics.jsonl"))
-        self.plan_w = JsonlWriter(self.rundir.file("pipeline.jsonl"))
+        """config.yaml, meta.json, status "starting"."""
+        self.recorder.write_config(jsonable(config))
+        self.recorder.write_meta(meta)
+        self.recorder.starting()
+        self.metrics_w = JsonlWriter(self.rundir.file(METRICS))
+        self.plan_w = JsonlWriter(self.rundir.file(PIPELINE))
         self._last_beat = 0.0
-        self._last_line = self._last_status = time.time()
 
     def running(self) -> None:
-        self.rundir.set_status("running")
+        self.recorder.running()
 
     def plan(self, line: dict) -> None:
         self.plan_w.write([line])
 
     def heartbeat(self, snapshot, force: bool = False) -> None:
         """``snapshot(now) -> dict`` (built only when a line is due): appended to metrics.jsonl,
-        shown as the progress line, and the status refreshed."""
+        shown by the progress display (unit: batches), and the status kept alive."""
         now = time.time()
         if not force and now - self._last_beat < HEARTBEAT_S:
             return
         self._last_beat = now
         snap = snapshot(now)
         self.metrics_w.write([snap])
-        if self.progress and (force or now - self._last_line > PROGRESS_S):
-            self._last_line = now
-            print(f"[pairflow] batches {snap['batches_done']}/{snap['batches_total']}  records "
-                  f"{snap['records_in']}  selected {snap['records_selected']}", file=sys.stderr,
-                  flush=True)
-        if now - self._last_status > STATUS_S:
-            self._last_status = now
-            self.running()
+        if self.progress:
+            if self.bar is None:
+                self.bar = Progress(snap["batches_total"], unit="batches",
+                                    figures={"selected": ",.0f"})
+            self.bar.update(snap["batches_done"], selected=float(snap["records_selected"]))
+        self.recorder.heartbeat()
 
     def cutflow(self, frame, rows: list, totals: dict) -> str:
         """result/cutflow.parquet (renamed into place) and cutflow.json; returns the Parquet."""
-        final = self.rundir.file("result/cutflow.parquet")
+        final = self.rundir.file(f"{RESULT}/cutflow.parquet")
         frame.to_parquet(final + ".tmp", index=False)
         os.replace(final + ".tmp", final)
-        write_json(self.rundir.file("result/cutflow.json"), {"ops": rows, "totals": totals})
+        write_json(self.rundir.file(f"{RESULT}/cutflow.json"), {"ops": rows, "totals": totals})
         return final
 
     def _close(self) -> None:
         for w in (self.metrics_w, self.plan_w):
             if w is not None:
                 w.close()
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
     def finish(self, summary: dict) -> None:
+        if self.bar is not None:
+            self.bar.update(self.bar.total, final=True,
+                            selected=float(summary.get("records_selected", 0)))
         self._close()
-        write_json(self.rundir.file("summary.json"), summary)
-        self.rundir.set_status("finished")
+        self.recorder.write_summary(summary)
+        self.recorder.finished()
 
     def fail(self, exc: BaseException) -> None:
         """Best effort: the run's own error is what the caller must see."""
         try:
-            self.rundir.set_status("failed", error=str(exc))
+            self.recorder.failed(str(exc))
             self._close()
         except Exception:
             pass
