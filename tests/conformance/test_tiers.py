@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from engine.pairs.policy import LRUEviction, NextUseEviction
+from engine.pairs.policy import AdvisedEviction, LRUEviction, NextUseEviction
 from engine.pairs.tiers import BudgetCache, TileCache
 
 INF = math.inf
@@ -169,12 +169,16 @@ class Clock:
 
 
 def _eviction(rule, clock):
-    return LRUEviction() if rule == "lru" else NextUseEviction(clock.advice())
+    """``advised`` is what a device actor runs: next-use advice fetched before the tile (here
+    for every resident key, so it must evict exactly as next-use does)."""
+    if rule == "lru":
+        return LRUEviction()
+    return NextUseEviction(clock.advice()) if rule == "next_use" else AdvisedEviction()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("budget", sorted(BUDGETS))
-@pytest.mark.parametrize("rule", ["lru", "next_use"])
+@pytest.mark.parametrize("rule", ["lru", "next_use", "advised"])
 @pytest.mark.parametrize("tier_name", sorted(TIERS))
 def test_a_tier_counts_evicts_and_keeps_its_budget_as_the_model(tier_name, rule, budget, seed):
     sizes, tiles = make_trace(seed)
@@ -182,11 +186,13 @@ def test_a_tier_counts_evicts_and_keeps_its_budget_as_the_model(tier_name, rule,
     cache = BudgetCache(**BUDGETS[budget], eviction=_eviction(rule, clock))
     tier = TIERS[tier_name](cache)
     model = ModelCache(BUDGETS[budget].get("budget_bytes"), BUDGETS[budget].get("budget_items"),
-                       rule, clock.next_use_scan)
+                       "lru" if rule == "lru" else "next_use", clock.next_use_scan)
     in_flight: list = []  # two tiles pinned at once, as an actor with in_flight=2 holds them
     evictions_seen = 0
     for pos, keys in enumerate(tiles):
         clock.now = pos
+        if rule == "advised":
+            cache.eviction.advice = clock.advice()(set(sizes))
         tier.acquire(keys, sizes)
         model.acquire(keys, sizes)
         in_flight.append(keys)
