@@ -24,7 +24,9 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
         return True
     # event_stats times every handler of every Ray event loop for Ray's debug dumps, which
     # nothing here reads: off, an idle actor costs much less CPU
-    ray.init(num_cpus=num_cpus or os.cpu_count() or 1,
+    # address="local": a new Ray of our own, even where RAY_ADDRESS is set or a `ray start`
+    # cluster runs on this machine (ray.init() would join that one and refuse num_cpus)
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
              object_store_memory=int((object_store_mb or DEFAULT_OBJECT_STORE_MB) * 2**20),
              include_dashboard=False, _node_ip_address="127.0.0.1",
              _system_config={"event_stats": False}, **kwargs)
