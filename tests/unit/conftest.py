@@ -82,7 +82,9 @@ sys.path.insert(0, {repo!r})
 from tests.unit.conftest import WITNESS
 for number, path in enumerate({paths!r}):
     spec = importlib.util.spec_from_file_location(f"unit_test_module_{{number}}", path)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: dataclasses look their module up
+    spec.loader.exec_module(module)
     if "ray" in sys.modules:
         break
 print(json.dumps(WITNESS.chain))
