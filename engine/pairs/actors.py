@@ -118,7 +118,6 @@ class DeviceSpec:
 
     actor_id: str                # "node-<index>/dev-<d>"
     node: str
-    app: object                  # an ObjectRef of the app (one copy in the object store)
     space: PairSpace
     row_items: np.ndarray
     col_items: np.ndarray
@@ -139,9 +138,11 @@ class DeviceSpec:
 @ray.remote(num_cpus=0, enable_task_events=False)
 class DeviceActor:
     ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
-    def __init__(self, spec: DeviceSpec):
+    def __init__(self, spec: DeviceSpec, app):
+        """``app`` is a top-level argument, not a field of ``spec``: Ray resolves an ObjectRef
+        passed so before the call (one copy in the object store), where a nested one would need
+        a blocking ``ray.get`` inside this async actor."""
         self.id, self.node = spec.actor_id, spec.node
-        app = spec.app if not isinstance(spec.app, ray.ObjectRef) else ray.get(spec.app)
         self.app, self.space = app, spec.space
         self.row_items = np.asarray(spec.row_items)
         self.col_items = np.asarray(spec.col_items)

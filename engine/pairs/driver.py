@@ -229,16 +229,16 @@ class _Run:
         node_plan, cfg = self.plan.nodes[n_idx], self.cfg
         actor_id = f"node-{n_idx}/{name}"
         spec = DeviceSpec(
-            actor_id=actor_id, node=f"node-{n_idx}", app=self.app_ref, space=self.space,
+            actor_id=actor_id, node=f"node-{n_idx}", space=self.space,
             row_items=self.items.row_items, col_items=self.items.col_items,
             item_keys=self.keys, tiles=self.tile_dicts, sinks=self.sinks,
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=cfg.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host)
-        self.handles[actor_id] = DeviceActor.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_plan.node["node_id"],
-                                                               soft=False)).remote(spec)
+        affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
+        self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
+            spec, self.app_ref)
         self.actor_node[actor_id] = n_idx
         return actor_id
 
