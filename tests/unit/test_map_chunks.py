@@ -1,19 +1,27 @@
 """engine.map_chunks without Ray: the work runs here, in order; chunks cover every item once."""
 import sys
 
+from engine.run import tasks
 from engine.run.tasks import _chunks, map_chunks
 
 
-def test_without_ray_the_work_runs_here_in_order():
+def test_without_ray_the_work_runs_here_in_order(monkeypatch):
+    # `pytest tests` shares one Ray across directories, so this process may hold a running
+    # one: the test makes the process look as one without Ray does
+    monkeypatch.setattr(tasks, "_ray_is_up", lambda: False)
     calls = []
 
     def square(chunk, offset):
         calls.append(list(chunk))
         return [x * x + offset for x in chunk]
-    ray_before = "ray" in sys.modules
     assert map_chunks(square, [3, 1, 2], 10) == [19, 11, 14]
     assert calls == [[3, 1, 2]]  # one call on all items
-    assert ("ray" in sys.modules) == ray_before  # finding out did not import Ray
+
+
+def test_finding_out_whether_ray_is_up_does_not_import_it():
+    ray_before = "ray" in sys.modules
+    tasks._ray_is_up()
+    assert ("ray" in sys.modules) == ray_before
 
 
 def test_chunks_cover_every_item_once():
