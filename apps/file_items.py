@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from engine.errors import InputError
+from engine import InputError
 from engine import BasePairApp
 
 

@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from engine.errors import InputError
+from engine import InputError
 from apps.file_items import FileItemsApp
 from kernels.prnu import ncc_matrix, noise_residual, pce_matrix, prepare
 

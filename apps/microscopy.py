@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-from engine.errors import InputError
+from engine import InputError
 from apps.file_items import FileItemsApp
 from kernels.registration import center, fuse, register, self_overlap, synchronize
 

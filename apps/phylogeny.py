@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from engine.errors import InputError
+from engine import InputError
 from apps.file_items import FileItemsApp
 from kernels.composition import (K_RANGE, CompositionVector, composition_vector,
                                  cv_distance_matrix, encode_proteins)
