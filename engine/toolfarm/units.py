@@ -93,44 +93,45 @@ def scan_records(path: str, cut: str, pattern: str | None = None,
     return starts + [size]
 
 
-def unit_sizes(total: int, unit_records: int, tail_units: int) -> list[int]:
-    """Record counts of consecutive units: ``unit_records`` each, then half that in the last
-    ``tail_units`` full units' worth of records, and a quarter in the last quarter of those."""
-    sizes, done = [], 0
+def unit_size(left: int, unit_records: int, tail_units: int) -> int:
+    """Records of the next unit when ``left`` records remain: ``unit_records``, then half that
+    in the last ``tail_units`` full units' worth of records, a quarter in the last quarter."""
     tail = tail_units * unit_records
+    if left > tail:
+        n = unit_records
+    elif left > tail // 4:
+        n = max(1, unit_records // 2)
+    else:
+        n = max(1, unit_records // 4)
+    return min(n, left)
+
+
+def unit_sizes(total: int, unit_records: int, tail_units: int) -> list[int]:
+    """Record counts of consecutive units over ``total`` records (one file)."""
+    sizes, done = [], 0
     while done < total:
-        left = total - done
-        if left > tail:
-            n = unit_records
-        elif left > tail // 4:
-            n = max(1, unit_records // 2)
-        else:
-            n = max(1, unit_records // 4)
-        n = min(n, left)
-        sizes.append(n)
-        done += n
+        sizes.append(unit_size(total - done, unit_records, tail_units))
+        done += sizes[-1]
     return sizes
 
 
 def cut_units(offsets: list[list[int]], unit_records: int, tail_units: int,
               per_file: bool = False) -> list[Unit]:
-    """Units over every file's record offsets (``scan_records`` per input), in input order.
+    """Units over every file's record offsets (``scan_records`` per input), in input order;
+    a unit ends at its file's end, and the next starts a new one.
 
     ``per_file``: one unit per file whatever its records (``cut="file"``)."""
     if per_file:
         return [Unit(i, i, 0, offs[-1], i, 1) for i, offs in enumerate(offsets)]
-    total = sum(len(o) - 1 for o in offsets)
-    sizes = unit_sizes(total, unit_records, tail_units)
+    left = sum(len(o) - 1 for o in offsets)
     units: list[Unit] = []
-    file, rec, first = 0, 0, 0  # next record: file index, record within file, global index
-    for n in sizes:
-        while n > 0:
-            while rec >= len(offsets[file]) - 1:
-                file, rec = file + 1, 0
-            take = min(n, len(offsets[file]) - 1 - rec)  # a unit never spans files
-            offs = offsets[file]
+    first = 0
+    for file, offs in enumerate(offsets):
+        rec = 0
+        while rec < len(offs) - 1:
+            take = min(unit_size(left, unit_records, tail_units), len(offs) - 1 - rec)
             units.append(Unit(len(units), file, offs[rec], offs[rec + take], first, take))
-            rec, first, n = rec + take, first + take, n - take
+            rec, first, left = rec + take, first + take, left - take
     return units
 
 
