@@ -60,8 +60,15 @@ class FarmWorker:
         self.prepared: dict | None = None
 
     def ready(self) -> dict:
-        return {"worker": self.name, "node": self.node, "host": socket.gethostname(),
+        """Up, with the node's shared files in place (prepared before the clock starts)."""
+        info = {"worker": self.name, "node": self.node, "host": socket.gethostname(),
                 "pid": os.getpid()}
+        try:
+            prep = self._prepare()
+        except Exception as exc:
+            return {**info, "error": f"node preparation failed: {exc}"}
+        return {**info, "fetched_bytes": prep.get("fetched_bytes", 0),
+                "prepare_s": prep.get("seconds", 0.0) if prep.get("prepared") else 0.0}
 
     def _prepare(self) -> dict:
         if self.prepared is None:
@@ -83,10 +90,7 @@ class FarmWorker:
         result = run_unit(self.spec, data, prep["paths"], self.scratch, self.values)
         out = {**base, "ok": result.ok, "seconds": result.seconds, "t_end": time.time(),
                "returncode": result.returncode, "error": result.error,
-               "stderr": result.stderr, "bytes_in": len(data),
-               "node_bytes": prep.get("fetched_bytes", 0) if prep.get("prepared") else 0}
-        if prep.get("prepared"):
-            prep["prepared"] = False  # report the node's fetch once
+               "stderr": result.stderr, "bytes_in": len(data)}
         if result.ok:
             try:
                 ray.get(self.writer.append.remote(u.uid, u.first, result.outputs))

@@ -164,7 +164,13 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
                 workers[wname] = a
                 actors.append(a)
         infos = ray.get([a.ready.remote() for a in workers.values()])
-        phases["actors_s"] = time.perf_counter() - t0
+        phases["actors_s"] = time.perf_counter() - t0  # up, shared files prepared
+        bad = [i for i in infos if i.get("error")]
+        if bad:
+            raise PairflowError(f"farm: {bad[0]['worker']}: {bad[0]['error']}")
+        node_bytes: dict[str, int] = {}
+        for i in infos:  # what each node fetched from the object store (once per node)
+            node_bytes[i["node"]] = node_bytes.get(i["node"], 0) + i["fetched_bytes"]
         recorder.write_meta({"kind": "farm", "app": name, "program": spec.program,
                              "streams": list(spec.streams), "units_total": len(units),
                              "records_total": plan["records"], "attempt": attempt,
@@ -173,6 +179,7 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
                              "started": t_start})
         recorder.running()
         stats = _drive(spec, units, done, workers, writers, recorder, progress, attempt)
+        stats["node_bytes"] = node_bytes
         t0 = time.perf_counter()
         for stream in spec.streams:  # every attempt's files, now that all are whole
             sdir = os.path.join(result_dir, stream)
@@ -195,7 +202,7 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
                    "records_total": plan["records"], "workers": len(workers),
                    "nodes": len(nodes), "attempt": attempt, "resumed": resumed,
                    "failures": failures, "units_failed": len(failures), "outputs": outputs,
-                   "phases": phases, **stats}
+                   "phases": phases, "scratch": scratch_path, **stats}
         recorder.write_summary(summary)
         recorder.finished()
         return FarmResult(recorder.path, summary, failures)
@@ -226,7 +233,6 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
     inflight: dict = {}
     per_worker = {w: {"units": 0, "busy_s": 0.0, "failed_runs": 0} for w in workers}
-    node_bytes: dict[str, int] = {}
     writer_stats = []
     t_run = time.time()
     last_drain = last_metrics = 0.0
@@ -276,8 +282,6 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                 pw = per_worker[wname]
                 pw["busy_s"] += res.get("seconds", 0.0)
                 tool_s += res.get("seconds", 0.0)
-                if res.get("node_bytes"):
-                    node_bytes[res["node"]] = node_bytes.get(res["node"], 0) + res["node_bytes"]
                 log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
                            | {"attempt": queue.attempts.get(u, 1)}])
                 if res["ok"]:
@@ -314,5 +318,5 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
     wall = time.time() - t_run
     return {"run_s": wall, "units_done": len(on_disk), "units_run": len(queue.finished),
             "units_reused": reused, "retries": queue.retried, "tool_s": tool_s,
-            "per_worker": per_worker, "node_bytes": node_bytes, "writers": writer_stats,
+            "per_worker": per_worker, "writers": writer_stats,
             "journal_s": journal.append_seconds, "failures": queue.failures}

@@ -71,7 +71,8 @@ def lines(b: bytes) -> list[bytes]:
     return sorted(b.splitlines())  # a stable sort of whole lines
 
 
-def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path):
+def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path, monkeypatch):
+    monkeypatch.setenv("PAIRFLOW_SCRATCH", str(tmp_path / "scratch"))  # a node never seen
     rd = str(tmp_path / "run")
     assert cli("app=farm", "farm=blastp", f"farm.queries={data['queries']}",
                f"farm.db={data['db']}", "farm.args=[-outfmt,'6',-evalue,'10']",
