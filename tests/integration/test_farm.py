@@ -204,7 +204,8 @@ def test_corrupted_block_is_detected_and_its_unit_rerun(ray_local, data, tmp_pat
     assert gathered(rd) == blast_oracle(data, data["queries"])
 
 
-def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local, data, tmp_path):
+def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local, data, tmp_path,
+                                                                      monkeypatch):
     need_program("hmmsearch")
     from engine import farm
     SeqIO = need_module("Bio.SeqIO")
@@ -242,3 +243,22 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
     assert got == want and len(want) > 20
     from apps.farm import report as text_report
     assert "FAILED unit" in text_report(result) and "illegal character" in text_report(result)
+    # the dashboard's farm view of this run: units per worker, both failed runs, the failure
+    from dashboard.rundir import RunView
+    view = RunView(result.run_dir).refresh()
+    frames = view.farm_frames()
+    assert frames["workers"]["units"].sum() == s["units_done"]
+    assert len(frames["failed_runs"]) == 2 and frames["retries"] == 1
+    assert all("illegal character" in e for e in frames["failed_runs"]["stderr"])
+    assert [g["unit"] for g in frames["given_up"]] == [f["unit"]]
+    assert view.progress()["units"] == {"done": s["units_done"], "total": s["units_total"],
+                                        "fraction": s["units_done"] / s["units_total"]}
+    AppTest = need_module("streamlit.testing.v1").AppTest
+    monkeypatch.setattr(sys, "argv", [os.path.join(REPO, "dashboard", "app.py"), result.run_dir])
+    at = AppTest.from_file(os.path.join(REPO, "dashboard", "app.py"), default_timeout=60)
+    at.query_params["view"] = "farm"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.warning, [w.value for w in at.warning]
+    assert any("broken" in e.value and "2 attempts" in e.value for e in at.error)
+    assert any("units done: " in m.value for m in at.markdown)
