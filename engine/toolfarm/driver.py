@@ -72,6 +72,9 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
     try:
         return _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cpus,
                     object_store_mb, scratch, flush_bytes, flush_s, name)
+    except KeyboardInterrupt:
+        recorder.rundir.set_status("interrupted", error="interrupted")
+        raise
     except BaseException as exc:
         recorder.failed(f"{type(exc).__name__}: {exc}" if not isinstance(
             exc, (PairflowError, InputError)) else str(exc))
@@ -85,8 +88,8 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
     t0 = time.perf_counter()
     input_digests = {p: file_digest(p) for p in spec.inputs}
     shared_digests = {n: file_digest(p) for n, p in spec.shared.items()}
-    fingerprint = {"spec": spec.digest(input_digests, shared_digests), "inputs": input_digests,
-                   "shared": shared_digests}
+    farm_digest = spec.digest(input_digests, shared_digests)
+    fingerprint = spec.fingerprint(input_digests, shared_digests)
     phases["digest_s"] = time.perf_counter() - t0
 
     import ray
@@ -143,7 +146,7 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
                 shared[n] = {"path": p, "digest": shared_digests[n], "ref": ray.put(fh.read())}
         phases["put_shared_s"] = time.perf_counter() - t0
         scratch_root = scratch or os.environ.get("PAIRFLOW_SCRATCH") or tempfile.gettempdir()
-        scratch_path = scratch_dir(scratch_root, fingerprint["spec"])
+        scratch_path = scratch_dir(scratch_root, farm_digest)
 
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -174,7 +177,8 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
         recorder.write_meta({"kind": "farm", "app": name, "program": spec.program,
                              "streams": list(spec.streams), "units_total": len(units),
                              "records_total": plan["records"], "attempt": attempt,
-                             "fingerprint": fingerprint, "workers": infos,
+                             "fingerprint": fingerprint, "farm_digest": farm_digest,
+                             "workers": infos,
                              "nodes": len(nodes), "volumes": spec.volumes,
                              "started": t_start})
         recorder.running()

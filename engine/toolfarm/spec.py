@@ -104,13 +104,21 @@ class FarmSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def fingerprint(self, input_digests: dict[str, str],
+                    shared_digests: dict[str, str]) -> dict:
+        """What decides the results, key by key, so a refused resume names what changed:
+        ``inputs`` maps every input and shared file to its sha256, the rest are spec fields
+        (how often a unit is retried or how long it may take decides nothing)."""
+        d = {k: v for k, v in self.to_dict().items()
+             if k not in ("retries", "timeout_s", "tail_units", "inputs", "shared")}
+        files = dict(input_digests)
+        files.update({f"shared {n}": shared_digests[n] for n in sorted(shared_digests)})
+        return {"inputs": files, **d}
+
     def digest(self, input_digests: dict[str, str], shared_digests: dict[str, str]) -> str:
-        """What decides the results: the program, the cut and the bytes of every file."""
-        d = self.to_dict()
-        for k in ("retries", "timeout_s", "tail_units"):
-            d.pop(k)
-        d["inputs"], d["shared"] = input_digests, shared_digests
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+        """One hash of ``fingerprint`` (names the farm's node scratch directory)."""
+        fp = self.fingerprint(input_digests, shared_digests)
+        return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
 
 
 _FIELD = re.compile(r"\{([^{}]*)\}")

@@ -145,6 +145,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(ray_local, data, tmp_path):
     from engine import farm
     rd = str(tmp_path / "run")
@@ -198,6 +199,8 @@ def test_corrupted_block_is_detected_and_its_unit_rerun(ray_local, data, tmp_pat
     with pytest.raises(PairflowError, match=f"unit {victim['tile']}'s block .* CRC32"):
         gather(rd, "stdout", str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
+    with pytest.raises(PairflowError, match="unit_records: 5 -> 6"):
+        farm(**{**spec, "unit_records": 6}, run_dir=rd, resume=True)
     result = farm(**spec, run_dir=rd, resume=True)
     assert result.summary["resumed"]["corrupt_units"] == [victim["tile"]]
     assert result.summary["units_run"] == 1
