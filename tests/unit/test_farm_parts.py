@@ -20,7 +20,7 @@ from engine.toolfarm.segment import fasta_stats, merge_blast6, plan_volumes
 from engine.toolfarm.spec import FarmSpec, expand
 from engine.toolfarm.units import cut_units, read_unit, record_names, scan_records, unit_sizes
 from engine.toolfarm.writer import PARTIAL, BlockWriter, finalize
-from tests.conftest import need, need_module
+from tests.conftest import need, need_module, need_program
 from tests.unit.conftest import SHARE
 
 GLOBINS = SHARE / "doc" / "hmmer" / "examples" / "tutorial" / "globins45.fa"
@@ -221,3 +221,88 @@ def test_unit_queue_retries_then_reports_and_holds_back_the_tail():
     q2 = UnitQueue([0], retries=0)
     q2.succeeded("x", 0, 10.0)
     assert q2.depth() == 2
+
+
+def test_run_unit_feeds_collects_and_reports(tmp_path):
+    from engine.toolfarm.tool import run_unit
+    for p in ("cat", "cp", "sh", "sleep"):
+        need_program(p)
+    data = b">a\nMK\n>b\nMV\n"
+    spec = FarmSpec(program=["cat"], inputs=["x"], feed="stdin").check()
+    r = run_unit(spec, data, [{}], str(tmp_path), {})
+    assert r.ok and r.outputs == {"stdout": data}
+    spec = FarmSpec(program=["cp", "{input}", "{out:copy}"], inputs=["x"],
+                    streams=["copy"]).check()
+    r = run_unit(spec, data, [{}], str(tmp_path), {})
+    assert r.ok and r.outputs == {"copy": data}
+    # arguments are never shell words: ';' and spaces reach the program as they are
+    spec = FarmSpec(program=["sh", "-c", 'printf "%s|" "$@"; echo >&2 oops; exit 3', "x",
+                             "a b;c", "{input_records}"], inputs=["x"], feed="stdin").check()
+    r = run_unit(spec, data, [{}], str(tmp_path), {"input_records": "2"})
+    assert not r.ok and r.returncode == 3 and "oops" in r.stderr and r.error == "exit status 3"
+    spec = FarmSpec(program=["sh", "-c", 'printf "%s|" "$@"', "x", "a b;c"], inputs=["x"],
+                    feed="stdin").check()
+    assert run_unit(spec, data, [{}], str(tmp_path), {}).outputs["stdout"] == b"a b;c|"
+    spec = FarmSpec(program=["sleep", "5"], inputs=["x"], feed="stdin", timeout_s=0.2).check()
+    r = run_unit(spec, data, [{}], str(tmp_path), {})
+    assert not r.ok and "timed out" in r.error and r.seconds < 4
+    spec = FarmSpec(program=["true", "{out:missing}"], inputs=["x"], feed="stdin",
+                    streams=["missing"]).check()
+    assert "wrote no missing file" in run_unit(spec, data, [{}], str(tmp_path), {}).error
+    # one run per volume, outputs merged (concat): the volume's file reaches the tool
+    a, b = tmp_path / "v0", tmp_path / "v1"
+    a.write_bytes(b"zero\n")
+    b.write_bytes(b"one\n")
+    spec = FarmSpec(program=["cat", "{shared:db}"], inputs=["x"], feed="stdin",
+                    shared={"db": "db"}, volumes=2, segment="db").check()
+    r = run_unit(spec, data, [{"db": str(a)}, {"db": str(b)}], str(tmp_path), {})
+    assert r.outputs["stdout"] == b"zero\none\n"
+    assert os.listdir(tmp_path / "tmp") == []  # unit temporaries removed
+
+
+def test_prepare_node_fetches_and_prepares_once(tmp_path):
+    import threading
+
+    from engine.toolfarm.shared import bytes_digest, prepare_node
+    data = b">s1\nMKV\n>s2\nMLL\n"
+    fetched = []
+
+    def fetch(ref):
+        fetched.append(ref)
+        return data
+
+    shared = {"db": {"path": "/x/db.fa", "digest": bytes_digest(data), "ref": "R"}}
+    prep = [["cp", "{shared:db}", "{shared:db}.prepared"]]
+    scratch = str(tmp_path / "scratch")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        prepare_node(scratch, shared, prep, None, None, fetch, {}))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fetched) == 1 and sum(r["fetched_bytes"] for r in results) == len(data)
+    path = results[0]["paths"][0]["db"]
+    assert open(path, "rb").read() == data == open(path + ".prepared", "rb").read()
+    # volumes: byte ranges written beside the whole file, each prepared
+    vols = [(0, 8), (8, len(data))]
+    r = prepare_node(str(tmp_path / "s2"), shared, prep, vols, "db", fetch, {})
+    assert [open(p["db"], "rb").read() for p in r["paths"]] == [data[:8], data[8:]]
+    assert all(os.path.exists(p["db"] + ".prepared") for p in r["paths"])
+    bad = {"db": {**shared["db"], "digest": "0" * 64}}
+    with pytest.raises(PairflowError, match="another digest"):
+        prepare_node(str(tmp_path / "s3"), bad, [], None, None, fetch, {})
+    with pytest.raises(PairflowError, match="node preparation false exited with 1"):
+        prepare_node(str(tmp_path / "s4"), shared, [["false"]], None, None, fetch, {})
+
+
+def test_cli_help_lists_gather_and_gather_exit_codes(tmp_path, capsys):
+    from apps.cli import help_text, main
+    assert "gather RUN_DIR STREAM" in help_text()
+    assert main(["gather", str(tmp_path), "stdout"]) == 2
+    assert "not a farm's run directory" in capsys.readouterr().err
+    _run_dir(tmp_path, [(0, b"a\n"), (2, b"c\n")], 3)
+    out = tmp_path / "o.txt"
+    assert main(["gather", str(tmp_path), "stdout", "-o", str(out)]) == 1  # unit 1 missing
+    assert out.read_bytes() == b"a\nc\n" and "[1]" in capsys.readouterr().err
+    assert main(["gather", str(tmp_path), "tblout"]) == 2
