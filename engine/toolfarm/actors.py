@@ -86,8 +86,12 @@ class FarmWorker:
         except Exception as exc:
             return {**base, "ok": False, "error": f"node preparation failed: {exc}",
                     "returncode": None, "stderr": "", "seconds": time.time() - t0}
-        data = read_unit(self.inputs[u.file], u)
-        result = run_unit(self.spec, data, prep["paths"], self.scratch, self.values)
+        try:
+            data = read_unit(self.inputs[u.file], u)
+            result = run_unit(self.spec, data, prep["paths"], self.scratch, self.values)
+        except Exception as exc:  # unreadable input, a merge that cannot parse the output
+            return {**base, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                    "returncode": None, "stderr": "", "seconds": time.time() - t0}
         out = {**base, "ok": result.ok, "seconds": result.seconds, "t_end": time.time(),
                "returncode": result.returncode, "error": result.error,
                "stderr": result.stderr, "bytes_in": len(data)}

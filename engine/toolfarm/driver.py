@@ -283,6 +283,10 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                     if workers.pop(wname, None) is not None and not workers:
                         raise PairflowError("farm: every worker was lost") from exc
                     continue
+                except Exception as exc:  # the call itself failed: a failed run of the unit
+                    res = {"unit": u, "worker": wname, "ok": False, "seconds": 0.0,
+                           "error": f"{type(exc).__name__}: {exc}"[:2000], "returncode": None,
+                           "stderr": ""}
                 pw = per_worker[wname]
                 pw["busy_s"] += res.get("seconds", 0.0)
                 tool_s += res.get("seconds", 0.0)
