@@ -109,6 +109,23 @@ def test_hmmsearch_tblout_equals_one_hmmsearch(ray_local, data, tmp_path):
     assert hits(got) == want
 
 
+def test_hmmscan_with_hmmpress_per_node_equals_one_hmmscan(ray_local, data, tmp_path):
+    need_program("hmmscan")
+    rd = str(tmp_path / "run")
+    assert cli("app=farm", "farm=hmmscan", f"farm.hmm={data['hmm']}",
+               f"farm.queries={data['queries']}", "farm.unit_records=10", f"run_dir={rd}") == 0
+    got = gathered(rd, "tblout")
+    hmm = tmp_path / "profiles.hmm"
+    hmm.write_bytes(open(data["hmm"], "rb").read())
+    direct(["hmmpress", str(hmm)])
+    want_path = tmp_path / "whole.tbl"
+    direct(["hmmscan", "--cpu", "1", "--tblout", str(want_path), "-o", os.devnull, str(hmm),
+            data["queries"]])
+    def hits(b):
+        return sorted(x for x in b.splitlines() if not x.startswith(b"#"))
+    assert hits(got) == hits(want_path.read_bytes()) and len(hits(got)) == 45
+
+
 def test_clustalo_alignments_equal_direct_runs(ray_local, tmp_path):
     need_program("clustalo")
     files = sorted(str(p) for p in need(BALIBASE).glob("BB*.tfa"))[:6]
