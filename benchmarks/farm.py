@@ -5,7 +5,9 @@
 
 (a) Wrapper overhead: the farm with one worker against the tool run directly over the same
     units in one process (a plain loop: write the unit, run blastp on the prepared database);
-    target <= 3 % of the tool's time.
+    target <= 3 % of the tool's time. Also, within each farm run, its compute phase against
+    the seconds its tool runs took (what the farm adds around the tool, free of the noise
+    between runs).
 (b) Throughput with 2 workers against 1 (target >= 1.9x on 2 free cores).
 (c) Database bytes read per node: the farm materialises the database once per node (its
     summary's node_bytes), against naive splitting, where every chunk's process reads it.
@@ -119,6 +121,8 @@ def main() -> None:
 
     from engine.run.runtime import init_ray
     init_ray(num_cpus=2, object_store_mb=512)
+    direct_loop(first_records(queries, unit_records, os.path.join(work, "warm.faa")), db,
+                unit_records, work)  # warm: the binaries and the database in the page cache
     direct, one, two, naive = [], [], [], []
     for _ in range(reps):  # interleaved, so a busy spell of the machine hits every variant
         direct.append(direct_loop(queries, db, unit_records, work))
@@ -132,7 +136,10 @@ def main() -> None:
         "quick": args.quick, "reps": reps, "queries": n_queries, "unit_records": unit_records,
         "units": one[0]["units"], "db": os.path.basename(db_src), "db_bytes": os.path.getsize(db),
         "a_overhead": {"direct_s": direct_s, "farm_1_worker_s": one_s,
-                       "overhead": one_s / direct_s - 1, "target": 0.03},
+                       "overhead": one_s / direct_s - 1, "target": 0.03,
+                       # within one run: the compute phase against the tool's own seconds
+                       "farm_1_tool_s": med(r["tool_s"] for r in one),
+                       "overhead_in_run": med(r["run_s"] / r["tool_s"] - 1 for r in one)},
         "b_scaling": {"farm_1_worker_s": one_s, "farm_2_workers_s": two_s,
                       "speedup": one_s / two_s, "target": 1.9},
         "c_db_bytes_per_node": {"farm": two[0]["node_bytes"],
