@@ -15,7 +15,7 @@ import time
 
 import ray
 
-from .shared import prepare_node
+from .shared import prepare_node, scratch_dir
 from .spec import FarmSpec
 from .tool import run_unit
 from .units import Unit, read_unit
@@ -45,18 +45,26 @@ class NodeWriter:
                  for s, w in self.writers.items()}
         return {"entries": entries, "stats": stats}
 
+    def remove_scratch(self, root: str, farm_digest: str) -> None:
+        """The run is over: the node's copy of the shared files goes."""
+        import shutil
+        shutil.rmtree(scratch_dir(root, farm_digest, ray.get_runtime_context().get_node_id()),
+                      ignore_errors=True)
+
 
 @ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)
 class FarmWorker:
     def __init__(self, name: str, spec: dict, inputs: list[str], shared: list[dict],
-                 volumes: list | None, scratch: str, values: dict, writer):
+                 volumes: list | None, scratch_root: str, farm_digest: str, values: dict,
+                 writer):
         self.name = name
         self.spec = FarmSpec(**spec)
         self.inputs = inputs
         self.shared = shared[0]          # name -> {"path", "digest", "ref"} (ref not resolved)
         self.volumes = [tuple(v) for v in volumes] if volumes else None
-        self.scratch, self.values, self.writer = scratch, values, writer
+        self.values, self.writer = values, writer
         self.node = ray.get_runtime_context().get_node_id()
+        self.scratch = scratch_dir(scratch_root, farm_digest, self.node)
         self.prepared: dict | None = None
 
     def ready(self) -> dict:

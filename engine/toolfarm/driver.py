@@ -20,7 +20,7 @@ from ..run.rundir import (FARM_LOG, FARM_UNITS, JOURNAL, METRICS, JsonlWriter, R
 from .dispatch import UnitQueue
 from .index import journal_blocks, replay
 from .segment import fasta_stats, plan_volumes
-from .shared import file_digest, scratch_dir
+from .shared import file_digest
 from .spec import FarmSpec
 from .units import Unit, cut_units, read_unit, record_names, scan_records
 from .writer import PARTIAL, finalize
@@ -47,14 +47,19 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
          name: str = "farm", resume: bool = False, progress: bool = True,
          workers_per_node: int | None = None, ray_address: str | None = None,
          num_cpus: int | None = None, object_store_mb: int | None = None,
-         scratch: str | None = None, flush_bytes: int = 4 << 20, flush_s: float = 1.0,
-         config_dump: dict | None = None, **spec_fields) -> FarmResult:
+         scratch: str | None = None, keep_scratch: bool = False,
+         flush_bytes: int = 4 << 20, flush_s: float = 1.0, config_dump: dict | None = None,
+         **spec_fields) -> FarmResult:
     """Run ``spec`` (or a spec built from the keyword arguments named as ``FarmSpec``'s
     fields: ``program=[...]``, ``inputs=[...]``, ``shared={...}`` ...) over its inputs.
 
     ``resume=True`` with ``run_dir``: units whose every stream is journaled and still matches
     its CRC are kept, the rest run again. Units that fail after their retries are reported in
-    ``result.failures`` (with the tool's stderr and exit status) while the others complete."""
+    ``result.failures`` (with the tool's stderr and exit status) while the others complete.
+
+    ``scratch``: where each node keeps its copy of the shared files (default
+    ``$PAIRFLOW_SCRATCH`` or the system temp directory), removed at the end unless
+    ``keep_scratch``."""
     unknown = set(spec_fields) - SPEC_FIELDS
     if unknown:
         raise PairflowError(f"farm: unknown option(s) {', '.join(sorted(unknown))}")
@@ -71,7 +76,7 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
     recorder.write_config(config_dump or {"farm": spec.to_dict()})
     try:
         return _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cpus,
-                    object_store_mb, scratch, flush_bytes, flush_s, name)
+                    object_store_mb, scratch, keep_scratch, flush_bytes, flush_s, name)
     except KeyboardInterrupt:
         recorder.rundir.set_status("interrupted", error="interrupted")
         raise
@@ -82,7 +87,7 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
 
 
 def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cpus,
-         object_store_mb, scratch, flush_bytes, flush_s, name) -> FarmResult:
+         object_store_mb, scratch, keep_scratch, flush_bytes, flush_s, name) -> FarmResult:
     t_start = time.time()
     phases = {}
     t0 = time.perf_counter()
@@ -97,6 +102,8 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
     from ..run.runtime import alive_nodes, init_ray
     started_ray = init_ray(ray_address, num_cpus, object_store_mb)
     actors: list = []
+    writers: list = []
+    scratch_root = scratch or os.environ.get("PAIRFLOW_SCRATCH") or tempfile.gettempdir()
     try:
         nodes = alive_nodes()
         per_node = [workers_per_node or max(1, n["cpus"]) for n in nodes]
@@ -145,14 +152,12 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
             with open(p, "rb") as fh:
                 shared[n] = {"path": p, "digest": shared_digests[n], "ref": ray.put(fh.read())}
         phases["put_shared_s"] = time.perf_counter() - t0
-        scratch_root = scratch or os.environ.get("PAIRFLOW_SCRATCH") or tempfile.gettempdir()
-        scratch_path = scratch_dir(scratch_root, farm_digest)
 
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from .actors import FarmWorker, NodeWriter
         t0 = time.perf_counter()
-        writers, workers = [], {}
+        workers = {}
         for i, node in enumerate(nodes):
             on_node = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
             w = NodeWriter.options(scheduling_strategy=on_node).remote(
@@ -162,8 +167,8 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
             for k in range(per_node[i]):
                 wname = f"n{i}-w{k}"
                 a = FarmWorker.options(scheduling_strategy=on_node).remote(
-                    wname, spec.to_dict(), spec.inputs, [shared], volumes, scratch_path,
-                    values, w)
+                    wname, spec.to_dict(), spec.inputs, [shared], volumes, scratch_root,
+                    farm_digest, values, w)
                 workers[wname] = a
                 actors.append(a)
         infos = ray.get([a.ready.remote() for a in workers.values()])
@@ -206,11 +211,17 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
                    "records_total": plan["records"], "workers": len(workers),
                    "nodes": len(nodes), "attempt": attempt, "resumed": resumed,
                    "failures": failures, "units_failed": len(failures), "outputs": outputs,
-                   "phases": phases, "scratch": scratch_path, **stats}
+                   "phases": phases, "scratch": scratch_root, **stats}
         recorder.write_summary(summary)
         recorder.finished()
         return FarmResult(recorder.path, summary, failures)
     finally:
+        if writers and not keep_scratch:  # each node's copy of the shared files goes
+            try:
+                ray.get([w.remove_scratch.remote(scratch_root, farm_digest) for w in writers],
+                        timeout=60)
+            except Exception:
+                pass
         for a in actors:
             try:
                 ray.kill(a)

@@ -36,9 +36,10 @@ def bytes_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def scratch_dir(root: str, farm_digest: str) -> str:
-    """The node's scratch directory of one farm (one per spec and inputs)."""
-    return os.path.join(root, f"pairflow-farm-{farm_digest[:16]}")
+def scratch_dir(root: str, farm_digest: str, node_id: str) -> str:
+    """A node's scratch directory of one farm: one per farm (spec and inputs) and Ray node, so
+    two nodes sharing a file system (or one machine) still prepare their own copy."""
+    return os.path.join(root, f"pairflow-farm-{farm_digest[:16]}-{node_id[:12]}")
 
 
 def shared_paths(scratch: str, shared: dict[str, str], volumes: int,

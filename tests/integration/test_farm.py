@@ -91,6 +91,7 @@ def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path, monke
     assert list(summary["node_bytes"].values()) == [os.path.getsize(data["db"])]
     files = os.listdir(os.path.join(rd, "result", "stdout"))
     assert files and not [f for f in files if f.endswith(".partial")]
+    assert os.listdir(tmp_path / "scratch") == []  # the node's copy went with the run
 
 
 def test_hmmsearch_tblout_equals_one_hmmsearch(ray_local, data, tmp_path):
@@ -282,3 +283,48 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
     assert not at.warning, [w.value for w in at.warning]
     assert any("broken" in e.value and "2 attempts" in e.value for e in at.error)
     assert any("units done: " in m.value for m in at.markdown)
+
+
+MULTINODE = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, {repo!r})
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray.cluster_utils import Cluster
+    from engine import farm, gather
+    cluster = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1",
+        include_dashboard=False))
+    cluster.add_node(num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1")
+    ray.init(address=cluster.address)
+    cluster.wait_for_nodes()
+    r = farm(program=["blastp", "-query", "{{input}}", "-db", "{{shared:db}}", "-outfmt", "6"],
+             inputs=[{queries!r}], shared={{"db": {db!r}}},
+             prepare=[["makeblastdb", "-in", "{{shared:db}}", "-dbtype", "prot"]],
+             unit_records=3, run_dir={run_dir!r}, progress=False, keep_scratch=True,
+             scratch={scratch!r})
+    gather(r.run_dir, "stdout", {out!r})
+    print(json.dumps({{"node_bytes": r.summary["node_bytes"], "nodes": r.summary["nodes"],
+                      "per_worker": r.summary["per_worker"]}}))
+    ray.shutdown()
+    cluster.shutdown()
+""")
+
+
+@pytest.mark.multinode
+@pytest.mark.slow
+def test_two_nodes_fetch_the_database_once_each_and_write_a_file_each(data, tmp_path):
+    rd, out, scratch = str(tmp_path / "run"), str(tmp_path / "hits.tsv"), tmp_path / "scratch"
+    script = MULTINODE.format(repo=REPO, queries=data["queries"], db=data["db"], run_dir=rd,
+                              out=out, scratch=str(scratch))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["nodes"] == 2
+    size = os.path.getsize(data["db"])
+    assert sorted(got["node_bytes"].values()) == [size, size]  # once per node, not per worker
+    assert all(w["units"] > 0 for w in got["per_worker"].values())
+    assert sorted(os.listdir(os.path.join(rd, "result", "stdout"))) == ["a0-n0", "a0-n1"]
+    assert len(os.listdir(scratch)) == 2  # each node prepared its own copy
+    assert open(out, "rb").read() == blast_oracle(data, data["queries"])
