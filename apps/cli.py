@@ -79,7 +79,7 @@ TOUR = """\
   pairflow app=hep hep.order=poor                 a filter pipeline that fixes its own order
   pairflow --cfg job app=align                    print an app's resolved config, run nothing
   pairflow app=farm farm=blastp farm.queries=q.fa farm.db=db.fa   blastp over every core
-  pairflow gather runs/farm-blastp/<timestamp> stdout -o hits.tsv   a farm's output in order
+  pairflow gather runs/farm/<timestamp> stdout -o hits.tsv   a farm's output in order
   pairflow dashboard runs/jaccard/<timestamp>     watch a run (live or finished)"""
 
 
