@@ -14,7 +14,7 @@ cores of this machine do against 2 × one alone (``benchmarks/align.py`` measure
 
 Each app runs twice: with the host tier the engine sizes itself (every item fits: R = 1) and with
 a host tier holding 25 % of the items (R = item loads / n > 1, each reload parsed and
-preprocessed again), every item in the object store (none handed over by value). Rocket's
+preprocessed again), small items by value as the engine does by default. Rocket's
 published single-node efficiencies are printed beside: microscopy 99.2 %, forensics 94.6 %,
 bioinformatics (phylogeny) 88.5 %. For phylogeny, the wall time of a k = 5 run against the dense
 brute-force reference (every 20^k component, numpy; k = 7 would need 20^7) on the same proteomes.
@@ -138,11 +138,8 @@ def phylogeny_reference_s(app) -> float:
 def run_once(app, sinks, after, runs_root: str, host: int | None) -> dict:
     """One engine run: its summary (host=None: the host tier the engine sizes itself)."""
     from engine import allpairs
-    # items travel by reference (inline_item_bytes=0): the engine's host tier, when smaller than
-    # the items of the tiles under way, handed an evicted small (by-value) item over as its
-    # load task's info list (reported to the engine's developers)
     result = allpairs(app=app, sinks=sinks, runs_root=runs_root, progress=False, wait=True,
-                      host_cache_items=host, inline_item_bytes=0)
+                      host_cache_items=host)
     after(result)
     s = dict(result.summary)
     s["run_dir"] = result.run_dir

@@ -297,10 +297,14 @@ class NodeCache:
         self.cache.shrink()
         self._report()
         waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
-        if waits:
-            await asyncio.gather(*waits.values())
-        for item in items:  # a small item is a value now; a failed one keeps its handle
-            entry = self.cache.peek(item)
+        settled: dict = {}
+        for entries in await asyncio.gather(*waits.values()):
+            settled.update(entries)
+        for item in items:
+            # a small item is a value now, even if the tier evicted it the moment its load was
+            # accounted (its handle is then the load's info list, not the item); a failed
+            # load keeps its handle, which raises the load's error where it is resolved
+            entry = settled.get(item) or self.cache.peek(item)
             if entry is not None:
                 out[item] = entry
         return out
@@ -311,6 +315,7 @@ class NodeCache:
         except Exception:
             infos = [None] * len(batch)
         self._spans(batch, infos)
+        entries = {}  # what each loaded item is, for the requests waiting on this load
         for item, handle, info in zip(batch, handles, infos):
             self._pending.pop(item, None)
             if info is None:
@@ -320,12 +325,13 @@ class NodeCache:
                     self.cache.discard(item)
                 continue
             self.load_bytes += info["raw_bytes"]
+            entry = ("value", info["value"]) if "value" in info else ("ref", handle)
+            entries[item] = entry
             if item in self.cache:
-                entry = ("value", info["value"]) if "value" in info else ("ref", handle)
                 self.cache.unpin(item)
                 self.cache.fill(item, entry, info["nbytes"], shrink=False)
         if not accounted.done():
-            accounted.set_result(None)
+            accounted.set_result(entries)
         await self._shrink()
         self._report()
 
