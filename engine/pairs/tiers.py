@@ -210,6 +210,12 @@ class TileCache:
     async def _load(self, keys: list) -> None:
         try:
             values = await self.loader(keys)
+            # every value is checked and sized before any is filled in: a failure here fails
+            # every waiter at once (it left them waiting until the tile's deadline)
+            missing = [key for key in keys if key not in values]
+            if missing:
+                raise LookupError(f"the loader returned no value for {missing[:3]!r}")
+            sizes = {key: self.sizeof(values[key]) for key in keys}
         except BaseException as exc:  # every waiter sees the failure; nothing half-loaded stays
             for key in keys:
                 fut = self._loading.pop(key)
@@ -219,9 +225,8 @@ class TileCache:
                     fut.set_exception(exc)
             return
         for key in keys:
-            value = values[key]
             if key in self.cache:
-                self.cache.fill(key, value, self.sizeof(value), shrink=False)
+                self.cache.fill(key, values[key], sizes[key], shrink=False)
             fut = self._loading.pop(key)
             if not fut.done():
                 fut.set_result(None)
