@@ -901,6 +901,6 @@ def report(result) -> str:
     for name, path in (al.get("outputs") or {}).items():
         lines.append(f"{name}: {path}")
     for name, path in s["outputs"].items():
-        if name != "topk":
+        if name not in (al.get("outputs") or {}):
             lines.append(f"{name}: {path}")
     return "\n".join(lines)
