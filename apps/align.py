@@ -520,13 +520,21 @@ def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]
 # ------------------------------------------------------------------------------- finishing
 
 def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
-    """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
-    the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
+    """E-values, the cut-off, tracebacks for the hits kept, reciprocal best hits, then hits.tsv,
+    hits.parquet (orthologs.tsv) and align_summary.json in the run's ``result/`` directory.
+    Returns the hits as a DataFrame (also ``result.hits``)."""
     # One straight pass (trace, validate, tabulate, write, summarise): each step feeds the next
     # and none is used alone, so splitting it would only pass the same dozen values around.
     import pandas as pd
     t0 = time.time()
-    top = pd.read_parquet(result.outputs["topk"])
+    top_all = pd.read_parquet(result.outputs["topk"])
+    # statistics need only scores and lengths: the cut-off comes before any traceback
+    evalues, bits = statistics(app, top_all["score"].to_numpy(np.int64),
+                               np.array([app.lengths[k] for k in top_all["query"]], np.int64),
+                               np.array([app.lengths[k] for k in top_all["target"]], np.int64))
+    keep = evalues <= app.evalue if app.evalue is not None else np.ones(len(top_all), bool)
+    top = top_all[keep].reset_index(drop=True)
+    evalues, bits = evalues[keep], bits[keep]
     keys = set(top["query"]) | set(top["target"])
     seqs = app.sequences(sorted(keys))
     jobs = [(seqs[q], seqs[t], int(s)) for q, t, s in zip(top["query"], top["target"],
@@ -549,7 +557,6 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     scores = top["score"].to_numpy(np.int64)
     qlen = np.array([app.lengths[k] for k in top["query"]], dtype=np.int64)
     slen = np.array([app.lengths[k] for k in top["target"]], dtype=np.int64)
-    evalues, bits = statistics(app, scores, qlen, slen)
     counts = [cigar_counts(c) for c in a["cigar"].astype(str)]
     hits = pd.DataFrame({
         "qseqid": [app.record_name(k) for k in top["query"]],
@@ -579,20 +586,19 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     outputs = {}
     orthologs = None
     if app.mode == "rbh":
-        cols = top if app.all_vs_all else pd.read_parquet(result.outputs["topk_cols"])
-        pairs = reciprocal_best_hits(top, cols, app.query_order if app.all_vs_all else None)
+        # best hits from the whole top-k (the cut-off does not change who is best); the merge
+        # with the hits kept applies the cut-off to the pairs
+        cols = top_all if app.all_vs_all else pd.read_parquet(result.outputs["topk_cols"])
+        pairs = reciprocal_best_hits(top_all, cols,
+                                     app.query_order if app.all_vs_all else None)
         key = pd.DataFrame(pairs, columns=["query", "target"])
         orthologs = hits[hits["rank"] == 1].merge(key, on=["query", "target"])
-        if app.evalue is not None:
-            orthologs = orthologs[orthologs["evalue"] <= app.evalue]
         orthologs = orthologs.reset_index(drop=True)
         path = os.path.join(out_dir, "orthologs.tsv")
         _write_tsv(orthologs[ORTHOLOG_COLUMNS], path)
         outputs["orthologs"] = path
         outputs["topk_cols"] = result.outputs.get("topk_cols")
-    hits_before_evalue = len(hits)
-    if app.evalue is not None:
-        hits = hits[hits["evalue"] <= app.evalue].reset_index(drop=True)
+    hits_before_evalue = len(top_all)
 
     tsv, parquet = os.path.join(out_dir, "hits.tsv"), os.path.join(out_dir, "hits.parquet")
     _write_tsv(hits[TSV_COLUMNS], tsv)

@@ -83,9 +83,7 @@ def test_topk_equals_exhaustive_parasail_for_every_query(rbh_run, proteomes):
 
 def test_rbh_equals_brute_force_over_the_full_matrix(rbh_run, proteomes):
     _, _, q, t, scores, _ = proteomes
-    best_t = {i: _ranked(scores[i], t)[0] for i in range(len(q)) if scores[i].max() > 0}
-    best_q = {j: _ranked(scores[:, j], q)[0] for j in range(len(t)) if scores[:, j].max() > 0}
-    want = sorted((q[i][0], t[j][0]) for i, j in best_t.items() if best_q.get(j) == i)
+    want = sorted((q[i][0], t[j][0]) for i, j in _brute_rbh(q, t, scores))
     got = rbh_run.orthologs
     assert sorted(zip(got.qseqid, got.sseqid)) == want
     assert len(want) >= 5  # S. aureus and E. coli share conserved genes among the first ones
@@ -111,13 +109,19 @@ def test_evalues_and_bit_scores_equal_blastps(rbh_run, proteomes):
     assert summary["db_sequences"] == len(t)
 
 
+def _brute_rbh(q, t, scores):
+    best_t = {i: _ranked(scores[i], t)[0] for i in range(len(q)) if scores[i].max() > 0}
+    best_q = {j: _ranked(scores[:, j], q)[0] for j in range(len(t)) if scores[:, j].max() > 0}
+    return sorted((i, j) for i, j in best_t.items() if best_q.get(j) == i)
+
+
 def test_evalue_cutoff_keeps_the_topk_hits_under_it(ray_local, proteomes, runs):
     from apps.align import align
     from kernels import karlin
     qf, tf, q, t, scores, _ = proteomes
     cut = 1e-3
     res = align([qf], [tf], top_k=TOP_K, matrix="blosum62", gap_open=11, gap_extend=1,
-                convention="blast", evalue=cut, runs_root=runs, progress=False)
+                convention="blast", evalue=cut, mode="rbh", runs_root=runs, progress=False)
     p = karlin.lookup("blosum62", 11, 1)
     db = sum(len(s) for _, s in t)
     want = []
@@ -135,3 +139,9 @@ def test_evalue_cutoff_keeps_the_topk_hits_under_it(ray_local, proteomes, runs):
                                  "qstart", "qend", "sstart", "send", "evalue", "bitscore",
                                  "score", "cigar"]
     assert len(tsv) == len(want)
+    # ortholog pairs: the brute-force RBH pairs whose E-value passes the cut-off
+    rbh = [(q[i][0], t[j][0]) for i, j in _brute_rbh(q, t, scores)
+           if karlin.evalues_spouge([scores[i, j]], [len(q[i][1])], [len(t[j][1])], db, p)[0]
+           <= cut]
+    assert sorted(zip(res.orthologs.qseqid, res.orthologs.sseqid)) == sorted(rbh)
+    assert 0 < len(rbh) < len(_brute_rbh(q, t, scores))
