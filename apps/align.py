@@ -20,7 +20,9 @@ How it maps onto the engine (docs/align.md has the whole story):
   and ``target_tile_s`` (``engine.quadtree``, weighted). One 5 Mb target therefore gets
   tiles of its own instead of sitting in a tile with a thousand 300 aa sequences.
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
-  wanted pairs (the mask) and returns the int32 field ``score``.
+  wanted pairs (the mask) and returns the int32 field ``score``; with ``kernel=auto`` (default)
+  a whole tile of short targets goes to Opal instead (``kernels.opal``, identical scores, faster
+  there as measured), ``kernel=parasail|opal`` forces one.
 * **Top-k**: the engine's ``TopK(k)`` sink on ``score``, merged across tiles. Ties: the shorter
   target first, then the target that comes first in the input (columns are sorted by length,
   stably, and the sink breaks ties by the lower column index). Equal-score ties are the only
@@ -59,13 +61,14 @@ import numpy as np
 
 from engine import (BasePairApp, Filter, InputError, PairflowError, PairWeights, Rectangle,
                     Triangle, map_chunks, prefilter, read_json, url_digest, write_json)
-from kernels import karlin
+from kernels import karlin, opal
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
 from operators.sequences import SequenceCatalog
 
 ALPHABETS = ("auto", "protein", "dna")
 MODES = ("topk", "rbh")
+KERNELS = ("auto", "parasail", "opal")
 DEFAULT_MATRIX = {"protein": "blosum62", "dna": "nuc44"}
 TIE_RULE = ("score descending; ties: shorter target first, then the target listed first in the "
             "input")
@@ -208,8 +211,11 @@ class AlignApp(BasePairApp):
                  min_length_ratio: float | None = None, min_shared_kmers: int | None = None,
                  kmer: int | None = None, weighted: bool = True, fmt: str = "auto",
                  evalue: float | None = None, evalue_method: str = "spouge",
-                 mode: str = "topk", prefilter_options: dict | None = None):
+                 mode: str = "topk", kernel: str = "auto",
+                 prefilter_options: dict | None = None):
         self._worker = False
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if evalue_method not in karlin.EVALUE_METHODS:
@@ -257,6 +263,11 @@ class AlignApp(BasePairApp):
             seqs[key] = self._validate(key, seqs[key])
 
         self.lengths = {k: len(seqs[k]) for k in seqs}
+        self.kernel = kernel
+        self._opal = kernel != "parasail" and opal.available(self.scoring)
+        if kernel == "opal" and not self._opal:
+            raise ValueError(f"kernel=opal needs pyopal and a protein matrix; "
+                             f"{self.scoring.matrix} is a {self.alphabet} matrix")
         # E-values: BLAST's parameters for this matrix and gap pair, and the database (the
         # target set) they are measured against; none for a scheme BLAST has no table for
         try:
@@ -407,9 +418,24 @@ class AlignApp(BasePairApp):
 
     def warmup(self, device):
         sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
+        if self._opal:
+            opal.opal_scores(["ACDE"], ["ACDE"], self.scoring)
+
+    def use_opal(self, left, right, mask) -> bool:
+        """Opal for this tile? ``kernel=auto``: when its lengths fall where Opal measured
+        faster (``kernels.opal.prefer_opal``) and every pair of the tile is wanted (Opal scores
+        whole rows; a tile on a triangle's diagonal or a filtered tile stays with parasail)."""
+        if not self._opal:
+            return False
+        if self.kernel == "opal":
+            return True
+        return (mask is None or bool(np.asarray(mask).all())) and \
+            opal.prefer_opal([len(s) for s in left], [len(s) for s in right])
 
     def compare(self, left, right, mask, device):
-        # parasail is CPU SIMD: the same kernel whatever device the actor was given
+        # both kernels are CPU SIMD: the same kernels whatever device the actor was given
+        if self.use_opal(left, right, mask):
+            return {"score": opal.opal_scores(left, right, self.scoring, mask)}
         return {"score": sw_scores(left, right, self.scoring, mask, validate=False)}
 
     def fields(self):
@@ -622,7 +648,7 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
         "max_tile_cells": s.get("measured", {}).get("max_weight"),
         "probe_cells_per_s": s.get("measured", {}).get("weight_per_s"),
         "top_k": app.top_k, "hits": len(hits), "tie_rule": TIE_RULE,
-        "mode": app.mode, "evalue_cutoff": app.evalue, "hits_before_evalue": hits_before_evalue,
+        "kernel": app.kernel, "mode": app.mode, "evalue_cutoff": app.evalue, "hits_before_evalue": hits_before_evalue,
         "statistics": stats,
         "orthologs": None if orthologs is None else len(orthologs),
         "scoring": {"matrix": app.scoring.matrix, "gap_open": app.scoring.gap_open,
@@ -698,7 +724,7 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
           alphabet: str = "auto", min_length_ratio: float | None = None,
           min_shared_kmers: int | None = None, kmer: int | None = None, weighted: bool = True,
           evalue: float | None = None, evalue_method: str = "spouge", mode: str = "topk",
-          extra_sinks: Sequence = (), validate_hits: int = 0, **options):
+          kernel: str = "auto", extra_sinks: Sequence = (), validate_hits: int = 0, **options):
     """The Python form of ``pairflow app=align``: run, trace the hits, write the outputs.
 
     ``options`` are ``engine.allpairs`` options (``run_dir``, ``runs_root``, ``leaf_items``,
@@ -711,7 +737,8 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
                    min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,
                    kmer=kmer, weighted=weighted, evalue=evalue, evalue_method=evalue_method,
-                   mode=mode, prefilter_options={"runs_root": options.get("runs_root", "runs")})
+                   mode=mode, kernel=kernel,
+                   prefilter_options={"runs_root": options.get("runs_root", "runs")})
     sinks = hit_sinks(app) + list(extra_sinks)
     show = options.pop("progress", True)  # the cells/s display replaces the engine's bar
     handle = allpairs(app=app, sinks=sinks, progress=False, **options)
@@ -859,7 +886,7 @@ def build(cfg):
                    min_shared_kmers=a.get("min_shared_kmers"), kmer=a.get("kmer"),
                    weighted=weighted, fmt=str(a.get("format", "auto")),
                    evalue=a.get("evalue"), evalue_method=str(a.get("evalue_method", "spouge")),
-                   mode=str(a.get("mode", "topk")),
+                   mode=str(a.get("mode", "topk")), kernel=str(a.get("kernel", "auto")),
                    prefilter_options={"runs_root": str(cfg.runs_root)})
     sinks = hit_sinks(app)
     if kind == "dense":  # every score as a matrix (tiles on the chunk grid: no weighting)

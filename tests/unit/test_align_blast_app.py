@@ -8,7 +8,7 @@ import pytest
 from apps.align import AlignApp, cigar_counts, hit_sinks, reciprocal_best_hits
 from kernels.scoring import Scoring
 from kernels.smith_waterman import sw_traceback
-from tests.conftest import need as _need
+from tests.conftest import need as _need, need_module
 from tests.unit.conftest import SHARE
 
 TUTORIAL = SHARE / "doc" / "hmmer" / "examples" / "tutorial"
@@ -73,3 +73,56 @@ def test_rbh_adds_a_per_column_sink_only_for_two_sets(tmp_path):
         ["topk", "topk_cols"]
     assert [s.name for s in hit_sinks(AlignApp([glob], mode="rbh"))] == ["topk"]
     assert [s.name for s in hit_sinks(AlignApp([hbb], [glob]))] == ["topk"]
+
+
+def _proteome_sample(tmp_path):
+    import os
+    from Bio import SeqIO
+    root = os.path.join(os.path.dirname(__file__), "..", "..", ".data", "proteomes")
+    q = [(f"q{i}", str(r.seq)) for i, r in zip(range(30), SeqIO.parse(
+        str(_need(os.path.join(root, "S.Aureus", "N315.faa"))), "fasta"))]
+    t = [(f"t{i}", str(r.seq)) for i, r in zip(range(60), SeqIO.parse(
+        str(_need(os.path.join(root, "E.Coli", "MG1655-K12.faa"))), "fasta"))]
+    paths = []
+    for name, recs in (("q.fa", q), ("t.fa", t)):
+        (tmp_path / name).write_text("".join(f">{n}\n{s}\n" for n, s in recs))
+        paths.append(str(tmp_path / name))
+    return paths, q, t
+
+
+def test_every_kernel_gives_parasails_scores(tmp_path):
+    """compare() with Opal, parasail and the automatic choice against parasail called directly
+    (the oracle), on real proteins, with a full tile and a masked one."""
+    import numpy as np
+    parasail = need_module("parasail")
+    (qf, tf), q, t = _proteome_sample(tmp_path)
+    want = np.array([[parasail.sw_striped_32(a, b, 12, 1, parasail.blosum62).score
+                      for _, b in t] for _, a in q])
+    mask = np.random.default_rng(3).random(want.shape) < 0.6
+    left, right = [s for _, s in q], [s for _, s in t]
+    for kernel in ("opal", "parasail", "auto"):
+        app = AlignApp([qf], [tf], gap_open=12, gap_extend=1, kernel=kernel)
+        full = app.compare(left, right, np.ones(want.shape, bool), "cpu")["score"]
+        np.testing.assert_array_equal(full, want)
+        part = app.compare(left, right, mask, "cpu")["score"]
+        np.testing.assert_array_equal(part[mask], want[mask])
+
+
+def test_auto_kernel_rule(tmp_path):
+    import numpy as np
+    (qf, tf), _, _ = _proteome_sample(tmp_path)
+    app = AlignApp([qf], [tf], kernel="auto")
+    short, long_ = ["A" * 150] * 4, ["A" * 900] * 4
+    full, part = np.ones((4, 4), bool), np.eye(4, dtype=bool)
+    assert app.use_opal(short, short, full)            # short targets: Opal
+    assert not app.use_opal(short, short, part)        # Opal scores whole rows only
+    assert not app.use_opal(short, long_, full)        # long targets: parasail
+    assert not AlignApp([qf], [tf], kernel="parasail").use_opal(short, short, full)
+    assert AlignApp([qf], [tf], kernel="opal").use_opal(short, long_, part)
+    dna = tmp_path / "d.fa"
+    dna.write_text(">a\nACGTACGTTGCA\n>b\nACGTTGCAACGT\n")
+    assert not AlignApp([str(dna)]).use_opal(["ACGT"], ["ACGT"], np.ones((1, 1), bool))
+    with pytest.raises(ValueError, match="kernel=opal needs pyopal and a protein matrix"):
+        AlignApp([str(dna)], kernel="opal")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        AlignApp([qf], kernel="gpu")
