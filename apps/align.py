@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import threading
 import time
@@ -648,7 +649,8 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
         "max_tile_cells": s.get("measured", {}).get("max_weight"),
         "probe_cells_per_s": s.get("measured", {}).get("weight_per_s"),
         "top_k": app.top_k, "hits": len(hits), "tie_rule": TIE_RULE,
-        "kernel": app.kernel, "mode": app.mode, "evalue_cutoff": app.evalue, "hits_before_evalue": hits_before_evalue,
+        "kernel": app.kernel, "mode": app.mode, "evalue_cutoff": app.evalue,
+        "hits_before_evalue": hits_before_evalue,
         "statistics": stats,
         "orthologs": None if orthologs is None else len(orthologs),
         "scoring": {"matrix": app.scoring.matrix, "gap_open": app.scoring.gap_open,
@@ -680,7 +682,6 @@ def statistics(app: AlignApp, scores, qlen, slen) -> tuple[np.ndarray, np.ndarra
 def cigar_counts(cigar: str) -> tuple[int, int]:
     """(mismatches, gap openings) of an extended CIGAR: the letters of its ``X`` runs, and its
     ``I``/``D`` runs (BLAST counts a gap in one sequence followed by one in the other as two)."""
-    import re
     mismatch = gapopen = 0
     for n, op in re.findall(r"(\d+)([=XID])", cigar):
         if op == "X":
@@ -727,9 +728,13 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
           kernel: str = "auto", extra_sinks: Sequence = (), validate_hits: int = 0, **options):
     """The Python form of ``pairflow app=align``: run, trace the hits, write the outputs.
 
-    ``options`` are ``engine.allpairs`` options (``run_dir``, ``runs_root``, ``leaf_items``,
-    ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
-    and ``.align`` (the summary) attached.
+    ``evalue`` keeps hits with E-value at most this; ``evalue_method`` is ``spouge`` (what blastp
+    prints) or ``karlin``; ``mode="rbh"`` also finds reciprocal best hits (``.orthologs``);
+    ``kernel`` is ``auto``, ``parasail`` or ``opal``. ``options`` are ``engine.allpairs``
+    options (``run_dir``, ``runs_root``, ``leaf_items``, ``validate``, ``progress`` ...;
+    ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a
+    DataFrame), ``.align`` (the summary) and ``.orthologs`` (a DataFrame for ``mode="rbh"``,
+    else None) attached.
     """
     from engine import allpairs
     options.setdefault("target_tile_s", TARGET_TILE_S)
