@@ -145,3 +145,27 @@ def test_evalue_cutoff_keeps_the_topk_hits_under_it(ray_local, proteomes, runs):
            <= cut]
     assert sorted(zip(res.orthologs.qseqid, res.orthologs.sseqid)) == sorted(rbh)
     assert 0 < len(rbh) < len(_brute_rbh(q, t, scores))
+
+
+def test_rbh_all_vs_all_of_one_set(ray_local, runs):
+    """One set against itself (HMMER's 45 globins): each mutual best pair once, the first in
+    input order; the brute force excludes self pairs as the all-vs-all triangle does."""
+    from apps.align import align
+    from tests.unit.conftest import SHARE
+    parasail = need_module("parasail")
+    SeqIO = need_module("Bio.SeqIO")
+    path = str(need(SHARE / "doc" / "hmmer" / "examples" / "tutorial" / "globins45.fa"))
+    recs = [(r.id, str(r.seq)) for r in SeqIO.parse(path, "fasta")]
+    n = len(recs)
+    scores = np.full((n, n), -1, np.int64)
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                scores[i, j] = parasail.sw_striped_16(recs[i][1], recs[j][1], 12, 1,
+                                                      parasail.blosum62).score
+    best = {i: _ranked(scores[i], recs)[0] for i in range(n)}  # self scores -1: never best
+    want = sorted((recs[i][0], recs[j][0]) for i, j in best.items() if best[j] == i and i < j)
+    res = align([path], top_k=3, matrix="blosum62", gap_open=12, gap_extend=1, mode="rbh",
+                runs_root=runs, progress=False)
+    assert sorted(zip(res.orthologs.qseqid, res.orthologs.sseqid)) == want
+    assert len(want) >= 5
