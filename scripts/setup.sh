@@ -14,7 +14,7 @@ PY="${PYTHON:-python3}"
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 APT_TOOLS="mash chromium"
-# command -> Debian package: the tools app=farm wraps
+# command -> Debian package: the tools app=farm wraps (blastp is also app=align's E-value oracle)
 FARM_TOOLS="blastp:ncbi-blast+ hmmsearch:hmmer clustalo:clustalo"
 # farm data (own stamp): Swiss-Prot entries, BAliBASE sets for clustalo
 FARM_DEBS="emboss-test dialign-tx-data"
