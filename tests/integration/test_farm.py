@@ -170,7 +170,9 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(ray_local, data, 
     script = tmp_path / "driver.py"
     script.write_text(KILLED.format(repo=REPO, db=data["db"], run_dir=rd))
     proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            # a killed run cannot remove its node scratch: keep it in tmp_path
+                            env=dict(os.environ, PAIRFLOW_SCRATCH=str(tmp_path)))
     journal = os.path.join(rd, "journal.jsonl")
     deadline = time.time() + 120
     try:
