@@ -248,6 +248,18 @@ def format_r(r: float | None) -> str:
     return "n/a" if r is None else f"{r:.3f}"
 
 
+def format_count(x: float | None, digits: int = 1) -> str:
+    """A count in compact units, so a headline number fits its box: 866 -> "866", 866_860 ->
+    "866.9 K", 49_009_236 -> "49.0 M" (K, M, G, T: powers of 1000)."""
+    if x is None or not math.isfinite(x):
+        return "?"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        # the unit a rounded value still needs: 999_960 is "1.0 M", not "1000.0 K"
+        if abs(x) >= scale * (1 - 0.5 * 10 ** -digits / 1000):
+            return f"{x / scale:.{digits}f} {unit}"
+    return f"{x:.0f}" if float(x).is_integer() or abs(x) >= 100 else f"{x:.{digits + 1}f}"
+
+
 def format_duration(s: float | None) -> str:
     if s is None or not math.isfinite(s):
         return "unknown"
@@ -696,6 +708,8 @@ class RunView:
                 "space": meta.get("space"),
                 "n_items": _first(meta.get("n_items"), self.r_value()["n_items"]),
                 "leaf_items": meta.get("leaf_items"),
+                # the planner's choice and the simulated R of every candidate, as the run printed it
+                "plan": (meta.get("plan_choice") or {}).get("line") or meta.get("plan"),
                 "actors": [a.get("id") for a in meta.get("actors") or [] if isinstance(a, dict)],
                 "started": started,
                 "updated": updated,
