@@ -223,3 +223,24 @@ def test_next_use_advice_is_fetched_before_inserting_evicts():
     assert sched.asked and 3 in sched.asked[0]
     assert sorted(cache.cache.keys()) == [0, 2, 3]
     assert sched.held["node-0"] == cache.cache.keys()
+
+
+def test_loads_reach_the_metrics_without_a_later_request():
+    """A run that loads every item in its first moments and then asks its host tier for
+    nothing more: the loads must still reach the metrics while it runs (they waited in the
+    event buffer for a next request, and the progress line showed R = 0.00 to the end)."""
+    from engine.run.metrics import MetricsState
+
+    async def main():
+        loads, sched, events = FakeLoads(), FakeScheduler(), Events()
+        cache = NodeCache("node-0", [f"key-{i}" for i in range(16)],
+                          BudgetCache(None, 16, LRUEviction()), loads, sched,
+                          EventBuffer(events, interval=0.05), load_batch=4, load_slots=2)
+        await cache.get(list(range(16)))
+        await asyncio.sleep(0.5)  # ten intervals, and no other request
+        state = MetricsState(n_items=16, tiles_total=1, pairs_total=1, bound_R=1.0)
+        state.add(events.events)
+        return state.snapshot()
+
+    snap = run(main())
+    assert snap["loads"] == 16 and snap["R"] == 1.0
