@@ -260,6 +260,17 @@ def format_count(x: float | None, digits: int = 1) -> str:
     return f"{x:.0f}" if float(x).is_integer() or abs(x) >= 100 else f"{x:.{digits + 1}f}"
 
 
+def format_seconds(s: float | None) -> str:
+    """A short time as read per event or per record: 4.200 ms, 53.1 µs; "—" when unknown."""
+    if s is None or not math.isfinite(s):
+        return "—"
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} µs"
+
+
 def format_duration(s: float | None) -> str:
     if s is None or not math.isfinite(s):
         return "unknown"
@@ -993,6 +1004,27 @@ class RunView:
         if df.empty:
             return None
         return float(df["s0"].min()), float(df["s1"].max())
+
+    def order_report(self) -> pd.DataFrame:
+        """A finished pipeline's orders (summary.json ``order_report``): written, chosen and the
+        run as it went, with the cost per event expected and measured; empty before the end."""
+        rep = self.summary.get("order_report")
+        cols = ["", "order", "expected per event", "measured per event", "events"]
+        if not isinstance(rep, dict):
+            return pd.DataFrame(columns=cols)
+        rows = []
+        for key, label in (("written", "written"), ("chosen", "chosen"), ("as_run", "as run")):
+            e = rep.get(key)
+            if not isinstance(e, dict):
+                continue
+            order = e.get("order")
+            rows.append({"": label,
+                         "order": " → ".join(map(str, order)) if order else
+                         f"{e.get('orders')} order(s)",
+                         "expected per event": format_seconds(e.get("expected_s")),
+                         "measured per event": format_seconds(e.get("measured_s")),
+                         "events": _num(e.get("events"))})
+        return pd.DataFrame(rows, columns=cols)
 
     def pipeline_frames(self) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
         """(current operator order, latest per-op table, per-op series over time).

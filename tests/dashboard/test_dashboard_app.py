@@ -94,3 +94,22 @@ def test_format_count_by_hand():
     assert [format_count(x) for x in (0, 866, 999, 1000, 866_860, 999_960, 49_009_236, 2.5e9)] == \
         ["0", "866", "999", "1.0 K", "866.9 K", "1.0 M", "49.0 M", "2.5 G"]
     assert format_count(None) == "?" and format_count(float("nan")) == "?"
+
+
+def test_pipeline_view_shows_the_written_and_the_chosen_order(monkeypatch, pipeline_run):
+    import json
+    rep = json.loads((pipeline_run / "summary.json").read_text())["order_report"]
+    at = _run(monkeypatch, pipeline_run, "pipelines")
+    assert any("written and chosen order" in m.value for m in at.markdown)
+    tables = [d.value for d in at.dataframe if "measured per event" in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0].set_index("")
+    assert table.loc["written", "order"] == " → ".join(rep["written"]["order"])
+    assert table.loc["chosen", "order"] == " → ".join(rep["chosen"]["order"])
+    assert table.loc["as run", "events"] == rep["as_run"]["events"]
+
+
+def test_format_seconds_by_hand():
+    from dashboard.rundir import format_seconds
+    assert [format_seconds(x) for x in (None, 2.5, 0.0042, 0.000302, 5.31e-5)] == \
+        ["—", "2.50 s", "4.200 ms", "302.0 µs", "53.1 µs"]
