@@ -297,10 +297,16 @@ class NodeCache:
         self.cache.shrink()
         self._report()
         waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
+        resolved: dict = {}
         if waits:
-            await asyncio.gather(*waits.values())
+            for done in await asyncio.gather(*waits.values()):
+                resolved.update(done)
         for item in items:  # a small item is a value now; a failed one keeps its handle
             entry = self.cache.peek(item)
+            if entry is None:
+                # evicted between its load's accounting and now: the entry it was given then
+                # (a handle of an all-inline load is the list of infos, not the item)
+                entry = resolved.get(item)
             if entry is not None:
                 out[item] = entry
         return out
@@ -311,6 +317,7 @@ class NodeCache:
         except Exception:
             infos = [None] * len(batch)
         self._spans(batch, infos)
+        entries = {}  # what each request waiting on this load gets, even if evicted at once
         for item, handle, info in zip(batch, handles, infos):
             self._pending.pop(item, None)
             if info is None:
@@ -320,12 +327,13 @@ class NodeCache:
                     self.cache.discard(item)
                 continue
             self.load_bytes += info["raw_bytes"]
+            entry = ("value", info["value"]) if "value" in info else ("ref", handle)
+            entries[item] = entry
             if item in self.cache:
-                entry = ("value", info["value"]) if "value" in info else ("ref", handle)
                 self.cache.unpin(item)
                 self.cache.fill(item, entry, info["nbytes"], shrink=False)
         if not accounted.done():
-            accounted.set_result(None)
+            accounted.set_result(entries)
         await self._shrink()
         self._report()
 

@@ -244,3 +244,19 @@ def test_loads_reach_the_metrics_without_a_later_request():
 
     snap = run(main())
     assert snap["loads"] == 16 and snap["R"] == 1.0
+
+
+def test_an_item_evicted_right_after_its_load_still_comes_back_as_its_value():
+    """A host tier of one item asked for two small ones: the second load's accounting evicts
+    the first before the request reads them back. The request must still get both values, not
+    the load's handle (with all-inline loads that handle is the list of infos, and a device
+    actor compared those dicts: "int() argument must be ... not 'dict'")."""
+    async def main():
+        cache, _, _, _ = make(budget_items=1, load_batch=1)
+        small = [i for i in range(40) if size_of(i) <= INLINE][:2]
+        got = await cache.get(small)
+        return small, got, len(cache.cache)
+
+    small, got, resident = run(main())
+    assert resident <= 1
+    assert got == {i: ("value", f"item-{i}") for i in small}
