@@ -126,9 +126,13 @@ def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> Non
 # -- the planner ----------------------------------------------------------------------------
 
 BASELINE = ("zorder", "lru")
-# a run with more tiles is simulated on a smaller copy of its leaf grid (``_proxy``): the
-# simulation must cost a small part of a second, not seconds, before every run
+# a run with more tiles is simulated on a smaller copy of its leaf grid (``_proxy``), as far as
+# that keeps its stripes (``_proxy_scale``): the simulation is paid before the run starts
 MAX_SIM_TILES = 1500
+# past this many simulated tiles (a proxy that must stay large to keep its stripes) the choice
+# would cost seconds: such a run has a host tier of >= 16 leaf blocks or many tiles per block,
+# where the stripe plan's model holds, and it runs the first candidate unsimulated
+MAX_PROXY_TILES = 4 * MAX_SIM_TILES
 
 
 @dataclass(frozen=True)
@@ -184,13 +188,21 @@ def pick(loads: dict) -> tuple[str, str]:
     return min(order, key=lambda c: (loads[c], order.index(c)))
 
 
-def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, n_tiles: int):
-    """A smaller run with the same shape, for a run with too many tiles to simulate: its leaf
-    grid with one item per leaf block, every side scaled by the same factor, the host tier and
-    L1 in blocks scaled alike. ``None`` for spaces it cannot shrink (pair lists)."""
+def _proxy_scale(space: PairSpace, leaf: int, host_items: int, n_tiles: int,
+                 spare_tiles: int) -> float | None:
+    """How much to shrink a run too big to simulate (1: not at all), or None for spaces that
+    cannot be shrunk (pair lists). The proxy keeps at least max(16, 4 x the tiles under way on
+    a node) leaf blocks in its host tier: below that a stripe no longer fits beside the tiles
+    under way, and a proxy of a few blocks ranked the plans in the opposite order of the run."""
     if not isinstance(space, (Triangle, Rectangle)):
         return None
-    f = math.sqrt(MAX_SIM_TILES / n_tiles)
+    blocks = max(1.0, host_items / leaf)
+    return min(1.0, max(math.sqrt(MAX_SIM_TILES / n_tiles), max(16, 4 * spare_tiles) / blocks))
+
+
+def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float):
+    """A smaller run with the same shape: the leaf grid with one item per leaf block, every side
+    scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks)."""
     def scaled(n: int) -> int:
         return max(2, round(math.ceil(n / leaf) * f))
     small = Triangle(scaled(space.n)) if isinstance(space, Triangle) else \
@@ -216,14 +228,18 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
     l1 = device_cache_items(leaf, in_flight, l1_items)
     kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window)
     note = ""
-    if len(tiles) <= MAX_SIM_TILES:
+    f = 1.0
+    if len(tiles) > MAX_SIM_TILES:
+        f = None if weighted else _proxy_scale(space, leaf, host_items, len(tiles),
+                                               actors_per_node * in_flight)
+        simulated = len(tiles) * f * f if f is not None else math.inf
+        if simulated > MAX_PROXY_TILES:
+            return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
+    if f >= 1.0:
         runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
                             plan=c[0], eviction=c[1], **kw) for c in cands}
     else:
-        proxy = None if weighted else _proxy(space, leaf, host_items, l1, len(tiles))
-        if proxy is None:
-            return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
-        small, host, l1_small = proxy
+        small, host, l1_small = _proxy(space, leaf, host_items, l1, f)
         runs = {c: simulate(small, 1, host, l1_items=l1_small, plan=c[0], eviction=c[1], **kw)
                 for c in cands}
         note = (f"simulated on a {small.n_rows} x {small.n_cols} grid of leaf blocks "

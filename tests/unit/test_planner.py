@@ -126,3 +126,15 @@ def test_a_tile_is_pinned_as_one_transaction():
         l2.put(it, True, 1)
     assert _acquire((1, 3), l1, l2) == (0, 1, 1)  # loads, L1 hits, L2 hits
     assert 3 in l1 and 1 in l1 and 4 not in l1
+
+
+def test_a_proxy_keeps_sixteen_blocks_in_its_host_tier_or_the_run_is_not_simulated():
+    # 2 actors x 2 tiles under way: the proxy's host tier keeps max(16, 4 x 4) = 16 blocks
+    choice = choose_plan(Triangle(1000), 10, 200, items=ItemMap.shared(1000),
+                         actors_per_node=2, in_flight=2)
+    assert "with 16 in the host tier" in choice.note and choice.plan == "stripe"
+    # 500 x 500 blocks with 50 in the host tier: a proxy of 16 would still have ~12,800 tiles
+    big = choose_plan(Triangle(20000), 40, 2000, items=ItemMap.shared(20000),
+                      actors_per_node=2, in_flight=2)
+    assert (big.plan, big.eviction, big.simulated) == ("stripe", "next_use", {})
+    assert "too many to simulate" in big.note
