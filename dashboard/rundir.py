@@ -268,7 +268,9 @@ def format_seconds(s: float | None) -> str:
         return f"{s:.2f} s"
     if s >= 1e-3:
         return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} µs"
+    if s >= 1e-6:
+        return f"{s * 1e6:.1f} µs"
+    return f"{s * 1e9:.1f} ns"
 
 
 def format_duration(s: float | None) -> str:

@@ -111,5 +111,5 @@ def test_pipeline_view_shows_the_written_and_the_chosen_order(monkeypatch, pipel
 
 def test_format_seconds_by_hand():
     from dashboard.rundir import format_seconds
-    assert [format_seconds(x) for x in (None, 2.5, 0.0042, 0.000302, 5.31e-5)] == \
-        ["—", "2.50 s", "4.200 ms", "302.0 µs", "53.1 µs"]
+    assert [format_seconds(x) for x in (None, 2.5, 0.0042, 0.000302, 5.31e-5, 1.25e-7)] == \
+        ["—", "2.50 s", "4.200 ms", "302.0 µs", "53.1 µs", "125.0 ns"]
