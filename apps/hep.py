@@ -387,7 +387,7 @@ def report(result) -> str:
              f"(weighted {s['weight_selected']:.4g}) batches={s['batches']}",
              f"wall time {s['wall_s']:.2f} s; operator time {s['op_seconds']:.2f} s; "
              f"{s['distinct_orders']} distinct order(s), {s['replans']} re-plans",
-             f"final order: {' > '.join(s['final_order'])}"]
+             *s["order_report"]["lines"]]
     if "balance" in s:
         b = s["balance"]
         lines.append(f"DS/DP: {b['final_ds']} reading / {b['final_dp']} processing of "

@@ -248,6 +248,31 @@ def format_r(r: float | None) -> str:
     return "n/a" if r is None else f"{r:.3f}"
 
 
+def format_count(x: float | None, digits: int = 1) -> str:
+    """A count in compact units, so a headline number fits its box: 866 -> "866", 866_860 ->
+    "866.9 K", 49_009_236 -> "49.0 M" (K, M, G, T: powers of 1000)."""
+    if x is None or not math.isfinite(x):
+        return "?"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        # the unit a rounded value still needs: 999_960 is "1.0 M", not "1000.0 K"
+        if abs(x) >= scale * (1 - 0.5 * 10 ** -digits / 1000):
+            return f"{x / scale:.{digits}f} {unit}"
+    return f"{x:.0f}" if float(x).is_integer() or abs(x) >= 100 else f"{x:.{digits + 1}f}"
+
+
+def format_seconds(s: float | None) -> str:
+    """A short time as read per event or per record: 4.200 ms, 53.1 µs; "—" when unknown."""
+    if s is None or not math.isfinite(s):
+        return "—"
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.1f} µs"
+    return f"{s * 1e9:.1f} ns"
+
+
 def format_duration(s: float | None) -> str:
     if s is None or not math.isfinite(s):
         return "unknown"
@@ -698,6 +723,8 @@ class RunView:
                 "space": meta.get("space"),
                 "n_items": _first(meta.get("n_items"), self.r_value()["n_items"]),
                 "leaf_items": meta.get("leaf_items"),
+                # the planner's choice and the simulated R of every candidate, as the run printed it
+                "plan": (meta.get("plan_choice") or {}).get("line") or meta.get("plan"),
                 "actors": [a.get("id") for a in meta.get("actors") or [] if isinstance(a, dict)],
                 "started": started,
                 "updated": updated,
@@ -981,6 +1008,27 @@ class RunView:
         if df.empty:
             return None
         return float(df["s0"].min()), float(df["s1"].max())
+
+    def order_report(self) -> pd.DataFrame:
+        """A finished pipeline's orders (summary.json ``order_report``): written, chosen and the
+        run as it went, with the cost per event expected and measured; empty before the end."""
+        rep = self.summary.get("order_report")
+        cols = ["", "order", "expected per event", "measured per event", "events"]
+        if not isinstance(rep, dict):
+            return pd.DataFrame(columns=cols)
+        rows = []
+        for key, label in (("written", "written"), ("chosen", "chosen"), ("as_run", "as run")):
+            e = rep.get(key)
+            if not isinstance(e, dict):
+                continue
+            order = e.get("order")
+            rows.append({"": label,
+                         "order": " → ".join(map(str, order)) if order else
+                         f"{e.get('orders')} order(s)",
+                         "expected per event": format_seconds(e.get("expected_s")),
+                         "measured per event": format_seconds(e.get("measured_s")),
+                         "events": _num(e.get("events"))})
+        return pd.DataFrame(rows, columns=cols)
 
     def pipeline_frames(self) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
         """(current operator order, latest per-op table, per-op series over time).

@@ -21,8 +21,8 @@ class AllPairsConfig:
     device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1)
     device_cache_bytes: int | None = None
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
-    plan: str = "stripe"                 # stripe | zorder
-    eviction: str = "next_use"           # next_use | lru
+    plan: str = "auto"                   # auto | stripe | hilbert | zorder
+    eviction: str = "auto"               # auto | next_use | lru (auto: the simulator picks)
     window: int = 8                      # pending tiles the scheduler looks at per request
     preflight: bool = True
     progress: bool = True

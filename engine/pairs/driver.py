@@ -12,6 +12,7 @@ an ``AllPairsResult``. Everything it does is recorded in the run directory
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
@@ -133,6 +134,8 @@ class _Run:
         self.warnings.extend(plan.warnings)
         self.measured = plan.measured
         self.leaf, self.tiles, self.bound = plan.leaf, plan.tiles, plan.bound_R
+        if self.cfg.progress and plan.choice:
+            print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
         self.tile_dicts = [t.to_dict() for t in plan.tiles]
         write_json(self.recorder.file(TILE_PLAN), [self.tile_dicts[i] for i in plan.order])
 
@@ -169,10 +172,11 @@ class _Run:
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
                 "actors": actors_meta, "host_cache_items": plan.host_items_eff, "bound_R":
-                self.bound, "plan": cfg.plan, "eviction": cfg.eviction, "in_flight":
+                self.bound, "plan": plan.plan, "eviction": plan.eviction, "in_flight":
                 cfg.in_flight, "measured": self.measured, "started": self.t_start, "phases":
                 self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
-                "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report}
+                "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report,
+                "plan_choice": plan.choice}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
@@ -199,7 +203,7 @@ class _Run:
                 item_keys=self.keys,
                 budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
                 budget_items=plan.host_items if cfg.host_cache_items else None,
-                eviction=cfg.eviction, preprocess_on=dev if node_plan.preprocess_on_host else None,
+                eviction=plan.eviction, preprocess_on=dev if node_plan.preprocess_on_host else None,
                 load_batch=plan.load_batch, load_slots=max(1, node["cpus"]),
                 inline_bytes=cfg.inline_item_bytes,
                 expected_item_bytes=self.measured.get("item_bytes"))
@@ -234,7 +238,7 @@ class _Run:
             item_keys=self.keys, tiles=self.tile_dicts, sinks=self.sinks,
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
-            l1_items=self.plan.l1_items, eviction=cfg.eviction,
+            l1_items=self.plan.l1_items, eviction=self.plan.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host)
         affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
         self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
@@ -385,6 +389,8 @@ class _Run:
             "leaf_items": self.leaf, "wall_s": wall, "compute_s": time.time() - self.t_compute,
             "loads": loads, "R": loads / max(1, self.items.n_items), "bound_R": self.bound,
             "host_cache_items": self.meta["host_cache_items"],
+            "plan": self.plan.plan, "eviction": self.plan.eviction,
+            "plan_choice": self.plan.choice,
             "tiers": snap["tiers"], "stage_seconds": snap["stage_seconds"],
             "actors": snap["actors"], "n_actors": len(self.meta["actors"]),
             "node_caches": cache_stats, "outputs": outputs,

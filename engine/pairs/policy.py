@@ -8,6 +8,9 @@ the eviction choice together:
   ``R = 1 + n / (2 S)`` loads per item (the lower bound is n / (2 S)). The streaming direction
   alternates so that the items streamed last are still resident when the next stripe begins.
 * ``ZOrderPlan`` visits the quadtree's leaves in Z-order: the baseline (Rocket's order).
+* ``HilbertPlan`` visits them along a Hilbert curve: like Z-order it needs no cache size, but
+  consecutive tiles always share a row or a column block (Z-order jumps at every quadrant), so
+  a small host tier keeps more of what the next tile needs.
 * ``TilePolicy`` hands out tiles: among the first ``window`` pending tiles of the plan it picks
   the one that would load the fewest items given what the asking actor's L1 and its node's L2
   hold, then the fewest L1 misses, then the earliest in the plan. It also answers
@@ -127,8 +130,57 @@ class StripePlan:
         return order
 
 
+def hilbert_index(x, y, side: int) -> np.ndarray:
+    """Position along the Hilbert curve filling a ``side`` x ``side`` grid (a power of two)
+    of the cells (x, y); vectorised over numpy arrays."""
+    if side < 1 or side & (side - 1):
+        raise ValueError(f"the Hilbert grid's side must be a power of two, got {side}")
+    x = np.array(x, dtype=np.int64, copy=True)
+    y = np.array(y, dtype=np.int64, copy=True)
+    d = np.zeros(np.broadcast(x, y).shape, dtype=np.int64)
+    s = side // 2
+    while s > 0:
+        rx = (x & s) > 0
+        ry = (y & s) > 0
+        d += s * s * ((3 * rx) ^ ry)
+        # rotate the quadrant so the curve inside it starts where the last one ended
+        flip = ~ry & rx
+        x = np.where(flip, side - 1 - x, x)
+        y = np.where(flip, side - 1 - y, y)
+        swap = ~ry
+        x, y = np.where(swap, y, x), np.where(swap, x, y)
+        s //= 2
+    return d
+
+
+def hilbert_pairs(n: int) -> list[tuple[int, int]]:
+    """Every pair i < j of ``n`` items, once, in Hilbert-curve order over the (i, j) grid."""
+    i, j = np.triu_indices(n, k=1)
+    side = 1 << max(0, (n - 1).bit_length())
+    order = np.argsort(hilbert_index(i, j, side), kind="stable")
+    return [(int(i[k]), int(j[k])) for k in order]
+
+
+class HilbertPlan:
+    """Leaves along a Hilbert curve over the leaf grid (each tile's centre, in units of the
+    smallest tile side, so tiles cut by pair weights are ordered too)."""
+
+    name = "hilbert"
+
+    def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        if not tiles:
+            return []
+        unit = max(1, min(min(t.r1 - t.r0, t.c1 - t.c0) for t in tiles))
+        rows = np.array([(t.r0 + t.r1 - 1) // 2 // unit for t in tiles])
+        cols = np.array([(t.c0 + t.c1 - 1) // 2 // unit for t in tiles])
+        side = 1 << int(max(rows.max(), cols.max())).bit_length()
+        return [int(t) for t in np.argsort(hilbert_index(rows, cols, side), kind="stable")]
+
+
+# the order of the names is the order of preference when the simulator finds plans equal
 PLANS = Registry("plan", {
     "stripe": StripePlan,
+    "hilbert": lambda cache_items, spare_tiles: HilbertPlan(),
     "zorder": lambda cache_items, spare_tiles: ZOrderPlan(),
 })
 

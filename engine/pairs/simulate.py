@@ -5,16 +5,24 @@ actors ask for tiles in turn, keep ``in_flight`` tiles pinned, and fetch a tile'
 L1, then their node's L2, then the source (a load). Counting loads gives R = loads / n for a plan
 and an eviction policy, which is what the unit tests and ``benchmarks/allpairs.py`` compare with
 the model ``1 + n / (2 S)``.
+
+``choose_plan`` is the planner: no plan wins everywhere (the stripe plan needs a host tier several
+leaves deep; with a tier of a few items a curve order loads less), so before a run the driver
+simulates every candidate plan and eviction for the run's own space, leaf, tiers and actors and
+runs the one with the fewest loads (``pick``). The baseline, Z-order with LRU, is a candidate, so
+the planned run is never predicted to load more than it.
 """
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
 
 from .tiers import BudgetCache
-from .policy import ItemMap, TilePolicy, make_eviction, make_plan
+from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
 from .sizing import device_cache_items
-from .space import PairSpace, leaves
+from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
 @dataclass
@@ -34,12 +42,13 @@ class SimResult:
 def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | None = None,
              actors_per_node: int = 1, nodes: int = 1, l1_items: int | None = None,
              in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
-             window: int = 8) -> SimResult:
-    """Count item loads for one run of ``space`` with ``host_items`` items per node's L2."""
+             window: int = 8, tiles: Sequence[Tile] | None = None) -> SimResult:
+    """Count item loads for one run of ``space`` with ``host_items`` items per node's L2
+    (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights)."""
     if items is None:
         items = ItemMap.shared(space.n_rows) if space.symmetric else \
             ItemMap.disjoint(space.n_rows, space.n_cols)
-    tiles = leaves(space, leaf)
+    tiles = leaves(space, leaf) if tiles is None else list(tiles)
     n_actors = actors_per_node * nodes
     spare = actors_per_node * in_flight
     order = make_plan(plan, host_items, spare).order(tiles, items)
@@ -78,7 +87,11 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
 
 
 def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, int]:
-    """Pin a tile's items in an actor's L1, from L2 or the source: (loads, L1 hits, L2 hits)."""
+    """Pin a tile's items in an actor's L1, from L2 or the source: (loads, L1 hits, L2 hits).
+
+    One transaction, as ``TileCache.acquire`` and ``NodeCache.get`` do it: every item is pinned
+    (or inserted pinned) before either tier evicts, so making room for one item of a tile can
+    never evict another item of the same tile that was still waiting for its turn."""
     loads = l1_hits = l2_hits = 0
     for it in tile_items:
         if it in l1:
@@ -88,11 +101,13 @@ def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, in
         elif it in l2:
             l2.lookup(it)
             l2_hits += 1
-            l1.put(it, True, 1, pin=True)
+            l2.pin(it)
+            l1.put(it, True, 1, pin=True, shrink=False)
         else:
             loads += 1
-            l2.put(it, True, 1, pin=True)
-            l1.put(it, True, 1, pin=True)
+            l2.put(it, True, 1, pin=True, shrink=False)
+            l1.put(it, True, 1, pin=True, shrink=False)
+    l1.shrink()
     # L2 pins only protect items while they are copied into L1
     for it in tile_items:
         if l2.pins(it):
@@ -106,3 +121,129 @@ def _finish(t: int, l1: BudgetCache, l2: BudgetCache, policy: TilePolicy) -> Non
         l1.unpin(it)
     policy.complete(t)
     l1.shrink()
+
+
+# -- the planner ----------------------------------------------------------------------------
+
+BASELINE = ("zorder", "lru")
+# a run with more tiles is simulated on a smaller copy of its leaf grid (``_proxy``), as far as
+# that keeps its stripes (``_proxy_scale``): the simulation is paid before the run starts
+MAX_SIM_TILES = 1500
+# past this many simulated tiles (a proxy that must stay large to keep its stripes) the choice
+# would cost seconds: such a run has a host tier of >= 16 leaf blocks or many tiles per block,
+# where the stripe plan's model holds, and it runs the first candidate unsimulated
+MAX_PROXY_TILES = 4 * MAX_SIM_TILES
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """The plan and eviction a run uses, and why: the simulated R of every candidate."""
+
+    plan: str
+    eviction: str
+    simulated: dict = field(default_factory=dict)  # "plan/eviction" -> simulated R
+    note: str = ""                                  # what was simulated, or why nothing was
+
+    @property
+    def R(self) -> float | None:
+        return self.simulated.get(f"{self.plan}/{self.eviction}")
+
+    def to_dict(self) -> dict:
+        return {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
+                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe()}
+
+    def describe(self) -> str:
+        """One line for the console: the choice, and what it beat."""
+        head = f"plan: {self.plan} with {self.eviction} eviction"
+        if not self.simulated:
+            return f"{head} ({self.note})" if self.note else head
+        chosen = f"{self.plan}/{self.eviction}"
+        others = ", ".join(f"{k} {r:.2f}" for k, r in self.simulated.items() if k != chosen)
+        return (f"{head}: simulated R {self.R:.2f}" + (f" (vs {others})" if others else "")
+                + (f"; {self.note}" if self.note else ""))
+
+
+def candidates(plan: str, eviction: str, weighted: bool = False) -> list[tuple[str, str]]:
+    """The (plan, eviction) pairs a run may use, in order of preference: ``auto`` stands for
+    every registered name. Tiles cut by pair weights cannot be striped (the stripe plan wants
+    one tile per leaf block); for them Z-order comes first, the order such runs always had."""
+    for name, reg in ((plan, PLANS), (eviction, EVICTIONS)):
+        if name != "auto" and name not in reg.factories:
+            raise ValueError(f"unknown {reg.kind} {name!r}: choose auto or "
+                             + ", ".join(repr(n) for n in reg.factories))
+    plans = list(PLANS.factories) if plan == "auto" else [plan]
+    if weighted:
+        plans = sorted((p for p in plans if p != "stripe"), key=lambda p: p != "zorder") \
+            or ["zorder"]
+    evictions = list(EVICTIONS.factories) if eviction == "auto" else [eviction]
+    return [(p, e) for p in plans for e in evictions]
+
+
+def pick(loads: dict) -> tuple[str, str]:
+    """The candidate with the fewest simulated loads; on a tie the first (the preferred one).
+    ``loads``: (plan, eviction) -> loads, in order of preference."""
+    if not loads:
+        raise ValueError("no candidate plan to pick from")
+    order = list(loads)
+    return min(order, key=lambda c: (loads[c], order.index(c)))
+
+
+def _proxy_scale(space: PairSpace, leaf: int, host_items: int, n_tiles: int,
+                 spare_tiles: int) -> float | None:
+    """How much to shrink a run too big to simulate (1: not at all), or None for spaces that
+    cannot be shrunk (pair lists). The proxy keeps at least max(16, 4 x the tiles under way on
+    a node) leaf blocks in its host tier: below that a stripe no longer fits beside the tiles
+    under way, and a proxy of a few blocks ranked the plans in the opposite order of the run."""
+    if not isinstance(space, (Triangle, Rectangle)):
+        return None
+    blocks = max(1.0, host_items / leaf)
+    return min(1.0, max(math.sqrt(MAX_SIM_TILES / n_tiles), max(16, 4 * spare_tiles) / blocks))
+
+
+def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float):
+    """A smaller run with the same shape: the leaf grid with one item per leaf block, every side
+    scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks)."""
+    def scaled(n: int) -> int:
+        return max(2, round(math.ceil(n / leaf) * f))
+    small = Triangle(scaled(space.n)) if isinstance(space, Triangle) else \
+        Rectangle(scaled(space.n_rows), scaled(space.n_cols))
+    return small, max(1, round(host_items / leaf * f)), max(1, math.ceil(l1_items / leaf))
+
+
+def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
+                tiles: Sequence[Tile] | None = None, actors_per_node: int = 1, nodes: int = 1,
+                in_flight: int = 1, l1_items: int | None = None, window: int = 8,
+                plan: str = "auto", eviction: str = "auto", weighted: bool = False) -> PlanChoice:
+    """Simulate every candidate (``candidates``) for this run and pick the fewest loads.
+
+    Nothing is simulated when there is one candidate, or when the host tier holds every item
+    (each item is then loaded once, whatever the order)."""
+    cands = candidates(plan, eviction, weighted)
+    if len(cands) == 1:
+        return PlanChoice(*cands[0], note="as configured")
+    if host_items >= items.n_items:
+        return PlanChoice(*cands[0], note="the host tier holds every item: any plan loads "
+                                          "each item once")
+    tiles = leaves(space, leaf) if tiles is None else list(tiles)
+    l1 = device_cache_items(leaf, in_flight, l1_items)
+    kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window)
+    note = ""
+    f = 1.0
+    if len(tiles) > MAX_SIM_TILES:
+        f = None if weighted else _proxy_scale(space, leaf, host_items, len(tiles),
+                                               actors_per_node * in_flight)
+        simulated = len(tiles) * f * f if f is not None else math.inf
+        if simulated > MAX_PROXY_TILES:
+            return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
+    if f >= 1.0:
+        runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
+                            plan=c[0], eviction=c[1], **kw) for c in cands}
+    else:
+        small, host, l1_small = _proxy(space, leaf, host_items, l1, f)
+        runs = {c: simulate(small, 1, host, l1_items=l1_small, plan=c[0], eviction=c[1], **kw)
+                for c in cands}
+        note = (f"simulated on a {small.n_rows} x {small.n_cols} grid of leaf blocks "
+                f"with {host} in the host tier")
+    best = pick({c: r.loads for c, r in runs.items()})
+    return PlanChoice(*best, simulated={f"{p}/{e}": round(r.R, 4) for (p, e), r in runs.items()},
+                      note=note)

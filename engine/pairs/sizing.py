@@ -8,8 +8,8 @@ driver's) and every rule can be tested with hand-computed cases:
 * host (L2) and device (L1) budgets from the object store and the measured item size;
 * ``choose_leaf``: the tile side from a two-term cost model; for apps with pair weights
   (``app_weights``, ``weighted_probe``, ``weighted_budget``) the most one tile may weigh;
-* the tile order (a plan from ``policy.PLANS``), the split of the last tiles, the load batch and
-  every tile's deadline.
+* the tile order (a plan from ``policy.PLANS``, with ``plan=auto`` the one ``simulate.choose_plan``
+  predicts to load least), the split of the last tiles, the load batch and every tile's deadline.
 """
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ class RunPlan:
     deadlines: list[float]     # per tile, seconds
     measured: dict             # the measurements, plus the weighted budget when it applies
     warnings: tuple[str, ...]
+    eviction: str = "next_use"  # the eviction every tier uses
+    choice: dict | None = None  # how plan and eviction were chosen (``PlanChoice.to_dict``)
 
     @property
     def n_actors(self) -> int:
@@ -228,6 +230,18 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         plan = "zorder"
         warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
                         "plan assumes one tile per leaf block)")
+    l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
+    # L2 plus every L1 of a node stay under ~70 % of its object store
+    l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
+    # imported here: the simulator imports this module's rules (device_cache_items)
+    from .simulate import choose_plan
+    # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
+    l1_sim = max(1, min(l1_items, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
+    choice = choose_plan(space, leaf, host_items_eff, items=items, tiles=tiles,
+                         actors_per_node=per_node, nodes=len(node_plan), in_flight=cfg.in_flight,
+                         l1_items=l1_sim, window=cfg.window, plan=plan,
+                         eviction=cfg.eviction, weighted=weights is not None)
+    plan = choice.plan
     order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
     if weights is not None and measured.get("tail_weight"):
         # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
@@ -240,11 +254,10 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         nodes=node_plan, leaf=leaf, tiles=tiles, order=order, plan=plan,
         host_bytes=host_bytes, host_items=host_items, host_items_eff=host_items_eff,
         bound_R=bound_R(items.n_items, host_items_eff),
-        l1_items=device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items),
-        # L2 plus every L1 of a node stay under ~70 % of its object store
-        l1_bytes=cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node),
+        l1_items=l1_items, l1_bytes=l1_bytes,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
-        measured=measured, warnings=tuple(warnings))
+        measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
+        choice=choice.to_dict())
 
 
 def validation_sample(pending: list[int], fraction: float, seed: int) -> list[int]:

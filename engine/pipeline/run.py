@@ -7,6 +7,8 @@ or ``fail``. It holds the run's state and decisions; the executors only move bat
 """
 from __future__ import annotations
 
+import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
@@ -118,6 +120,8 @@ class PipelineRun:
                       "process_cpu_s": 0.0}
         self.balancer: DSDPBalancer | None = None
         self.warnings: list[str] = []
+        # per order run: [operator seconds as run (not the sample's), events], for the report
+        self.order_seconds: dict[tuple, list] = {}
 
     @property
     def path(self) -> str:
@@ -193,8 +197,12 @@ class PipelineRun:
                  n_records: int) -> None:
         """One processed batch: its observations, its survivors to the sinks, and a re-plan
         when one is due."""
+        spent = self.order_seconds.setdefault(tuple(order), [0.0, 0])
         for name, n_in, n_pass, sec, sampled in obs:
             self.stats[name].observe(n_in, n_pass, sec, sampled)
+            if not sampled:
+                spent[0] += sec
+        spent[1] += n_records
         self.batches_done += 1
         self.records_in += n_records
         self.records_selected += len(survivors)
@@ -236,9 +244,42 @@ class PipelineRun:
                   "weight_selected": self.weight_selected if self.cfg.weight else None}
         return rows, totals
 
+    def order_report(self) -> dict:
+        """The written order, the chosen one and the cost per event of each: ``expected_s``
+        from the operators' measured costs and pass rates (sample-based, so they hold whatever
+        order measured them) plus their fixed costs per call spread over a batch's events,
+        ``measured_s`` over the batches that ran that order (None when none did: an adaptive
+        run may never run the written order)."""
+        # every operator's fixed cost per call, paid once per batch wherever it sits
+        snaps = [s.snapshot() for s in self.stats.values()]
+        per_call = sum(v.get("overhead_s") or 0.0 for v in snaps)
+        fixed = per_call * self.batches_done / self.records_in if self.records_in else 0.0
+
+        def entry(order: list) -> dict:
+            spent = self.order_seconds.get(tuple(order))
+            expected = _finite(self.policy.expected_cost(order, self.stats))
+            return {"order": list(order),
+                    "expected_s": None if expected is None else expected + fixed,
+                    "measured_s": spent[0] / spent[1] if spent and spent[1] else None,
+                    "events": spent[1] if spent else 0}
+        written, chosen = entry(self.written), entry(self.order)
+        saved = None
+        if written["expected_s"] and chosen["expected_s"] is not None:
+            saved = 1.0 - chosen["expected_s"] / written["expected_s"]
+        ran = sum(spent[0] for spent in self.order_seconds.values())
+        report = {"written": written, "chosen": chosen, "saved": saved,
+                  "mode": self.meta["order_mode"],
+                  # the run as it went, every order it used: what the reordering cost in all
+                  "as_run": {"measured_s": ran / self.records_in if self.records_in else None,
+                             "events": self.records_in,
+                             "orders": len(self.order_seconds)}}
+        report["lines"] = describe_orders(report)
+        return report
+
     def finish(self, extra: dict) -> PipelineResult:
         import pandas as pd
         self._log_plan(changed=False, expected=self.policy.expected_cost(self.order, self.stats))
+        report = self.order_report()
         rows, totals = self._cutflow()
         cutflow = pd.DataFrame(rows)
         outputs = {"cutflow": self.recorder.cutflow(cutflow, rows, totals)}
@@ -258,18 +299,54 @@ class PipelineRun:
                    "replans": len(self.replans), "stage_seconds": self.stage,
                    "ops": {n: {**s.snapshot(), "total": s.total, "sample_total": s.sample_total}
                            for n, s in self.stats.items()},
-                   "outputs": outputs, "warnings": self.warnings, **extra}
+                   "order_report": report, "outputs": outputs, "warnings": self.warnings,
+                   **extra}
         if self.balancer is not None:
             summary["balance"] = {"slots": self.balancer.slots, "final_ds": self.balancer.n_ds,
                                   "final_dp": self.balancer.n_dp,
                                   "checkpoints": self.balancer.history}
         self.snapshot(force=True)
         self.recorder.finish(summary)
+        if self.cfg.progress:
+            for line in report["lines"]:
+                print(f"[pairflow] {line}", file=sys.stderr, flush=True)
         return PipelineResult(self.path, summary, selected, cutflow, hists, outputs,
                               self.replans)
 
     def fail(self, exc: BaseException) -> None:
         self.recorder.fail(exc)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _per_event(s: float | None) -> str:
+    if s is None:
+        return "not run"
+    return f"{s * 1e3:.3f} ms/event" if s >= 1e-4 else f"{s * 1e6:.2f} us/event"
+
+
+def describe_orders(report: dict) -> list[str]:
+    """The order report as lines for a person: each order, its expected cost per event (from
+    the measured operator costs and pass rates) and what its batches measured."""
+    def line(label: str, e: dict) -> str:
+        measured = (f"measured {_per_event(e['measured_s'])} over {e['events']:,} events"
+                    if e["events"] else "never run")
+        return (f"{label}: {' > '.join(e['order'])}\n    expected "
+                f"{_per_event(e['expected_s'])}, {measured}")
+    w, c = report["written"], report["chosen"]
+    if w["order"] == c["order"]:
+        return [line(f"order ({report['mode']}, the written one)", w)]
+    out = [line("written order", w), line("chosen order", c)]
+    if report["saved"] is not None:
+        out.append(f"the chosen order is expected to cost {100 * (1 - report['saved']):.1f} % "
+                   f"of the written one per event (saves {100 * report['saved']:.1f} %)")
+    run = report.get("as_run")
+    if run and run["events"]:
+        out.append(f"as run ({run['orders']} order(s), sample excluded): measured "
+                   f"{_per_event(run['measured_s'])} over {run['events']:,} events")
+    return out
 
 
 def _op_dict(o: OpSpec) -> dict:

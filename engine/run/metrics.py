@@ -14,6 +14,7 @@ Event kinds:
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 
@@ -140,17 +141,34 @@ class EventBuffer:
     """Batches events in an actor and sends them every ``interval`` seconds (fire and forget).
 
     ``metrics``: anything with ``record(events)`` returning an awaitable or None (a client of
-    the run's ``Metrics``, or None to drop events)."""
+    the run's ``Metrics``, or None to drop events).
+
+    No event waits longer than about ``interval``: on an event loop (the async actors) an event
+    that does not go out at once schedules a flush. Flushing only on the next ``add`` left a
+    cache's loads in the buffer for as long as no one asked it for anything, and the progress
+    line showed R = 0.00 for most of a run whose items were all loaded in its first second."""
 
     def __init__(self, metrics, interval: float = 0.5):
         self.metrics, self.interval = metrics, interval
         self.events: list = []
         self._last = time.time()
+        self._timer = None
 
     def add(self, event: dict) -> None:
         self.events.append(event)
         if time.time() - self._last >= self.interval:
             self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # a thread without a loop: the next add or flush sends it
+                return
+            self._timer = loop.call_later(max(0.0, self._last + self.interval - time.time()),
+                                          self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        self.flush()  # fire and forget, as from add
 
     def span(self, actor: str, stage: str, what, t0: float, t1: float,
              cpu: float | None = None) -> None:
@@ -162,6 +180,9 @@ class EventBuffer:
 
     def flush(self):
         self._last = time.time()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.events and self.metrics is not None:
             batch, self.events = self.events, []
             return self.metrics.record(batch)

@@ -225,12 +225,38 @@ def test_next_use_advice_is_fetched_before_inserting_evicts():
     assert sched.held["node-0"] == cache.cache.keys()
 
 
-def test_an_item_evicted_right_after_its_load_is_still_handed_over_by_value():
-    # a tier of one item, a request for three small items loaded in one batch: accounting fills
-    # all three, the tier evicts two at once, and the request must still get each item's value
-    # (it was handed the load's info list instead, which compare cannot use)
-    small = [i for i in range(200) if size_of(i) <= INLINE][:3]
-    cache, loads, _, _ = make(budget_items=1, load_batch=4)
-    got = asyncio.run(cache.get(small))
+def test_loads_reach_the_metrics_without_a_later_request():
+    """A run that loads every item in its first moments and then asks its host tier for
+    nothing more: the loads must still reach the metrics while it runs (they waited in the
+    event buffer for a next request, and the progress line showed R = 0.00 to the end)."""
+    from engine.run.metrics import MetricsState
+
+    async def main():
+        loads, sched, events = FakeLoads(), FakeScheduler(), Events()
+        cache = NodeCache("node-0", [f"key-{i}" for i in range(16)],
+                          BudgetCache(None, 16, LRUEviction()), loads, sched,
+                          EventBuffer(events, interval=0.05), load_batch=4, load_slots=2)
+        await cache.get(list(range(16)))
+        await asyncio.sleep(0.5)  # ten intervals, and no other request
+        state = MetricsState(n_items=16, tiles_total=1, pairs_total=1, bound_R=1.0)
+        state.add(events.events)
+        return state.snapshot()
+
+    snap = run(main())
+    assert snap["loads"] == 16 and snap["R"] == 1.0
+
+
+def test_an_item_evicted_right_after_its_load_still_comes_back_as_its_value():
+    """A host tier of one item asked for two small ones: the second load's accounting evicts
+    the first before the request reads them back. The request must still get both values, not
+    the load's handle (with all-inline loads that handle is the list of infos, and a device
+    actor compared those dicts: "int() argument must be ... not 'dict'")."""
+    async def main():
+        cache, _, _, _ = make(budget_items=1, load_batch=1)
+        small = [i for i in range(40) if size_of(i) <= INLINE][:2]
+        got = await cache.get(small)
+        return small, got, len(cache.cache)
+
+    small, got, resident = run(main())
+    assert resident <= 1
     assert got == {i: ("value", f"item-{i}") for i in small}
-    assert len(cache.cache) <= 1

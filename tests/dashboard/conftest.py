@@ -165,3 +165,13 @@ def failed_run(engine_runs, tmp_path) -> Path:
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def large_run(tmp_path) -> Path:
+    """A finished run of 10,000 items (49,995,000 pairs in 60 s, about 833 K pairs/s) written
+    at once by the synthetic writer: headline numbers no engine run in a test suite reaches."""
+    run_dir = tmp_path / "large"
+    SyntheticRun(run_dir, n_items=10_000, leaf_items=1250, duration_s=60.0, snapshot_s=5.0,
+                 host_cache_items=2000, realtime=False, t_start=1_700_000_000.0).run()
+    return run_dir

@@ -69,3 +69,47 @@ def test_failed_run_without_error_text(monkeypatch, tmp_path):
     at = _run(monkeypatch, tmp_path)
     assert "state: failed" in _text(at)
     assert any("no error text" in e.value for e in at.error)
+
+
+def test_large_numbers_in_compact_units(monkeypatch, large_run):
+    """49,995,000 pairs do not fit a headline box digit by digit: 50.0 M, and the rate in K/s
+    (60 s for the pairs: about 833 K/s on average); the exact figures are in the status line
+    and the help."""
+    from dashboard.rundir import RunView
+    at = _run(monkeypatch, large_run)
+    assert "pairs done: 49995000 / 49995000" in _text(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["pairs"] == "50.0 M / 50.0 M"
+    assert metrics["tiles"] == "36 / 36"
+    view = RunView(str(large_run))
+    view.refresh()
+    thr = view.overview()["throughput"]
+    rate = thr["pairs_per_s"] if thr.get("pairs_per_s") is not None else thr["pairs_per_s_avg"]
+    assert 500e3 < rate < 1e6  # 60 s for the pairs, the recent window a little faster
+    assert metrics["throughput"] == f"{rate / 1e3:.1f} K/s"
+
+
+def test_format_count_by_hand():
+    from dashboard.rundir import format_count
+    assert [format_count(x) for x in (0, 866, 999, 1000, 866_860, 999_960, 49_009_236, 2.5e9)] == \
+        ["0", "866", "999", "1.0 K", "866.9 K", "1.0 M", "49.0 M", "2.5 G"]
+    assert format_count(None) == "?" and format_count(float("nan")) == "?"
+
+
+def test_pipeline_view_shows_the_written_and_the_chosen_order(monkeypatch, pipeline_run):
+    import json
+    rep = json.loads((pipeline_run / "summary.json").read_text())["order_report"]
+    at = _run(monkeypatch, pipeline_run, "pipelines")
+    assert any("written and chosen order" in m.value for m in at.markdown)
+    tables = [d.value for d in at.dataframe if "measured per event" in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0].set_index("")
+    assert table.loc["written", "order"] == " → ".join(rep["written"]["order"])
+    assert table.loc["chosen", "order"] == " → ".join(rep["chosen"]["order"])
+    assert table.loc["as run", "events"] == rep["as_run"]["events"]
+
+
+def test_format_seconds_by_hand():
+    from dashboard.rundir import format_seconds
+    assert [format_seconds(x) for x in (None, 2.5, 0.0042, 0.000302, 5.31e-5, 1.25e-7)] == \
+        ["—", "2.50 s", "4.200 ms", "302.0 µs", "53.1 µs", "125.0 ns"]

@@ -443,3 +443,26 @@ def test_failed_run_shows_error(failed_run, serve, page, artifacts_dir):
     page.screenshot(path=str(artifacts_dir / "failed-overview.png"), full_page=True)
     show_view(page, "matrix")
     page.screenshot(path=str(artifacts_dir / "failed-matrix.png"), full_page=True)
+
+
+@pytest.mark.timeout(900)
+def test_headline_numbers_fit_their_boxes(large_run, serve, page, artifacts_dir):
+    """49,995,000 pairs and ~833 K pairs/s: every headline value is shown whole in compact
+    units, none cut off with an ellipsis (the box is as wide as its text needs)."""
+    server = serve(large_run)
+    open_dashboard(page, server)
+    wait_status(page, lambda s: s["state"] == "finished", 30)
+    show_view(page, "overview")
+    values = page.locator('[data-testid="stMetricValue"]')
+    values.first.wait_for()
+    boxes = values.evaluate_all(
+        "els => els.map(e => ({text: e.innerText, scroll: e.scrollWidth, client: e.clientWidth,"
+        " inner: [...e.querySelectorAll('*')].map(c => [c.scrollWidth, c.clientWidth])}))")
+    page.screenshot(path=str(artifacts_dir / "large-overview.png"), full_page=True)
+    texts = [b["text"].strip() for b in boxes]
+    assert "50.0 M / 50.0 M" in texts and "36 / 36" in texts, texts
+    assert any(re.fullmatch(r"\d{3}\.\d K/s", t) for t in texts), texts
+    for b in boxes:
+        assert "…" not in b["text"]
+        assert b["scroll"] <= b["client"], b
+        assert all(sw <= cw for sw, cw in b["inner"] if cw), b

@@ -242,3 +242,65 @@ def test_hydra_entry_point_on_a_compression_variant(ray_local, tmp_path, ref):
     assert np.array_equal(np.sort(np.asarray(res.selected["event"])), events)
     text = module.report(res)
     assert f"selected={len(events)}" in text and "ttbar_reco" in text
+
+
+def _expected_per_event(order, ops, batches, events):
+    """sum_i c_i * prod_{j<i} p_j over the filters before i: the cost per event of an order
+    from each operator's measured cost per record and pass rate (maps pass everything), plus
+    every operator's fixed cost per call once per batch."""
+    total = sum(op["overhead_s"] or 0.0 for op in ops.values()) * batches / events
+    alive = 1.0
+    for name in order:
+        total += ops[name]["cost_s"] * alive
+        if name not in OBJECT_MAPS:
+            alive *= ops[name]["pass_rate"]
+    return total
+
+
+def test_the_poor_order_run_shows_its_work(runs, ref, capfd):
+    """`app=hep hep.order=poor`: the written order, the chosen one and the cost per event of
+    each, printed at the end and kept in summary.json (issue 19)."""
+    events, _, _ = ref
+    res = hep_pipeline(order="poor", adaptive=True, reco_draws=DRAWS, step_size=250,
+                       replan_every=1, sample_rate=0.02, executor="local", progress=True,
+                       runs_root=runs).run()
+    assert np.array_equal(np.sort(np.asarray(res.selected["event"])), events)
+    rep = res.summary["order_report"]
+    assert rep["written"]["order"] == POOR and rep["mode"] == "adaptive"
+    assert rep["chosen"]["order"] == res.summary["final_order"] != POOR
+    # each expected cost is the cost model over the measured operator figures, recomputed here
+    ops = res.summary["ops"]
+    for which in ("written", "chosen"):
+        assert rep[which]["expected_s"] == pytest.approx(
+            _expected_per_event(rep[which]["order"], ops, res.summary["batches"],
+                                res.summary["records_in"]), rel=1e-9)
+    # moving the heavy reconstruction behind the tight cuts is most of the work saved
+    assert rep["saved"] == pytest.approx(
+        1 - rep["chosen"]["expected_s"] / rep["written"]["expected_s"]) and rep["saved"] > 0.5
+    # measured over the batches that ran each order (every event under one order), and over
+    # the whole run: the operators' seconds outside the sample, per event read
+    assert rep["chosen"]["events"] + rep["written"]["events"] <= res.summary["records_in"]
+    assert rep["chosen"]["measured_s"] is None or rep["chosen"]["measured_s"] > 0
+    ran = sum(op["total"]["seconds"] for op in ops.values())
+    assert rep["as_run"]["measured_s"] == pytest.approx(ran / EVENTS_IN_FILE, rel=1e-9)
+    assert rep["as_run"]["orders"] == res.summary["distinct_orders"]
+    err = capfd.readouterr().err
+    assert "[pairflow] written order: " + " > ".join(POOR) in err
+    assert "[pairflow] chosen order: " + " > ".join(rep["chosen"]["order"]) in err
+    assert "expected" in err and "saves" in err and "as run (" in err
+    with open(os.path.join(res.run_dir, "summary.json")) as f:
+        assert json.load(f)["order_report"]["written"]["order"] == POOR
+
+
+def test_a_fixed_order_measures_what_it_ran(runs):
+    """Run as written, the report has one order, measured over every event: its operator
+    seconds (no sample in a fixed run) per event read."""
+    res = hep_pipeline(order="poor", adaptive=False, reco_draws=DRAWS, step_size=EVENTS_IN_FILE,
+                       executor="local", progress=False, runs_root=runs).run()
+    rep = res.summary["order_report"]
+    assert rep["written"]["order"] == rep["chosen"]["order"] == POOR and rep["mode"] == "fixed"
+    assert rep["written"]["events"] == res.summary["records_in"] == EVENTS_IN_FILE
+    ran = sum(op["total"]["seconds"] for op in res.summary["ops"].values())
+    assert rep["written"]["measured_s"] == pytest.approx(ran / EVENTS_IN_FILE, rel=1e-9)
+    assert rep["as_run"]["measured_s"] == pytest.approx(rep["written"]["measured_s"])
+    assert rep["saved"] == pytest.approx(0.0) and len(rep["lines"]) == 1

@@ -26,3 +26,34 @@ def test_snapshot_counts():
     # later counters of the same source replace earlier ones (they are cumulative)
     m.add([{"kind": "loads", "source": "node-0", "loads": 7, "bytes": 700}])
     assert m.snapshot()["loads"] == 16
+
+
+def test_event_buffer_sends_a_lone_event_within_its_interval():
+    import asyncio
+
+    from engine.run.metrics import EventBuffer
+
+    class Sink:
+        def __init__(self):
+            self.batches = []
+
+        def record(self, batch):
+            self.batches.append(list(batch))
+
+    async def main():
+        sink = Sink()
+        buf = EventBuffer(sink, interval=0.05)
+        buf.add({"kind": "loads", "source": "node-0", "loads": 3, "bytes": 30})
+        buf.add({"kind": "loads", "source": "node-0", "loads": 4, "bytes": 40})
+        assert sink.batches == []  # batched, not sent one by one
+        await asyncio.sleep(0.5)
+        return sink.batches
+
+    assert [len(b) for b in asyncio.run(main())] == [2]
+    # without an event loop (a worker thread) an event waits for the next add or flush
+    sink = Sink()
+    buf = EventBuffer(sink, interval=60)
+    buf.add({"kind": "x"})
+    assert sink.batches == []
+    buf.flush()
+    assert sink.batches == [[{"kind": "x"}]]

@@ -1,0 +1,140 @@
+"""The planner: a Hilbert order over the pair space, and the choice of plan by simulated loads.
+
+Oracles: the Hilbert curve's defining properties (a bijection onto the grid whose consecutive
+cells are grid neighbours), brute-force pair sets, and hand-worked cache states."""
+import itertools
+
+import numpy as np
+import pytest
+
+from engine.pairs.policy import HilbertPlan, ItemMap, LRUEviction, hilbert_index, hilbert_pairs
+from engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
+from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
+from engine.pairs.tiers import BudgetCache
+
+
+@pytest.mark.parametrize("side", [1, 2, 4, 8, 16, 32])
+def test_hilbert_index_is_a_curve_of_neighbouring_cells(side):
+    x, y = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+    d = hilbert_index(x.ravel(), y.ravel(), side)
+    assert sorted(d.tolist()) == list(range(side * side))  # every cell once
+    cells = np.empty((side * side, 2), int)
+    cells[d] = np.stack([x.ravel(), y.ravel()], axis=1)
+    steps = np.abs(np.diff(cells, axis=0)).sum(axis=1)
+    assert (steps == 1).all(), "consecutive cells of a Hilbert curve are neighbours"
+    assert tuple(cells[0]) == (0, 0)
+
+
+def test_hilbert_index_refuses_a_grid_that_is_no_power_of_two():
+    with pytest.raises(ValueError, match="power of two"):
+        hilbert_index(0, 0, 6)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 16, 37])
+def test_hilbert_pairs_cover_every_pair_once(n):
+    got = hilbert_pairs(n)
+    assert len(got) == n * (n - 1) // 2
+    assert set(got) == set(itertools.combinations(range(n), 2))
+
+
+def test_hilbert_pairs_move_one_step_at_a_time_inside_a_quadrant():
+    # in the first quadrant's upper triangle of a 16 x 16 grid the curve mostly steps to a
+    # neighbour: most consecutive pairs share an item (the point of the order)
+    got = hilbert_pairs(16)
+    shared = sum(bool(set(a) & set(b)) for a, b in zip(got, got[1:]))
+    assert shared >= 0.8 * (len(got) - 1)
+
+
+@pytest.mark.parametrize("space,leaf,weighted", [(Triangle(37), 3, False), (Triangle(16), 1, False),
+                                                 (Rectangle(7, 40), 4, False),
+                                                 (Rectangle(9, 12), 2, True)])
+def test_hilbert_plan_lists_every_tile_once_and_covers_every_pair_once(space, leaf, weighted):
+    if weighted:
+        w = PairWeights(np.arange(1.0, space.n_rows + 1) ** 2, np.arange(1.0, space.n_cols + 1))
+        tiles = leaves(space, leaf, w, max_weight=200.0)
+    else:
+        tiles = leaves(space, leaf)
+    items = ItemMap.shared(space.n_rows) if space.symmetric else \
+        ItemMap.disjoint(space.n_rows, space.n_cols)
+    order = HilbertPlan().order(tiles, items)
+    assert sorted(order) == list(range(len(tiles)))
+    seen = np.zeros((space.n_rows, space.n_cols), int)
+    for t in order:
+        tile = tiles[t]
+        seen[tile.r0:tile.r1, tile.c0:tile.c1] += space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+    want = np.triu(np.ones_like(seen), 1) if space.symmetric else np.ones_like(seen)
+    assert (seen == want).all()
+
+
+def test_pick_takes_the_fewest_loads_and_the_first_on_a_tie():
+    assert pick({("stripe", "next_use"): 40, ("zorder", "lru"): 35}) == ("zorder", "lru")
+    assert pick({("stripe", "next_use"): 35, ("hilbert", "lru"): 35, ("zorder", "lru"): 36}) \
+        == ("stripe", "next_use")
+    with pytest.raises(ValueError):
+        pick({})
+
+
+def test_candidates_expand_auto_and_keep_stripes_from_weighted_tiles():
+    assert candidates("auto", "auto") == [(p, e) for p in ("stripe", "hilbert", "zorder")
+                                          for e in ("next_use", "lru")]
+    assert candidates("hilbert", "auto") == [("hilbert", "next_use"), ("hilbert", "lru")]
+    assert candidates("auto", "lru", weighted=True) == [("zorder", "lru"), ("hilbert", "lru")]
+    with pytest.raises(ValueError, match="unknown plan 'spiral': choose auto or 'stripe'"):
+        candidates("spiral", "auto")
+
+
+@pytest.mark.parametrize("l1_items", [4, 6])
+def test_sixteen_items_and_a_host_tier_of_four_never_lose_to_the_baseline(l1_items):
+    """The case of issue 19: 16 genomes, a host tier of 4, 2 actors with 2 tiles under way,
+    leaf 1 (what sizing gives), L1 of 6 items (the CLI's default store) or 4 (the tests')."""
+    kw = dict(actors_per_node=2, in_flight=2, l1_items=l1_items)
+    choice = choose_plan(Triangle(16), 1, 4, items=ItemMap.shared(16), **kw)
+    baseline = simulate(Triangle(16), 1, 4, plan="zorder", eviction="lru", **kw)
+    stripe = simulate(Triangle(16), 1, 4, plan="stripe", eviction="next_use", **kw)
+    assert choice.simulated["zorder/lru"] == pytest.approx(baseline.R)
+    assert choice.R == min(choice.simulated.values())
+    assert choice.R <= baseline.R and choice.R < stripe.R  # the old default lost here
+    assert len(choice.simulated) == 6 and choice.plan in choice.describe()
+
+
+def test_choose_plan_simulates_nothing_when_it_need_not():
+    whole = choose_plan(Triangle(16), 1, 16, items=ItemMap.shared(16))
+    assert (whole.plan, whole.eviction, whole.simulated) == ("stripe", "next_use", {})
+    assert "every item" in whole.note
+    fixed = choose_plan(Triangle(16), 1, 4, items=ItemMap.shared(16), plan="zorder",
+                        eviction="lru")
+    assert (fixed.plan, fixed.eviction, fixed.simulated) == ("zorder", "lru", {})
+
+
+def test_a_large_run_is_simulated_on_a_scaled_grid():
+    # 120 x 120 leaf blocks (7260 tiles): a 3-row stripe of blocks must still beat Z-order
+    choice = choose_plan(Triangle(1200), 10, 300, items=ItemMap.shared(1200),
+                         actors_per_node=2, in_flight=2)
+    assert "grid of leaf blocks" in choice.note
+    assert choice.plan == "stripe"
+    assert choice.R < choice.simulated["zorder/lru"]
+
+
+def test_a_tile_is_pinned_as_one_transaction():
+    """L1 holds 3 (older) and 4, two items, unpinned; the tile needs 1 and 3. Inserting 1
+    first must not evict 3, which the same tile needs: 4 goes (as TileCache.acquire does)."""
+    l1 = BudgetCache(budget_items=2, eviction=LRUEviction())
+    l2 = BudgetCache(budget_items=10, eviction=LRUEviction())
+    for it in (3, 4):
+        l1.put(it, True, 1)
+    for it in (1, 3, 4):
+        l2.put(it, True, 1)
+    assert _acquire((1, 3), l1, l2) == (0, 1, 1)  # loads, L1 hits, L2 hits
+    assert 3 in l1 and 1 in l1 and 4 not in l1
+
+
+def test_a_proxy_keeps_sixteen_blocks_in_its_host_tier_or_the_run_is_not_simulated():
+    # 2 actors x 2 tiles under way: the proxy's host tier keeps max(16, 4 x 4) = 16 blocks
+    choice = choose_plan(Triangle(1000), 10, 200, items=ItemMap.shared(1000),
+                         actors_per_node=2, in_flight=2)
+    assert "with 16 in the host tier" in choice.note and choice.plan == "stripe"
+    # 500 x 500 blocks with 50 in the host tier: a proxy of 16 would still have ~12,800 tiles
+    big = choose_plan(Triangle(20000), 40, 2000, items=ItemMap.shared(20000),
+                      actors_per_node=2, in_flight=2)
+    assert (big.plan, big.eviction, big.simulated) == ("stripe", "next_use", {})
+    assert "too many to simulate" in big.note
