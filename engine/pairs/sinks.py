@@ -306,29 +306,45 @@ class TopK(_PartsSink):
         return q[keep], t[keep], v[keep], rank[keep] + 1
 
     def _row_candidates(self, values: np.ndarray, mask: np.ndarray):
-        """(rows, cols) of a superset of every row's k best: the entries at least as good as
-        the row's k-th best value (ties kept; ``_select`` orders them). Sorting only these
-        instead of the whole tile saves a sort per tile. None when it does not apply (masked
-        cells, NaN, few columns)."""
-        if values.ndim != 2 or values.shape[1] <= self.k or not mask.all() or \
+        """(rows, cols) of a superset of every row's k best among the cells of the space: the
+        cells at least as good as the row's k-th best (ties kept; ``_select`` orders them).
+        Sorting only these instead of the whole tile saves a sort of every pair of it: a tile
+        of short reads holds millions. None when it does not apply (NaN, few columns)."""
+        if values.ndim != 2 or values.shape[1] <= self.k or \
                 (values.dtype.kind == "f" and np.isnan(values).any()):
             return None
+        full = bool(mask.all())
+        if not full:  # cells outside the space rank last, and are never candidates
+            worst = -np.inf if self.largest else np.inf
+            if values.dtype.kind != "f":
+                info = np.iinfo(values.dtype) if values.dtype.kind in "iu" else None
+                worst = (info.min if self.largest else info.max) if info else worst
+            values = np.where(mask, values, worst)
         if self.largest:
             kth = np.partition(values, -self.k, axis=1)[:, -self.k]
-            return np.nonzero(values >= kth[:, None])
-        kth = np.partition(values, self.k - 1, axis=1)[:, self.k - 1]
-        return np.nonzero(values <= kth[:, None])
+            good = values >= kth[:, None]
+        else:
+            kth = np.partition(values, self.k - 1, axis=1)[:, self.k - 1]
+            good = values <= kth[:, None]
+        return np.nonzero(good if full else good & mask)
 
     def write_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
-        cand = None if self.ctx.space.symmetric else self._row_candidates(values, mask)
-        if cand is not None:
-            ii, jj = cand
-            q, t, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
-        else:
+        mask = np.asarray(mask, bool)
+        rows = self._row_candidates(values, mask)
+        cols = self._row_candidates(values.T, mask.T) if self.ctx.space.symmetric else None
+        if rows is None or (self.ctx.space.symmetric and cols is None):
             q, t, v = _pairs_of(tile, values, mask)
-        if self.ctx.space.symmetric:
-            q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
+            if self.ctx.space.symmetric:  # a pair is a candidate for both its items
+                q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
+        else:
+            ii, jj = rows
+            q, t, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
+            if cols is not None:  # the column items' k best within the tile, as queries
+                cj, ci = cols
+                q = np.concatenate([q, cj + tile.c0])
+                t = np.concatenate([t, ci + tile.r0])
+                v = np.concatenate([v, values[ci, cj]])
         q, t, v, _ = self._select(q, t, v)
         return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
 
@@ -361,10 +377,12 @@ class Threshold(_PartsSink):
         self.t, self.field, self.above = float(t), field, above
 
     def write_tile(self, tile, fields, mask):
-        q, t, v = _pairs_of(tile, np.asarray(fields[self.field]), mask)
-        keep = v >= self.t if self.above else v <= self.t
-        return [self._write_part(tile, {"i": q[keep].astype(np.int64),
-                                        "j": t[keep].astype(np.int64), "value": v[keep]})]
+        values = np.asarray(fields[self.field])
+        # only the passing cells become pairs (a tile may hold millions of pairs)
+        keep = (values >= self.t if self.above else values <= self.t) & np.asarray(mask, bool)
+        q, t, v = _pairs_of(tile, values, keep)
+        return [self._write_part(tile, {"i": q.astype(np.int64),
+                                        "j": t.astype(np.int64), "value": v})]
 
     def before_finalize(self):
         import pandas  # noqa: F401
