@@ -280,6 +280,89 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
+def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
+    """Each row's k best cells of a tile (and each column's, ``do_cols``), by value (times
+    ``sign``: -1 ranks the smallest first) then by lower index, in one pass: (i, j, is_column)
+    of every candidate. Most cells cost a comparison with the row's and the column's k-th best
+    so far; compiled with numba on first use (``_topk_kernel``). The last value returned is
+    False, and nothing else, when a value is NaN."""
+    nr, nc = values.shape
+    rv = np.empty((nr, k))
+    rj = np.empty((nr, k), np.int64)
+    rn = np.zeros(nr, np.int64)
+    cv = np.empty((nc, k))
+    ci = np.empty((nc, k), np.int64)
+    cn = np.zeros(nc, np.int64)
+    cmin = np.full(nc, -np.inf)  # a column's k-th best once it holds k cells
+    for i in range(nr):
+        rmin = -np.inf
+        for j in range(nc):
+            if use_mask and not mask[i, j]:
+                continue
+            v = values[i, j] * sign
+            if v != v:  # NaN: the caller falls back to the sort, which ranks NaN last
+                return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.bool_), False
+            n = rn[i]
+            if n < k or v > rmin:  # later equal cells lose: their index is higher
+                p = n if n < k else k - 1
+                while p > 0 and rv[i, p - 1] < v:
+                    if p < k:
+                        rv[i, p] = rv[i, p - 1]
+                        rj[i, p] = rj[i, p - 1]
+                    p -= 1
+                rv[i, p] = v
+                rj[i, p] = j
+                if n < k:
+                    rn[i] = n + 1
+                if rn[i] == k:
+                    rmin = rv[i, k - 1]
+            if do_cols:
+                m = cn[j]
+                if m < k or v > cmin[j]:
+                    p = m if m < k else k - 1
+                    while p > 0 and cv[j, p - 1] < v:
+                        if p < k:
+                            cv[j, p] = cv[j, p - 1]
+                            ci[j, p] = ci[j, p - 1]
+                        p -= 1
+                    cv[j, p] = v
+                    ci[j, p] = i
+                    if m < k:
+                        cn[j] = m + 1
+                    if cn[j] == k:
+                        cmin[j] = cv[j, k - 1]
+    total = rn.sum() + (cn.sum() if do_cols else 0)
+    out_i = np.empty(total, np.int64)
+    out_j = np.empty(total, np.int64)
+    out_c = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(nr):
+        for p in range(rn[i]):
+            out_i[w] = i
+            out_j[w] = rj[i, p]
+            w += 1
+    if do_cols:
+        for j in range(nc):
+            for p in range(cn[j]):
+                out_i[w] = ci[j, p]
+                out_j[w] = j
+                out_c[w] = True
+                w += 1
+    return out_i, out_j, out_c, True
+
+
+_TOPK_KERNEL = None
+
+
+def _topk_kernel():
+    """``_topk_cells_py`` compiled (numba is imported only by a TopK sink that writes)."""
+    global _TOPK_KERNEL
+    if _TOPK_KERNEL is None:
+        import numba
+        _TOPK_KERNEL = numba.njit(cache=True, nogil=True)(_topk_cells_py)
+    return _TOPK_KERNEL
+
+
 class TopK(_PartsSink):
     """The k best targets per query (per row; per item on both sides for symmetric spaces)."""
 
@@ -328,9 +411,30 @@ class TopK(_PartsSink):
             good = values <= kth[:, None]
         return np.nonzero(good if full else good & mask)
 
+    def attach(self):
+        # compile (or load from numba's cache) the tile pass before the clock starts
+        self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
+
+    def _compiled_cells(self, values, mask):
+        return _topk_kernel()(np.ascontiguousarray(values, dtype=np.float64),
+                                   np.ascontiguousarray(mask), not bool(mask.all()), self.k,
+                                   1.0 if self.largest else -1.0,
+                                   bool(self.ctx.space.symmetric) if hasattr(self, "ctx")
+                                   else True)
+
     def write_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
         mask = np.asarray(mask, bool)
+        # exactly k candidates per row (and per column of a symmetric space), for float
+        # values (ints might not fit a float) without NaN (the sort below ranks them last)
+        i, j, col, ok = self._compiled_cells(values, mask) \
+            if values.ndim == 2 and values.dtype.kind == "f" else (None, None, None, False)
+        if ok:
+            v = values[i, j]
+            q = np.where(col, j + tile.c0, i + tile.r0)
+            t = np.where(col, i + tile.r0, j + tile.c0)
+            q, t, v, _ = self._select(q, t, v)
+            return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
         rows = self._row_candidates(values, mask)
         cols = self._row_candidates(values.T, mask.T) if self.ctx.space.symmetric else None
         if rows is None or (self.ctx.space.symmetric and cols is None):
