@@ -147,8 +147,21 @@ class JaccardApp(BasePairApp):
                              f"({len(self.skipped)} records skipped)")
         return keys
 
+    def __getstate__(self):
+        # workers get the slim copy: they are handed keys, never ask for them, and a million
+        # read names would be unpickled in every worker
+        state = dict(self.__dict__)
+        state.update(_keys=None, skipped=None, _n_skipped=len(self.skipped))
+        return state
+
     def keys(self):
+        if self._keys is None:
+            raise RuntimeError("JaccardApp.keys() is driver-side; this is the slim copy "
+                               "workers get")
         return self._keys
+
+    def _skipped_count(self) -> int:
+        return len(self.skipped) if self.skipped is not None else self._n_skipped
 
     def url(self, key):
         return self.catalog.fetch_url(key)
@@ -263,7 +276,7 @@ class JaccardApp(BasePairApp):
     def describe(self):
         return {"app": self.name, "k": self.k, "item": self.item, "n_inputs": len(self.urls),
                 "kernel": self.kernel, "canonical": self.canonical,
-                "on_bad_record": self.on_bad_record, "skipped_records": len(self.skipped)}
+                "on_bad_record": self.on_bad_record, "skipped_records": self._skipped_count()}
 
     def fingerprint(self):
         """What decides the result: a resumed run with a different fingerprint is refused.
