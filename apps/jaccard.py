@@ -151,7 +151,7 @@ class JaccardApp(BasePairApp):
         # workers get the slim copy: they are handed keys, never ask for them, and a million
         # read names would be unpickled in every worker
         state = dict(self.__dict__)
-        state.update(_keys=None, skipped=None, _n_skipped=len(self.skipped))
+        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count())
         return state
 
     def keys(self):

@@ -128,3 +128,16 @@ def test_strand_specific_tells_a_read_from_its_reverse_complement(tmp_path):
             assert got == pytest.approx(jaccard(kmer_set(seq, 5, canonical),
                                                  kmer_set(rc, 5, canonical)), abs=1e-12)
             assert (got == 1.0) == canonical
+
+
+def test_workers_get_a_slim_copy_that_pickles_again(tmp_path):
+    """Workers are handed keys; the app they get drops its key list, and pickles again (a
+    worker-side process hands it on)."""
+    import pickle
+    app = JaccardApp([_reads()], k=5, item="record")
+    slim = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(app))))
+    assert slim.describe() == app.describe()
+    key = app.keys()[7]
+    assert np.array_equal(slim.parse(key, None), app.parse(key, None))
+    with pytest.raises(RuntimeError, match="driver-side"):
+        slim.keys()
