@@ -117,8 +117,9 @@ def test_torch_path_equals_numpy(reads):
 
 
 def test_prefer_bitset_rule():
-    assert prefer_bitset(5, 100) and prefer_bitset(7, 100)
-    assert not prefer_bitset(8, 100)  # 1,024+ words against ~100 k-mers: the merge
+    assert prefer_bitset(5, 100) and prefer_bitset(7, 100) and prefer_bitset(8, 100)
+    assert not prefer_bitset(8, 20)  # 514 words against 20 k-mers: the merge
+    assert not prefer_bitset(8, 20, canonical=False)
     assert prefer_bitset(8, 100_000)  # a genome at k = 8
     assert not prefer_bitset(9, 10**7)  # past k = 8, never
     with pytest.raises(ValueError, match="up to 8"):
