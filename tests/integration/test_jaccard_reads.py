@@ -83,7 +83,7 @@ def test_all_reads_at_k_equal_python_sets(ray_local, runs, reads, k):
 
 @pytest.mark.parametrize("kernel", ["bitset", "merge"])
 def test_topk_threshold_and_dense_equal_the_full_matrix(ray_local, runs, reads, tmp_path,
-                                                        kernel):
+                                                        kernel, capfd):
     """A few hundred reads (two files, one of them FASTA with a bad read kept out by skip): the
     dense matrix equals the Python-set matrix for both kernels, and TopK and Threshold equal a
     sort of that matrix."""
@@ -101,7 +101,11 @@ def test_topk_threshold_and_dense_equal_the_full_matrix(ray_local, runs, reads, 
     assert app.kernel == kernel and [s[2] for s in app.skipped] == ["allN"]
     res = _run(app, runs, [DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
                            TopK(top_k, field="similarity"), Threshold(t, field="similarity")],
-               leaf_items=64)
+               leaf_items=64, progress=True)
+    # the progress line (no terminal here: one line every few seconds and the last) keeps
+    # the pairs compared per second
+    last = [line for line in capfd.readouterr().err.splitlines() if "[pairflow] tiles" in line]
+    assert last and re.search(r"pairs/s=[\d,]+", last[-1]), last[-1:]
     seqs = [s for _, s in pick + more]
     sets = [kmer_set(s, k) for s in seqs]
     n = len(sets)
