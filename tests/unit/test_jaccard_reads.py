@@ -141,3 +141,20 @@ def test_workers_get_a_slim_copy_that_pickles_again(tmp_path):
     assert np.array_equal(slim.parse(key, None), app.parse(key, None))
     with pytest.raises(RuntimeError, match="driver-side"):
         slim.keys()
+
+
+@pytest.mark.parametrize("kernel", ["bitset", "merge"])
+def test_torch_device_equals_cpu(kernel):
+    from tests.conftest import need_module
+    need_module("torch")
+    app = JaccardApp([_reads()], k=5, item="record", kernel=kernel)
+    keys = app.keys()[:40]
+    mask = np.triu(np.ones((20, 20), bool), 1)
+    out = {}
+    for device in ("cpu", "torch-cpu"):
+        items = [app.preprocess(k, app.parse(k, None), device) for k in keys]
+        block = app.compare(items[:20], items[20:], mask, device)
+        out[device] = app.postprocess(block, None, mask)
+    for name in ("similarity", "intersection", "distance"):
+        got = np.where(mask, out["torch-cpu"][name], 0)
+        np.testing.assert_allclose(got, np.where(mask, out["cpu"][name], 0), atol=1e-12)
