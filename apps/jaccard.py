@@ -205,7 +205,8 @@ class JaccardApp(BasePairApp):
         else:
             one = canonical_kmers(seq, self.k, canonical=self.canonical).hashes
             record_kmer_sets(seq, self.k, self.canonical)
-        item = one if self.item == "record" else {"kmers": one}
+        item = one if self.item == "record" else \
+            {"bits" if self.kernel == "bitset" else "kmers": one}
         one = self.preprocess("warmup", item, device)
         self.compare([one], [one], np.ones((1, 1), bool), device)
         if host and self.item == "record":

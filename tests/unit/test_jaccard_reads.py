@@ -158,3 +158,26 @@ def test_torch_device_equals_cpu(kernel):
     for name in ("similarity", "intersection", "distance"):
         got = np.where(mask, out["torch-cpu"][name], 0)
         np.testing.assert_allclose(got, np.where(mask, out["cpu"][name], 0), atol=1e-12)
+
+
+def test_whole_file_items_with_the_bitset_kernel(tmp_path):
+    """item=file with kernel=bitset: a file's set is the union of its records' (a k-mer
+    spanning two records is in neither), as the merge kernel and Python sets have it."""
+    rng = random.Random(5)
+    files, sets = [], []
+    for f in range(4):
+        recs = ["".join(rng.choice("ACGTN") for _ in range(rng.randrange(20, 200)))
+                for _ in range(3)]
+        path = tmp_path / f"g{f}.fa"
+        path.write_text("".join(f">r{i}\n{s}\n" for i, s in enumerate(recs)))
+        files.append(str(path))
+        sets.append(set().union(*(kmer_set(s, 6) for s in recs)))
+    want = np.array([[jaccard(a, b) for b in sets] for a in sets])
+    for kernel in ("bitset", "merge"):
+        app = JaccardApp(files, k=6, kernel=kernel)
+        app.warmup("host")
+        items = [app.preprocess(k, app.parse(k, open(u, "rb").read()), "cpu")
+                 for k, u in zip(app.keys(), files)]
+        mask = np.ones((4, 4), bool)
+        got = app.postprocess(app.compare(items, items, mask, "cpu"), None, mask)
+        np.testing.assert_allclose(got["similarity"], want, rtol=0, atol=1e-12)
