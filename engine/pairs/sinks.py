@@ -364,15 +364,24 @@ def _topk_kernel():
 
 
 class TopK(_PartsSink):
-    """The k best targets per query (per row; per item on both sides for symmetric spaces)."""
+    """The k best targets per query (per row; per item on both sides for symmetric spaces).
+
+    ``per="col"`` keeps the k best rows of every column instead (output ``topk_cols``, its
+    ``query`` a column key and ``target`` a row key): with the per-row sink beside it, one pass
+    over a rectangle gives best hits both ways (reciprocal best hits) without computing the
+    transposed space again."""
 
     name = "topk"
     filename = "topk.parquet"
 
-    def __init__(self, k: int, field: str = "value", largest: bool = True):
+    def __init__(self, k: int, field: str = "value", largest: bool = True, per: str = "row"):
         if k < 1:
             raise ValueError(f"TopK needs k >= 1, got {k}")
-        self.k, self.field, self.largest = int(k), field, largest
+        if per not in ("row", "col"):
+            raise ValueError(f"TopK per must be 'row' or 'col', got {per!r}")
+        self.k, self.field, self.largest, self.per = int(k), field, largest, per
+        if per == "col":
+            self.name, self.filename = "topk_cols", "topk_cols.parquet"
 
     def _select(self, q, t, v):
         """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
@@ -415,39 +424,42 @@ class TopK(_PartsSink):
         # compile (or load from numba's cache) the tile pass before the clock starts
         self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
 
-    def _compiled_cells(self, values, mask):
+    def _compiled_cells(self, values, mask, both: bool = True):
         return _topk_kernel()(np.ascontiguousarray(values, dtype=np.float64),
-                                   np.ascontiguousarray(mask), not bool(mask.all()), self.k,
-                                   1.0 if self.largest else -1.0,
-                                   bool(self.ctx.space.symmetric) if hasattr(self, "ctx")
-                                   else True)
+                              np.ascontiguousarray(mask), not bool(mask.all()), self.k,
+                              1.0 if self.largest else -1.0, both)
 
     def write_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
         mask = np.asarray(mask, bool)
+        symmetric = bool(self.ctx.space.symmetric)
+        r0, c0 = tile.r0, tile.c0
+        if self.per == "col" and not symmetric:  # a column's k best rows: the transpose's rows
+            values, mask, r0, c0 = values.T, mask.T, tile.c0, tile.r0
         # exactly k candidates per row (and per column of a symmetric space), for float
         # values (ints might not fit a float) without NaN (the sort below ranks them last)
-        i, j, col, ok = self._compiled_cells(values, mask) \
+        i, j, col, ok = self._compiled_cells(values, mask, symmetric) \
             if values.ndim == 2 and values.dtype.kind == "f" else (None, None, None, False)
         if ok:
             v = values[i, j]
-            q = np.where(col, j + tile.c0, i + tile.r0)
-            t = np.where(col, i + tile.r0, j + tile.c0)
+            q = np.where(col, j + c0, i + r0)
+            t = np.where(col, i + r0, j + c0)
             q, t, v, _ = self._select(q, t, v)
             return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
         rows = self._row_candidates(values, mask)
-        cols = self._row_candidates(values.T, mask.T) if self.ctx.space.symmetric else None
-        if rows is None or (self.ctx.space.symmetric and cols is None):
-            q, t, v = _pairs_of(tile, values, mask)
-            if self.ctx.space.symmetric:  # a pair is a candidate for both its items
+        cols = self._row_candidates(values.T, mask.T) if symmetric else None
+        if rows is None or (symmetric and cols is None):
+            ii, jj = np.nonzero(mask)
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
+            if symmetric:  # a pair is a candidate for both its items
                 q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
         else:
             ii, jj = rows
-            q, t, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
             if cols is not None:  # the column items' k best within the tile, as queries
                 cj, ci = cols
-                q = np.concatenate([q, cj + tile.c0])
-                t = np.concatenate([t, ci + tile.r0])
+                q = np.concatenate([q, cj + c0])
+                t = np.concatenate([t, ci + r0])
                 v = np.concatenate([v, values[ci, cj]])
         q, t, v, _ = self._select(q, t, v)
         return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
@@ -462,6 +474,8 @@ class TopK(_PartsSink):
         else:
             q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
         rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        if self.per == "col" and not self.ctx.space.symmetric:
+            rows, cols = cols, rows
         out = pa.table({"query": rows[q] if len(q) else np.zeros(0, dtype=object),
                         "target": cols[t] if len(t) else np.zeros(0, dtype=object),
                         "qi": q, "ti": t, "score": v, "rank": rank})
