@@ -19,8 +19,8 @@ actor spawn excluded: ``summary.compute_s``), against
 
 Targets: engine / bare popcount >= 0.5 at k = 5 and >= 0.8 at k = 7 on the 10 K reads.
 
-Part ``proteomes``: ``benchmarks/many_small_proteomes.py`` (its ``run(args) -> dict``), when
-that file is present; its results go under ``"proteomes"``.
+Part ``proteomes``: ``benchmarks/many_small_proteomes.py`` (its ``run({"quick": ...}) -> dict``,
+its own defaults otherwise), when that file is present; its results go under ``"proteomes"``.
 
 Results go to benchmarks/out/many_small.json; absolute times on a shared machine are noise.
 """
@@ -174,8 +174,9 @@ def run_proteomes(args) -> dict:
         return {"error": "benchmarks/many_small_proteomes.py is not present"}
     spec = importlib.util.spec_from_file_location("many_small_proteomes", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its worker processes pickle its functions by this name
     spec.loader.exec_module(module)
-    return module.run(args)
+    return module.run({"quick": bool(args.quick)})  # its own defaults for the rest
 
 
 def main(argv=None) -> int:
