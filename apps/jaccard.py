@@ -1,22 +1,45 @@
-"""Exact Jaccard similarity of k-mer sets, all pairs: the genome-comparison app.
+"""Exact Jaccard similarity of k-mer sets, all pairs: genomes, and reads by the thousand.
 
 An item is a genome (one file, all its records; ``item=file``) or one record (``item=record``).
-``parse`` turns a file into its sorted unique canonical k-mers (compiled scan + radix sort), the
-host item the object store shares zero-copy; ``compare`` counts |A∩B| for a whole tile with a
-compiled merge (or ``searchsorted`` on a torch device); ``postprocess`` gives similarity
-J = |A∩B| / |A∪B|, distance 1 - J and the intersection size.
+Two kernels give the same |A∩B|, the app picks by k and the sets' size (``kernel=auto``):
+
+* ``merge``: an item is its sorted unique k-mers (compiled scan + radix sort, shared zero-copy by
+  the object store) and ``compare`` merges every pair of a tile in one compiled loop (or runs
+  ``searchsorted`` on a torch device). Any k up to 31; the kernel for genomes.
+* ``bitset`` (k <= 8): an item is a row of bits, one per possible k-mer, and a pair is the
+  popcount of an AND (``kernels/bitset.py``); short reads at k = 5 or 7 run at memory speed.
+
+Record items are built a whole file at a time, once per process (``_FileItems``): a read's
+k-mer set takes microseconds, so building it alone, a Python call per read, would cost more
+than comparing it. Records without a valid k-mer (all windows hold an N, or shorter than k) are
+skipped and listed in the run directory (``skipped_records.tsv``) or, with
+``on_bad_record=fail``, stop the run in the pre-flight naming each one; ``auto`` skips them in
+FASTQ files (read sets always hold a few) and fails on them elsewhere.
+``postprocess`` gives similarity J = |A∩B| / |A∪B|, distance 1 - J and the intersection size.
 """
 from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 
 from engine import BasePairApp, InputError, url_digest
+from kernels.bitset import (MAX_BITSET_K, bitset_intersections, bitset_jaccard, bitset_sizes,
+                            kmer_bitsets, prefer_bitset)
 from kernels.jaccard import intersection_counts, jaccard_from_counts
-from kernels.kmers import canonical_kmers
+from kernels.kmers import canonical_kmers, record_kmer_sets
 from operators.sequences import SequenceCatalog
 
 _ACGT = np.zeros(256, bool)
 _ACGT[list(b"ACGTacgt")] = True
+
+KERNELS = ("auto", "bitset", "merge")
+ON_BAD_RECORD = ("auto", "skip", "fail")
+SKIPPED_FILE = "skipped_records.tsv"  # in the run directory: one line per skipped record
 
 
 def _has_valid_kmer(seqs, k: int) -> bool:
@@ -31,24 +54,114 @@ def _has_valid_kmer(seqs, k: int) -> bool:
     return False
 
 
+class _FileItems:
+    """The items of every record of one file, built in one compiled pass: bitset rows (an
+    (n, words) array) or k-mer sets (values and offsets), and each record's set size."""
+
+    def __init__(self, seqs: list, k: int, canonical: bool, kernel: str):
+        self.kernel = kernel
+        if kernel == "bitset":
+            self.bits = kmer_bitsets(seqs, k, canonical)
+            self.sizes = bitset_sizes(self.bits)
+        else:
+            self.values, self.offsets = record_kmer_sets(seqs, k, canonical)
+            self.sizes = np.diff(self.offsets)
+
+    def item(self, i: int) -> np.ndarray:
+        if self.kernel == "bitset":
+            return self.bits[i].copy()  # a row of its own: a view would pin the whole file
+        return self.values[self.offsets[i]:self.offsets[i + 1]].copy()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.bits.nbytes if self.kernel == "bitset" else self.values.nbytes)
+
+
+_FILES: "OrderedDict[tuple, _FileItems]" = OrderedDict()  # per process, a few files
+_FILES_KEPT = 4
+_FILES_LOCK = threading.Lock()
+
+
+def _bad_record_problem(k: int) -> str:
+    return (f"no valid {k}-mer (every window of {k} letters holds a letter other than A/C/G/T, "
+            f"or the sequence is shorter than k)")
+
+
 class JaccardApp(BasePairApp):
     name = "jaccard"
 
-    def __init__(self, urls: list[str], k: int = 21, item: str = "file"):
+    def __init__(self, urls: list[str], k: int = 21, item: str = "file", kernel: str = "auto",
+                 canonical: bool = True, on_bad_record: str = "auto"):
         if not isinstance(k, int) or not 1 <= k <= 31:
             raise ValueError(f"k must be an integer from 1 to 31 (k-mers are 2-bit packed "
                              f"in 64 bits), got {k!r}")
         if item not in ("file", "record"):
             raise ValueError(f"item must be 'file' or 'record', got {item!r}")
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+        if kernel == "bitset" and k > MAX_BITSET_K:
+            raise ValueError(f"kernel=bitset takes k up to {MAX_BITSET_K} (a set is a row of "
+                             f"4^k bits), got k={k}; use kernel=merge or auto")
+        if on_bad_record not in ON_BAD_RECORD:
+            raise ValueError(f"on_bad_record must be one of {', '.join(ON_BAD_RECORD)}, "
+                             f"got {on_bad_record!r}")
         if not urls:
             raise InputError("inputs", "no input files")
-        self.k, self.item = k, item
+        self.k, self.item, self.canonical = k, item, bool(canonical)
+        self.on_bad_record = on_bad_record
         self.urls = list(urls)
-        self.catalog = SequenceCatalog(self.urls, item)
-        self._keys = self.catalog.keys()
+        # a record without sequence is one more record without a valid k-mer (skipped or named)
+        self.catalog = SequenceCatalog(self.urls, item, allow_empty=item == "record")
+        self.skipped: list[tuple[str, int, str, int]] = []  # file, index, name, length
+        self.kernel = "merge" if kernel == "auto" else kernel
+        if item == "record":
+            self._keys = self._record_keys(kernel)
+        else:
+            self._keys = self.catalog.keys()
+
+    def _record_keys(self, kernel: str) -> list[str]:
+        """Every record's key, less the records skipped for having no valid k-mer; on the way
+        the kernel ``auto`` stands for, from k and the sets' mean size."""
+        keys, sizes, skip = [], [], {}
+        for url in self.urls:
+            records = self.catalog.file_records(url)
+            lengths = np.fromiter((len(r.sequence) for r in records), np.int64, len(records))
+            values, offsets = record_kmer_sets([r.sequence for r in records], self.k,
+                                               self.canonical)
+            del values
+            n = np.diff(offsets)
+            sizes.append(n)
+            fastq = bool(records) and records[0].quality is not None
+            skip[url] = self.on_bad_record == "skip" or (self.on_bad_record == "auto" and fastq)
+            for key, i in zip(self.catalog.keys_of(url), range(len(records))):
+                if n[i] > 0 or not skip[url]:
+                    keys.append(key)
+                else:
+                    self.skipped.append((url, i, records[i].name, int(lengths[i])))
+        sizes = np.concatenate(sizes) if sizes else np.zeros(0)
+        if kernel == "auto":
+            mean = float(sizes[sizes > 0].mean()) if (sizes > 0).any() else 1.0
+            self.kernel = "bitset" if prefer_bitset(self.k, mean, self.canonical) else "merge"
+        if not keys:
+            raise InputError(self.urls[0], f"no record has a valid {self.k}-mer "
+                             f"({len(self.skipped)} records skipped)")
+        return keys
+
+    def __getstate__(self):
+        # workers get the slim copy: they are handed keys, never ask for them, and a million
+        # read names would be unpickled in every worker
+        state = dict(self.__dict__)
+        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count())
+        return state
 
     def keys(self):
+        if self._keys is None:
+            raise RuntimeError("JaccardApp.keys() is driver-side; this is the slim copy "
+                               "workers get")
         return self._keys
+
+    def _skipped_count(self) -> int:
+        return len(self.skipped) if self.skipped is not None else self._n_skipped
 
     def url(self, key):
         return self.catalog.fetch_url(key)
@@ -56,59 +169,159 @@ class JaccardApp(BasePairApp):
     def _sequences(self, key: str, raw: bytes | None) -> list:
         return [r.sequence for r in self.catalog.records(key, raw)]
 
+    def _file_items(self, url: str, raw: bytes | None = None) -> _FileItems:
+        """The items of all of a file's records, built once per process while the file stays
+        among the last few used."""
+        tag = (url, self.k, self.canonical, self.kernel)
+        with _FILES_LOCK:
+            hit = _FILES.get(tag)
+            if hit is not None:
+                _FILES.move_to_end(tag)
+                return hit
+        seqs = [r.sequence for r in self.catalog.file_records(url, raw)]
+        built = _FileItems(seqs, self.k, self.canonical, self.kernel)
+        with _FILES_LOCK:
+            _FILES[tag] = built
+            while len(_FILES) > _FILES_KEPT:
+                _FILES.popitem(last=False)
+        return built
+
     def check(self, key, raw):
-        if not _has_valid_kmer(self._sequences(key, raw), self.k):
+        if self.item == "record":
+            url, i = self.catalog.index_of(key, raw)
+            ok = self._file_items(url, raw).sizes[i] > 0
+        else:
+            ok = _has_valid_kmer(self._sequences(key, raw), self.k)
+        if not ok:
             url, _, record = self.catalog.location(key)
-            raise InputError(url,
-                             f"no valid {self.k}-mer (every window of {self.k} letters holds a "
-                             f"letter other than A/C/G/T, or the sequence is shorter than k)",
-                             record=record)
+            raise InputError(url, _bad_record_problem(self.k), record=record)
 
     def warmup(self, device):
-        device = "cpu" if device == "host" else device
-        one = self.preprocess("warmup", {"kmers": canonical_kmers([b"ACGTACGTAC" * 4],
-                                                                  self.k).hashes}, device)
+        host = device == "host"
+        device = "cpu" if host else device
+        seq = [b"ACGTACGTAC" * 4]
+        if self.kernel == "bitset":
+            one = kmer_bitsets(seq, self.k, self.canonical)[0]
+        else:
+            one = canonical_kmers(seq, self.k, canonical=self.canonical).hashes
+            record_kmer_sets(seq, self.k, self.canonical)
+        item = one if self.item == "record" else \
+            {"bits" if self.kernel == "bitset" else "kmers": one}
+        one = self.preprocess("warmup", item, device)
         self.compare([one], [one], np.ones((1, 1), bool), device)
+        if host and self.item == "record":
+            # a loader builds the items of a file on its first record: before the clock
+            # starts, and before the stage measurement times a parse
+            for url in self.urls[:_FILES_KEPT]:
+                self._file_items(url)
 
     def parse(self, key, raw):
-        kset = canonical_kmers(self._sequences(key, raw), self.k)
+        if self.item == "record":
+            url, i = self.catalog.index_of(key, raw)
+            items = self._file_items(url, raw)
+            if items.sizes[i] == 0:
+                self.check(key, raw)
+            return items.item(i)
+        seqs = self._sequences(key, raw)
+        if self.kernel == "bitset":
+            bits = np.bitwise_or.reduce(kmer_bitsets(seqs, self.k, self.canonical), axis=0)
+            if not bits.any():
+                self.check(key, raw)
+            return {"bits": bits}
+        kset = canonical_kmers(seqs, self.k, canonical=self.canonical)
         if len(kset.hashes) == 0:
             self.check(key, raw)
         return {"kmers": kset.hashes, "skipped": int(kset.skipped_windows),
                 "windows": int(kset.n_windows)}
 
     def item_nbytes(self, item):
-        return int(item["kmers"].nbytes) if isinstance(item, dict) else super().item_nbytes(item)
+        if isinstance(item, dict):
+            return int(item["bits" if "bits" in item else "kmers"].nbytes)
+        return super().item_nbytes(item)
 
     def preprocess(self, key, item, device):
-        kmers = item["kmers"]
+        if isinstance(item, dict):
+            item = item["bits" if "bits" in item else "kmers"]
         if device == "cpu":
-            return kmers
+            return item
         from kernels.backend import namespace_for, to_device
         xp = namespace_for(device)
-        return to_device(xp, kmers.view(np.int64), device)
+        return to_device(xp, item.view(np.int64), device)
 
     def compare(self, left, right, mask, device):
         xp = None
         if device != "cpu":
             from kernels.backend import namespace_for
             xp = namespace_for(device)
-        inter = intersection_counts(left, right, mask=mask, xp=xp)
-        size_l = np.array([len(x) for x in left], dtype=np.int64)
-        size_r = np.array([len(x) for x in right], dtype=np.int64)
+        if self.kernel == "bitset" and xp is None:
+            inter, sim = bitset_jaccard(left, right, mask)
+            return {"similarity": sim, "intersection": inter}
+        if self.kernel == "bitset":
+            inter = bitset_intersections(left, right, mask=mask, xp=xp)
+            size_l, size_r = _bitset_sizes(left), _bitset_sizes(right)
+        else:
+            inter = intersection_counts(left, right, mask=mask, xp=xp)
+            size_l = np.array([len(x) for x in left], dtype=np.int64)
+            size_r = np.array([len(x) for x in right], dtype=np.int64)
         sim = jaccard_from_counts(inter, size_l[:, None], size_r[None, :])
-        return {"similarity": sim, "distance": 1.0 - sim, "intersection": inter}
+        return {"similarity": sim, "intersection": inter}
+
+    def postprocess(self, block, tile, mask):
+        """The fields, ``distance`` computed only when a sink asks for it (a top-k of
+        similarities never does; a tile of reads holds millions of pairs)."""
+        return _Fields(block, distance=lambda f: 1.0 - f["similarity"])
 
     def fields(self):
         return {"similarity": "float64", "distance": "float64", "intersection": "int64"}
 
     def describe(self):
-        return {"app": self.name, "k": self.k, "item": self.item, "n_inputs": len(self.urls)}
+        return {"app": self.name, "k": self.k, "item": self.item, "n_inputs": len(self.urls),
+                "kernel": self.kernel, "canonical": self.canonical,
+                "on_bad_record": self.on_bad_record, "skipped_records": self._skipped_count()}
 
     def fingerprint(self):
-        """What decides the result: a resumed run with a different fingerprint is refused."""
-        return {"app": self.name, "k": self.k, "item": self.item,
-                "inputs": {u: url_digest(u) for u in self.urls}}
+        """What decides the result: a resumed run with a different fingerprint is refused.
+        The kernel does not (both give the same counts); which records were skipped does."""
+        keys = hashlib.sha256("\n".join(self._keys).encode()).hexdigest()
+        return {"app": self.name, "k": self.k, "item": self.item, "canonical": self.canonical,
+                "keys_sha256": keys, "inputs": {u: url_digest(u) for u in self.urls}}
+
+    def write_run_files(self, run_dir: str) -> None:
+        """The skipped records, one per line (file, 1-based index, name, length, problem), in
+        the run directory before any compute (written for every run, empty when none was)."""
+        problem = _bad_record_problem(self.k)
+        lines = ["file\tindex\trecord\tlength\tproblem"]
+        lines += [f"{u}\t{i + 1}\t{name}\t{n}\t{problem}" for u, i, name, n in self.skipped]
+        with open(os.path.join(run_dir, SKIPPED_FILE), "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+
+
+class _Fields(Mapping):
+    """A tile's result fields, some computed on first use."""
+
+    def __init__(self, computed: dict, **derived):
+        self._values, self._derived = dict(computed), derived
+
+    def __getitem__(self, name):
+        if name not in self._values:
+            if name not in self._derived:
+                raise KeyError(name)
+            self._values[name] = self._derived[name](self)
+        return self._values[name]
+
+    def __iter__(self):
+        return iter([*self._values, *(n for n in self._derived if n not in self._values)])
+
+    def __len__(self):
+        return len(set(self._values) | set(self._derived))
+
+
+def _bitset_sizes(rows) -> np.ndarray:
+    if isinstance(rows, np.ndarray):
+        return bitset_sizes(rows)
+    from kernels.backend import to_numpy
+    return bitset_sizes(np.stack([to_numpy(r) for r in rows]) if isinstance(rows, list)
+                        else to_numpy(rows))
 
 
 def build(cfg):
@@ -116,7 +329,11 @@ def build(cfg):
     from apps.data import expand_inputs
     from engine import DenseMatrix, make_sink
     urls = expand_inputs(cfg.data.inputs)
-    app = JaccardApp(urls, k=int(cfg.data.k), item=str(cfg.data.item))
+    opts = cfg.get("jaccard") or {}
+    app = JaccardApp(urls, k=int(cfg.data.k), item=str(cfg.data.item),
+                     kernel=str(opts.get("kernel", "auto")),
+                     canonical=bool(opts.get("canonical", True)),
+                     on_bad_record=str(cfg.data.get("on_bad_record", "auto")))
     sink_cfg = dict(cfg.sink)
     if sink_cfg.get("type") == "dense":
         sink_cfg.setdefault("diagonal", {"similarity": 1.0, "distance": 0.0})
@@ -130,9 +347,13 @@ def build(cfg):
 def report(result) -> str:
     s = result.summary
     tiers = s["tiers"]
-    lines = [f"app=jaccard n={s['n_items']} k={s['app_info']['k']} pairs={s['pairs_total']} "
-             f"tiles={s['tiles_total']} leaf={s['leaf_items']}",
-             f"wall time {s['wall_s']:.2f} s (compute {s['compute_s']:.2f} s)",
+    info = s["app_info"]
+    rate = s["pairs_total"] / max(s["compute_s"], 1e-9)
+    lines = [f"app=jaccard n={s['n_items']} k={info['k']} pairs={s['pairs_total']} "
+             f"tiles={s['tiles_total']} leaf={s['leaf_items']} kernel={info.get('kernel')}"
+             f"{'' if info.get('canonical', True) else ' strand-specific'}",
+             f"wall time {s['wall_s']:.2f} s (compute {s['compute_s']:.2f} s, "
+             f"{rate:,.0f} pairs/s)",
              f"R = {s['R']:.3f} loads/item (model bound {s['bound_R']:.3f}, host tier holds "
              f"{s['host_cache_items']} items)"]
     for tier in ("L1", "L2"):
@@ -140,6 +361,9 @@ def report(result) -> str:
         lines.append(f"{tier}: hits {t.get('hits', 0)}  misses {t.get('misses', 0)}  "
                      f"bytes in {t.get('bytes_in', 0)}  evictions {t.get('evictions', 0)}")
     lines.append(f"source loads: {tiers['source']['loads']}")
+    if info.get("skipped_records"):
+        lines.append(f"skipped {info['skipped_records']} records without a valid "
+                     f"{info['k']}-mer: {os.path.join(result.run_dir, SKIPPED_FILE)}")
     for name, path in s["outputs"].items():
         lines.append(f"{name}: {path}")
     return "\n".join(lines)

@@ -37,7 +37,7 @@ class FilteredJaccardApp(JaccardApp):
     name = "jaccard_filtered"
 
     def __init__(self, urls, k: int = 21, item: str = "file", pairs: PairList | None = None):
-        super().__init__(urls, k=k, item=item)
+        super().__init__(urls, k=k, item=item, kernel="merge")  # sketches need k-mer arrays
         n = len(self.keys())
         if pairs is not None and (pairs.n_rows, pairs.n_cols) != (n, n):
             raise ValueError(f"the pair list is {pairs.n_rows} x {pairs.n_cols}, but there are "
@@ -66,7 +66,8 @@ def _profiles(keys, app: JaccardApp, s: int) -> list:
     """(set size, bottom-s sketch) of each key's k-mer set."""
     out = []
     for key in keys:
-        kmers = app.parse(key, None)["kmers"]  # the app's catalog fetches the file
+        item = app.parse(key, None)  # the app's catalog fetches the file
+        kmers = item["kmers"] if isinstance(item, dict) else item  # a record's: the array
         out.append((len(kmers), bottom_k(kmers, s)))
     return out
 
@@ -111,7 +112,7 @@ def threshold_jaccard(urls, t: float, k: int = 21, item: str = "file", sketch_si
     from engine import Threshold, allpairs
     if not 0.0 < t <= 1.0:
         raise ValueError(f"t must be in (0, 1], got {t}")
-    base = JaccardApp(urls, k=k, item=item)
+    base = JaccardApp(urls, k=k, item=item, kernel="merge")
     t0 = time.time()
     executor = (prefilter_options or {}).get("executor", "ray")
     runtime = {k: allpairs_options[k] for k in RUNTIME_KEYS if k in allpairs_options}

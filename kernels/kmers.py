@@ -31,7 +31,7 @@ from typing import Iterable, NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["KmerSet", "canonical_kmers", "MAX_K", "encode_table"]
+__all__ = ["KmerSet", "canonical_kmers", "record_kmer_sets", "MAX_K", "encode_table"]
 
 MAX_K = 31
 
@@ -61,8 +61,9 @@ class KmerSet(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(buf, starts, ends, k, table, out):
-    """Roll forward and reverse-complement codes over each record; write canonical codes to ``out``.
+def _scan(buf, starts, ends, k, table, out, canonical=True):
+    """Roll forward and reverse-complement codes over each record; write canonical codes to
+    ``out`` (``canonical=False``: the forward strand's codes, for strand-specific k-mers).
 
     Returns the number written.  Everything is kept in uint64: mixing signed and unsigned integers
     makes numba fall back to float64, which would silently lose bits.
@@ -86,7 +87,7 @@ def _scan(buf, starts, ends, k, table, out):
             rc = (rc >> two) | ((three - cu) << shift)
             run += 1
             if run >= k:
-                out[n] = fw if fw < rc else rc
+                out[n] = fw if (fw < rc or not canonical) else rc
                 n += 1
     return n
 
@@ -212,12 +213,15 @@ def _check_k(k) -> int:
     return int(k)
 
 
-def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix") -> KmerSet:
+def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix",
+                    canonical: bool = True) -> KmerSet:
     """Sorted unique canonical k-mer codes of the records of one item.
 
     ``seqs`` is the item's records (bytes; str and uint8 arrays are accepted too); a single bytes
     object is taken as one record.  ``sort="numpy"`` uses ``np.sort`` instead of the radix sort —
     kept for benchmarking and as a cross-check; both give identical results.
+    ``canonical=False`` keeps each k-mer as read (strand-specific: a sequence and its reverse
+    complement then differ).
     """
     k = _check_k(k)
     if sort not in ("radix", "numpy"):
@@ -233,7 +237,7 @@ def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix
     ends = np.cumsum(lengths)
     starts = ends - lengths
     out = np.empty(n_windows, dtype=np.uint64)
-    n = _scan(buf, starts, ends, k, _TABLE, out)
+    n = _scan(buf, starts, ends, k, _TABLE, out, bool(canonical))
     skipped = n_windows - n
     codes = out[:n]
     if sort == "radix":
@@ -250,3 +254,44 @@ def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix
         hashes = codes[:m]
     return KmerSet(hashes, int(skipped), int(n_windows))
 
+
+
+def _joined(seqs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes as uint8, record starts, record ends) of many records in one buffer."""
+    parts = [_as_bytes(s) for s in seqs]
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    ends = np.cumsum(lengths)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), ends - lengths, ends
+
+
+@numba.njit(cache=True, nogil=True)
+def _record_sets(buf, starts, ends, k, table, canonical, values, offsets):
+    """Each record's sorted unique codes, one after the other in ``values``; record r's are
+    ``values[offsets[r]:offsets[r + 1]]``. Returns the number of values written."""
+    w = 0
+    for r in range(starts.shape[0]):
+        got = _scan(buf, starts[r:r + 1], ends[r:r + 1], k, table, values[w:], canonical)
+        run = values[w:w + got]
+        run.sort()
+        m = _compact_sorted(run)
+        offsets[r] = w
+        w += m
+    offsets[starts.shape[0]] = w
+    return w
+
+
+def record_kmer_sets(seqs, k: int, canonical: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The k-mer set of every record of a file in one compiled pass: (values, offsets), record
+    r's sorted unique codes being ``values[offsets[r]:offsets[r + 1]]`` (an empty slice when it
+    has no valid k-mer). Short reads are items by the thousand: a call per record would cost
+    more in Python than the scan itself."""
+    k = _check_k(k)
+    buf, starts, ends = _joined(seqs)
+    n_windows = int(np.maximum(ends - starts - (k - 1), 0).sum())
+    values = np.empty(max(n_windows, 1), dtype=np.uint64)
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    if len(starts):
+        w = _record_sets(buf, starts, ends, k, _TABLE, bool(canonical), values, offsets)
+    else:
+        w = 0
+    return values[:w].copy(), offsets

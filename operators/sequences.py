@@ -826,6 +826,24 @@ class SequenceCatalog:
         through the per-process cache instead of once per record)."""
         return self.location(key)[0] if self.item == "file" else None
 
+    def file_records(self, url: str, raw: bytes | None = None) -> list[SequenceRecord]:
+        """Every record of one input file, through the per-process cache (an app that builds
+        the items of all of a file's records at once reads them here)."""
+        return _parsed(url, raw, self.fmt, self.allow_empty)[0]
+
+    def index_of(self, key: str, raw: bytes | None = None) -> tuple[str, int]:
+        """(file, 0-based record index) of a record item, on a slim copy too (the file's index
+        of names comes from the per-process cache)."""
+        if self.item != "record":
+            raise ValueError("index_of is for record items (item='record')")
+        url, index, name = self.location(key)
+        if index is None:
+            index = _parsed(url, raw, self.fmt, self.allow_empty)[1].get(name)
+            if index is None:
+                raise InputError(url, "the file changed since the run started (record not "
+                                 "found)", record=name)
+        return url, index
+
     def records(self, key: str, raw: bytes | None = None) -> list[SequenceRecord]:
         """The records of one item (all of a file's, or the one record), from ``raw`` (the
         file's bytes) when the caller has them."""

@@ -19,6 +19,7 @@ RAGOUT = os.path.join(DATA_ROOT, "usr/share/doc/ragout/examples")
 KAPTIVE = os.path.join(DATA_ROOT, "usr/share/kaptive/reference_database")
 KLEBSIELLA = os.path.join(KAPTIVE, "Klebsiella_k_locus_primary_reference.gbk")
 LAMBDA = os.path.join(DATA_ROOT, "usr/share/doc/bowtie2/examples/reference/lambda_virus.fa.gz")
+READS = os.path.join(DATA_ROOT, "usr/share/doc/bowtie2/examples/reads")  # reads_1.fq.gz ...
 
 _RC = str.maketrans("ACGT", "TGCA")
 _SPLIT = re.compile("[^ACGT]+")
@@ -88,3 +89,29 @@ def mash_jaccard(inputs: list[str], k: int, workdir: str, individual: bool = Fal
         x, y = shared.split("/")
         result[(a, b)] = int(x) / int(y)
     return result
+
+
+def read_fastq(path: str) -> list[tuple[str, str]]:
+    """(name, sequence) of every record of a plain 4-line FASTQ file (gzip by suffix), read line
+    by line without any parser library."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        lines = fh.read().splitlines()
+    assert len(lines) % 4 == 0 and all(h.startswith("@") for h in lines[::4])
+    return [(lines[i][1:].split()[0], lines[i + 1]) for i in range(0, len(lines), 4)]
+
+
+def kmer_set(seq: str, k: int, canonical: bool = True) -> set:
+    """The k-mers of one sequence as strings (canonical: the smaller of a k-mer and its reverse
+    complement; otherwise as read), windows holding a letter other than ACGT left out."""
+    if canonical:
+        return canonical_kmers([seq], k)
+    out = set()
+    for segment in _SPLIT.split(seq.upper()):
+        out.update(segment[i:i + k] for i in range(len(segment) - k + 1))
+    return out
+
+
+def jaccard(a: set, b: set) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0

@@ -71,6 +71,9 @@ class BasePairApp:
     def parse(self, key: Key, raw: bytes | None) -> Any:
         raise NotImplementedError
 
+    # optional: ``write_run_files(run_dir)``, called once before any compute, adds the app's own
+    # files to the run directory (e.g. the inputs it skipped and why)
+
     def preprocess(self, key: Key, item: Any, device: str) -> Any:
         return item
 

@@ -67,6 +67,9 @@ class _Run:
         previous = self.recorder.read_meta() if cfg.resume else None
         if not cfg.resume:
             self.recorder.write_config(self.config_dump)
+        write_files = getattr(self.app, "write_run_files", None)
+        if write_files is not None:  # an app's own files (e.g. the inputs it skipped)
+            write_files(self.recorder.path)
         self.recorder.starting()
         try:
             t0 = time.time()
@@ -115,7 +118,9 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
-            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device)
+            # weighted apps size tiles by the probe's weight: the probe stays the two items
+            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device,
+                                        self.weights is None)
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
         self.phases["preflight_s"] = time.time() - t0
@@ -292,7 +297,8 @@ class _Run:
             return self.finished_result
         from ray.exceptions import RayActorError
         deadline = None if timeout is None else time.time() + timeout
-        bar = Progress(len(self.tiles), "tiles", self.cfg.progress, figures={"R": ".2f"})
+        bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
+                       figures={"pairs/s": ",.0f", "R": ".2f"})
         try:
             while self.refs:
                 ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=0.5)
@@ -314,7 +320,7 @@ class _Run:
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
-                    _show(bar, ray.get(self.metrics.tick()))
+                    _show(bar, ray.get(self.metrics.tick()), since=self.t_compute)
                 if self.recorder.heartbeat() and not bar.enabled:
                     self.metrics.tick()  # metrics.jsonl advances while tiles are long
                 if deadline and time.time() > deadline and self.refs:
@@ -424,10 +430,15 @@ class _Run:
             self.recorder.failed(state)
 
 
-def _show(bar: Progress, snap: dict, final: bool = False) -> None:
-    """A metrics snapshot (or the summary) on the progress display."""
+def _show(bar: Progress, snap: dict, final: bool = False, since: float | None = None) -> None:
+    """A metrics snapshot (or the summary) on the progress display, with the pairs compared
+    per second of compute so far."""
+    if final:
+        rate = snap.get("pairs_total", 0) / max(snap.get("compute_s", 0.0), 1e-9)
+    else:
+        rate = snap.get("pairs_done", 0) / max(time.time() - (since or time.time()), 1e-9)
     bar.update(snap.get("tiles_done", snap.get("tiles_total", 0)), final=final,
-               R=snap.get("R", 0.0))
+               R=snap.get("R", 0.0), **{"pairs/s": rate})
 
 
 def allpairs(keys: Sequence[str] | None = None, *, load: Callable | None = None,

@@ -280,6 +280,89 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
+def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
+    """Each row's k best cells of a tile (and each column's, ``do_cols``), by value (times
+    ``sign``: -1 ranks the smallest first) then by lower index, in one pass: (i, j, is_column)
+    of every candidate. Most cells cost a comparison with the row's and the column's k-th best
+    so far; compiled with numba on first use (``_topk_kernel``). The last value returned is
+    False, and nothing else, when a value is NaN."""
+    nr, nc = values.shape
+    rv = np.empty((nr, k))
+    rj = np.empty((nr, k), np.int64)
+    rn = np.zeros(nr, np.int64)
+    cv = np.empty((nc, k))
+    ci = np.empty((nc, k), np.int64)
+    cn = np.zeros(nc, np.int64)
+    cmin = np.full(nc, -np.inf)  # a column's k-th best once it holds k cells
+    for i in range(nr):
+        rmin = -np.inf
+        for j in range(nc):
+            if use_mask and not mask[i, j]:
+                continue
+            v = values[i, j] * sign
+            if v != v:  # NaN: the caller falls back to the sort, which ranks NaN last
+                return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.bool_), False
+            n = rn[i]
+            if n < k or v > rmin:  # later equal cells lose: their index is higher
+                p = n if n < k else k - 1
+                while p > 0 and rv[i, p - 1] < v:
+                    if p < k:
+                        rv[i, p] = rv[i, p - 1]
+                        rj[i, p] = rj[i, p - 1]
+                    p -= 1
+                rv[i, p] = v
+                rj[i, p] = j
+                if n < k:
+                    rn[i] = n + 1
+                if rn[i] == k:
+                    rmin = rv[i, k - 1]
+            if do_cols:
+                m = cn[j]
+                if m < k or v > cmin[j]:
+                    p = m if m < k else k - 1
+                    while p > 0 and cv[j, p - 1] < v:
+                        if p < k:
+                            cv[j, p] = cv[j, p - 1]
+                            ci[j, p] = ci[j, p - 1]
+                        p -= 1
+                    cv[j, p] = v
+                    ci[j, p] = i
+                    if m < k:
+                        cn[j] = m + 1
+                    if cn[j] == k:
+                        cmin[j] = cv[j, k - 1]
+    total = rn.sum() + (cn.sum() if do_cols else 0)
+    out_i = np.empty(total, np.int64)
+    out_j = np.empty(total, np.int64)
+    out_c = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(nr):
+        for p in range(rn[i]):
+            out_i[w] = i
+            out_j[w] = rj[i, p]
+            w += 1
+    if do_cols:
+        for j in range(nc):
+            for p in range(cn[j]):
+                out_i[w] = ci[j, p]
+                out_j[w] = j
+                out_c[w] = True
+                w += 1
+    return out_i, out_j, out_c, True
+
+
+_TOPK_KERNEL = None
+
+
+def _topk_kernel():
+    """``_topk_cells_py`` compiled (numba is imported only by a TopK sink that writes)."""
+    global _TOPK_KERNEL
+    if _TOPK_KERNEL is None:
+        import numba
+        _TOPK_KERNEL = numba.njit(cache=True, nogil=True)(_topk_cells_py)
+    return _TOPK_KERNEL
+
+
 class TopK(_PartsSink):
     """The k best targets per query (per row; per item on both sides for symmetric spaces).
 
@@ -315,38 +398,69 @@ class TopK(_PartsSink):
         return q[keep], t[keep], v[keep], rank[keep] + 1
 
     def _row_candidates(self, values: np.ndarray, mask: np.ndarray):
-        """(rows, cols) of a superset of every row's k best: the entries at least as good as
-        the row's k-th best value (ties kept; ``_select`` orders them). Sorting only these
-        instead of the whole tile saves a sort per tile. None when it does not apply (masked
-        cells, NaN, few columns)."""
-        if values.ndim != 2 or values.shape[1] <= self.k or not mask.all() or \
+        """(rows, cols) of a superset of every row's k best among the cells of the space: the
+        cells at least as good as the row's k-th best (ties kept; ``_select`` orders them).
+        Sorting only these instead of the whole tile saves a sort of every pair of it: a tile
+        of short reads holds millions. None when it does not apply (NaN, few columns)."""
+        if values.ndim != 2 or values.shape[1] <= self.k or \
                 (values.dtype.kind == "f" and np.isnan(values).any()):
             return None
+        full = bool(mask.all())
+        if not full:  # cells outside the space rank last, and are never candidates
+            worst = -np.inf if self.largest else np.inf
+            if values.dtype.kind != "f":
+                info = np.iinfo(values.dtype) if values.dtype.kind in "iu" else None
+                worst = (info.min if self.largest else info.max) if info else worst
+            values = np.where(mask, values, worst)
         if self.largest:
             kth = np.partition(values, -self.k, axis=1)[:, -self.k]
-            return np.nonzero(values >= kth[:, None])
-        kth = np.partition(values, self.k - 1, axis=1)[:, self.k - 1]
-        return np.nonzero(values <= kth[:, None])
+            good = values >= kth[:, None]
+        else:
+            kth = np.partition(values, self.k - 1, axis=1)[:, self.k - 1]
+            good = values <= kth[:, None]
+        return np.nonzero(good if full else good & mask)
+
+    def attach(self):
+        # compile (or load from numba's cache) the tile pass before the clock starts
+        self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
+
+    def _compiled_cells(self, values, mask, both: bool = True):
+        return _topk_kernel()(np.ascontiguousarray(values, dtype=np.float64),
+                              np.ascontiguousarray(mask), not bool(mask.all()), self.k,
+                              1.0 if self.largest else -1.0, both)
 
     def write_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
-        if self.per == "col" and not self.ctx.space.symmetric:
-            cand = self._row_candidates(values.T, np.asarray(mask).T)
-            if cand is not None:
-                jj, ii = cand
-                t, q, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
-            else:
-                t, q, v = _pairs_of(tile, values, mask)
+        mask = np.asarray(mask, bool)
+        symmetric = bool(self.ctx.space.symmetric)
+        r0, c0 = tile.r0, tile.c0
+        if self.per == "col" and not symmetric:  # a column's k best rows: the transpose's rows
+            values, mask, r0, c0 = values.T, mask.T, tile.c0, tile.r0
+        # exactly k candidates per row (and per column of a symmetric space), for float
+        # values (ints might not fit a float) without NaN (the sort below ranks them last)
+        i, j, col, ok = self._compiled_cells(values, mask, symmetric) \
+            if values.ndim == 2 and values.dtype.kind == "f" else (None, None, None, False)
+        if ok:
+            v = values[i, j]
+            q = np.where(col, j + c0, i + r0)
+            t = np.where(col, i + r0, j + c0)
             q, t, v, _ = self._select(q, t, v)
             return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
-        cand = None if self.ctx.space.symmetric else self._row_candidates(values, mask)
-        if cand is not None:
-            ii, jj = cand
-            q, t, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
+        rows = self._row_candidates(values, mask)
+        cols = self._row_candidates(values.T, mask.T) if symmetric else None
+        if rows is None or (symmetric and cols is None):
+            ii, jj = np.nonzero(mask)
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
+            if symmetric:  # a pair is a candidate for both its items
+                q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
         else:
-            q, t, v = _pairs_of(tile, values, mask)
-        if self.ctx.space.symmetric:
-            q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
+            ii, jj = rows
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
+            if cols is not None:  # the column items' k best within the tile, as queries
+                cj, ci = cols
+                q = np.concatenate([q, cj + c0])
+                t = np.concatenate([t, ci + r0])
+                v = np.concatenate([v, values[ci, cj]])
         q, t, v, _ = self._select(q, t, v)
         return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
 
@@ -381,10 +495,12 @@ class Threshold(_PartsSink):
         self.t, self.field, self.above = float(t), field, above
 
     def write_tile(self, tile, fields, mask):
-        q, t, v = _pairs_of(tile, np.asarray(fields[self.field]), mask)
-        keep = v >= self.t if self.above else v <= self.t
-        return [self._write_part(tile, {"i": q[keep].astype(np.int64),
-                                        "j": t[keep].astype(np.int64), "value": v[keep]})]
+        values = np.asarray(fields[self.field])
+        # only the passing cells become pairs (a tile may hold millions of pairs)
+        keep = (values >= self.t if self.above else values <= self.t) & np.asarray(mask, bool)
+        q, t, v = _pairs_of(tile, values, keep)
+        return [self._write_part(tile, {"i": q.astype(np.int64),
+                                        "j": t.astype(np.int64), "value": v})]
 
     def before_finalize(self):
         import pandas  # noqa: F401
