@@ -110,6 +110,18 @@ def _journaled_tiles(run_dir: str) -> dict[int, list[dict]]:
     return tiles
 
 
+def _where(run_dir: str) -> str:
+    """A stuck run's state, last metrics and log tail, for the failure message."""
+    def tail(name, n):
+        try:
+            with open(os.path.join(run_dir, name)) as fh:
+                return "".join(fh.readlines()[-n:])
+        except OSError:
+            return ""
+    return (f"status {tail('status.json', 20)}\nmetrics {tail('metrics.jsonl', 1)[:3000]}\n"
+            f"run.log {tail('run.log', 30)}")
+
+
 def _interrupt_when(proc, run_dir: str, tiles: int, timeout: float = 600) -> tuple[str, str]:
     """SIGINT (Ctrl-C) once the run has journaled ``tiles`` tiles; the process's output."""
     try:
@@ -156,10 +168,13 @@ def test_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
     z[r0, c1 - 1] = z[r0, c1 - 1] + 1.0
     n_tiles = len(json.load(open(os.path.join(run_dir, "tiles.json"))))
 
-    out = subprocess.run([sys.executable, "-m", "apps.cli", "resume=true",
-                          f"hydra.run.dir={run_dir}", "progress=false"],
-                         cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
-                         timeout=900)
+    try:
+        out = subprocess.run([sys.executable, "-m", "apps.cli", "resume=true",
+                              f"hydra.run.dir={run_dir}", "progress=false"],
+                             cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                             timeout=900)
+    except subprocess.TimeoutExpired:  # say where it stood
+        pytest.fail(f"the resume did not end: {_where(run_dir)}")
     assert out.returncode == 0, out.stderr[-3000:]
     reused, repaired = len(journaled) - 1, 1
     line = (f"resumed: reused {reused} tiles, recomputed {n_tiles - reused - repaired}, "
