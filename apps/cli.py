@@ -282,7 +282,8 @@ def _resume(argv: list[str], verbose: bool) -> int:
         _register_resolvers()
         cfg, run_dir = resume_config(argv, CONFIG_DIR)
         module = importlib.import_module(__import__("apps").APPS[cfg.app.name])
-        if hasattr(module, "run"):
+        # an app with its own run() resumes only if it says so (``resumes = True``)
+        if hasattr(module, "run") and not getattr(module, "resumes", False):
             raise PairflowError(f"cannot resume {run_dir}: app={cfg.app.name} runs on its own "
                                 "and does not resume from a journal yet; start it again")
     except Exception as exc:

@@ -66,18 +66,20 @@ def _flatten(node, prefix: str = "") -> dict:
     return out
 
 
-def _group_values(config_dir: str, group: str, option: str) -> dict:
-    """``group=option`` as the dotted keys it sets (the groups a resume may name are packaged
-    under their own name: cluster, cache, scheduler, sink)."""
+def _compose(config_dir: str, app: str, overrides: list[str]):
+    """The config a fresh ``pairflow app=APP OVERRIDES`` would run with, resolved."""
+    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
-    path = os.path.join(config_dir, group, f"{option}.yaml")
-    if not os.path.exists(path):
-        options = sorted(f[:-5] for f in os.listdir(os.path.join(config_dir, group))
-                         if f.endswith(".yaml"))
-        raise PairflowError(f"unknown choice {group}={option}; known: {', '.join(options)}")
-    values = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
-    values.pop("defaults", None)
-    return _flatten(values, f"{group}.")
+
+    from apps.cli import _register_resolvers
+    _register_resolvers()
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as exc:  # Hydra's own message (a bad group choice, a bad value ...)
+        raise PairflowError(f"cannot resume with {' '.join(overrides)}: "
+                            + " ".join(str(exc).split())) from None
 
 
 def resume_config(argv: list[str], config_dir: str):
@@ -111,32 +113,41 @@ def resume_config(argv: list[str], config_dir: str):
                             "engine.allpairs(..., run_dir=..., resume=True))")
     app = saved.app.name
     groups = {d for d in os.listdir(config_dir) if os.path.isdir(os.path.join(config_dir, d))}
-    wanted: dict[str, object] = {}   # dotted key -> value the command line asks for
-    named: dict[str, str] = {}       # dotted key -> the override that asked for it
-    # as Hydra composes: group choices first, then the keys set one by one
-    for o in sorted(overrides, key=lambda o: not (o.key_or_group in groups and o.package is None)):
-        key = o.key_or_group
-        if key in DIRECTORY_KEYS or key.startswith("hydra.") or key == "resume":
-            continue
-        if key == "app":
-            if o.value() != app:
-                raise PairflowError(f"cannot resume {directory} as app={o.value()}: it is a "
-                                    f"run of app={app}")
-            continue
-        if key in groups and o.package is None:
-            for k, v in _group_values(config_dir, key, str(o.value())).items():
-                wanted[k], named[k] = v, o.input_line
-            continue
-        value = None if o.is_delete() else o.value()
-        wanted[key], named[key] = value, o.input_line
+    asked = [o for o in overrides if not (o.key_or_group in DIRECTORY_KEYS or o.key_or_group ==
+                                          "resume" or o.key_or_group.startswith("hydra."))]
+    for o in asked:
+        if o.key_or_group == "app" and o.value() != app:
+            raise PairflowError(f"cannot resume {directory} as app={o.value()}: it is a "
+                                f"run of app={app}")
     known = set(_flatten(OmegaConf.to_container(saved, resolve=False)))
     known |= {k.rsplit(".", 1)[0] for k in known if "." in k}
-    for key, value in wanted.items():
-        if key not in known:
+    for o in asked:
+        key = o.key_or_group
+        if key not in known and not (key in groups and o.package is None):
             close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise PairflowError(f"unknown config key {key!r} for the run in {directory} "
                                 f"(app={app}){hint}")
+    # what the command line asks for, composed as a fresh run would be (group choices, then
+    # keys; interpolations resolved), compared with the run's own values key by key
+    fresh = _compose(config_dir, app, [o.input_line for o in asked if o.key_or_group != "app"]) \
+        if asked else None
+    wanted: dict[str, object] = {}   # dotted key -> value the command line asks for
+    named: dict[str, str] = {}       # dotted key -> the override that asked for it
+    for o in sorted(asked, key=lambda o: not (o.key_or_group in groups and o.package is None)):
+        key = o.key_or_group
+        if key == "app":
+            continue
+        if key in groups and o.package is None:  # every key of the group, as chosen
+            for k, v in _flatten(OmegaConf.to_container(fresh[key], resolve=True),
+                                 f"{key}.").items():
+                wanted[k], named[k] = v, o.input_line
+            continue
+        value = OmegaConf.select(fresh, key, default=None)
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        wanted[key], named[key] = value, o.input_line
+    for key, value in wanted.items():
         old = OmegaConf.select(saved, key)
         if _same(old, value):
             continue

@@ -107,7 +107,7 @@ def test_resume_key_kinds(key, kind):
     assert resume_key_kind(key) == kind
 
 
-def _saved_run(path, *overrides):
+def _saved_run(path, *overrides, app="synthetic"):
     """A run directory as a killed ``pairflow app=synthetic ...`` leaves it: the resolved
     config.yaml and a meta.json (what a resume looks for)."""
     from hydra import compose, initialize_config_dir
@@ -116,7 +116,7 @@ def _saved_run(path, *overrides):
     from apps.cli import _register_resolvers
     _register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["app=synthetic", *overrides])
+        cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])
     os.makedirs(path)
     with open(os.path.join(path, "config.yaml"), "w") as fh:
         fh.write(OmegaConf.to_yaml(OmegaConf.to_container(cfg, resolve=True)))
@@ -181,3 +181,22 @@ def test_refused_resume_of_a_missing_directory_leaves_nothing(capsys, tmp_path, 
     (half / "status.json").write_text('{"state": "starting"}')
     code, _, err = run(capsys, "resume=true", f"run_dir={half}")
     assert code == 2 and "meta.json" in err and os.listdir(half) == ["status.json"]
+
+
+def test_resume_of_an_app_with_config_groups_of_its_own(capsys, tmp_path, monkeypatch):
+    """A farm run (its own run(), resumable; the farm= group interpolates its keys): the same
+    command line again resumes; another tool or another query file is refused, naming it."""
+    from apps.resume import resume_config
+    run_dir = _saved_run(tmp_path / "farm", "farm=blastp", "farm.queries=/x/q.fa", app="farm")
+    same = ["app=farm", "farm=blastp", "farm.queries=/x/q.fa", "resume=true", f"run_dir={run_dir}"]
+    cfg, _ = resume_config(same, CONFIG_DIR)
+    assert cfg.farm.queries == cfg.farm.db == "/x/q.fa" and cfg.farm.name == "blastp"
+    monkeypatch.chdir(tmp_path)
+    before = _listing(tmp_path)
+    for change, named in ((["farm=blastn"], "farm=blastn"), (["farm=hmmsearch"], "farm=hmmsearch"),
+                          (["farm.queries=/x/other.fa"], "farm.queries=/x/other.fa")):
+        code, _, err = run(capsys, *same, *change)
+        assert code == 2 and named in err and err.count("\n") == 1, err
+    assert _listing(tmp_path) == before
+    code, _, err = run(capsys, "resume=true", f"run_dir={_saved_run(tmp_path / 'hep', app='hep')}")
+    assert code == 2 and "app=hep" in err and "start it again" in err
