@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+from apps.resume import wants_resume
 from engine import InputError, PairflowError
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -199,18 +200,22 @@ def check_keys(argv: list[str]) -> None:
                             f"a key on purpose)")
 
 
-def _interrupted(run_dir: str | None, argv: list[str]) -> None:
-    """Say where an interrupted run stands, and mark its run directory interrupted."""
+def _interrupted(run_dir: str | None) -> None:
+    """Say where an interrupted run stands, and mark its run directory interrupted (the engine
+    marks it too; this covers an interrupt outside the engine's run)."""
     import shlex
     status = os.path.join(run_dir, "status.json") if run_dir else None
     if status and os.path.exists(status):
-        from engine import RunDir
-        RunDir(run_dir).set_status("interrupted", error="interrupted by the user (Ctrl-C)")
-        again = " ".join(shlex.quote(a) for a in argv if not a.startswith(("run_dir=",
-                                                                            "resume=")))
-        print(f"pairflow: interrupted; the run directory {run_dir} is marked interrupted.\n"
-              f"resume it with: pairflow {again} resume=true run_dir={run_dir}".replace("  ", " "),
-              file=sys.stderr)
+        from engine import RunDir, read_json
+        if (read_json(status, {}) or {}).get("state") != "interrupted":
+            RunDir(run_dir).set_status("interrupted", error=None)
+        if os.path.exists(os.path.join(run_dir, "meta.json")):
+            print(f"pairflow: interrupted; the run directory {run_dir} is marked interrupted.\n"
+                  f"resume it with: pairflow resume=true run_dir={shlex.quote(run_dir)}",
+                  file=sys.stderr)
+            return
+        print(f"pairflow: interrupted before the run started ({run_dir}); run the command "
+              "again", file=sys.stderr)
     else:
         print("pairflow: interrupted before the run started", file=sys.stderr)
 
@@ -227,6 +232,27 @@ def _fail(exc: BaseException, verbose: bool) -> None:
     print(f"pairflow: error: {what}{hint}", file=sys.stderr)
 
 
+def _run_and_report(cfg, run_dir: str | None, verbose: bool) -> int:
+    """Run a composed config, print the app's report (and what a resume did); the exit code."""
+    from apps.resume import resume_line
+    try:
+        module, result = run_config(cfg, run_dir)
+    except KeyboardInterrupt:
+        _interrupted(run_dir)
+        return 130
+    except Exception as exc:
+        if _SIGINT.is_set():  # the engine may turn the interrupt into its own error
+            _interrupted(run_dir)
+            return 130
+        _fail(exc, verbose)
+        return 2
+    print(module.report(result))
+    line = resume_line((getattr(result, "summary", None) or {}).get("resumed"))
+    if line:
+        print(line)
+    return 0
+
+
 def _hydra_main(argv: list[str], verbose: bool = False) -> int:
     import hydra
     from hydra.core.hydra_config import HydraConfig
@@ -241,26 +267,29 @@ def _hydra_main(argv: list[str], verbose: bool = False) -> int:
                   file=sys.stderr)
             outcome["code"] = 2
             return None
-        try:
-            module, result = run_config(cfg, run_dir)
-        except KeyboardInterrupt:
-            _interrupted(run_dir, argv)
-            outcome["code"] = 130
-            return None
-        except Exception as exc:
-            if _SIGINT.is_set():  # the engine may turn the interrupt into its own error
-                _interrupted(run_dir, argv)
-                outcome["code"] = 130
-                return None
-            _fail(exc, verbose)
-            outcome["code"] = 2
-            return None
-        print(module.report(result))
-        return result
+        outcome["code"] = _run_and_report(cfg, run_dir, verbose)
 
     sys.argv = ["pairflow"] + argv
     _main()
     return outcome["code"]
+
+
+def _resume(argv: list[str], verbose: bool) -> int:
+    """``resume=true``: the run's saved configuration, without Hydra composing (or creating)
+    anything; a refused resume writes nothing."""
+    from apps.resume import resume_config
+    try:
+        _register_resolvers()
+        cfg, run_dir = resume_config(argv, CONFIG_DIR)
+        module = importlib.import_module(__import__("apps").APPS[cfg.app.name])
+        # an app with its own run() resumes only if it says so (``resumes = True``)
+        if hasattr(module, "run") and not getattr(module, "resumes", False):
+            raise PairflowError(f"cannot resume {run_dir}: app={cfg.app.name} runs on its own "
+                                "and does not resume from a journal yet; start it again")
+    except Exception as exc:
+        _fail(exc, verbose)
+        return 2
+    return _run_and_report(cfg, run_dir, verbose)
 
 
 _SIGINT = threading.Event()
@@ -291,8 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         print(help_text())
         return 0
     argv = quote_input_lists(argv)
+    resume = wants_resume(argv) and not any(a.startswith("--cfg") or a in ("-m", "--multirun")
+                                            for a in argv)
     try:
-        check_keys(argv)
+        if not resume:
+            check_keys(argv)
     except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
         _fail(exc, verbose)
         return 2
@@ -300,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
     try:
-        return _hydra_main(argv, verbose)
+        return _resume(argv, verbose) if resume else _hydra_main(argv, verbose)
     except KeyboardInterrupt:
         print("pairflow: interrupted", file=sys.stderr)
         return 130

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+resumes = True  # run() hands cfg.resume to engine.farm, which resumes from its journal
 SPEC_KEYS = ("cut", "unit_records", "feed", "streams", "prepare", "retries", "timeout_s",
              "volumes", "segment", "volume_args", "merge")
 

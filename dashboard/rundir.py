@@ -45,7 +45,7 @@ __all__ = [
 
 #: stage names of the all-pairs dataflow in pipeline order (others are shown after these)
 STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
-TERMINAL_STATES = ("finished", "failed")
+TERMINAL_STATES = ("finished", "failed", "interrupted")
 #: state shown before anything of the run exists
 WAITING = "waiting for run"
 

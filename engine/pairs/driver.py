@@ -24,7 +24,7 @@ from ..errors import InputError, PairflowError, root_cause
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
-from ..run.rundir import JOURNAL, TILE_PLAN, RunRecorder, write_json
+from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json
 from ..run.runtime import alive_nodes, init_ray
 from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
                      measure_task)
@@ -73,7 +73,8 @@ class _Run:
         self.recorder.starting()
         try:
             t0 = time.time()
-            self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+            self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb,
+                                        log_path=self.recorder.file(LOG))
             self.phases["ray_init_s"] = time.time() - t0
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
@@ -84,6 +85,9 @@ class _Run:
             self._adopt_plan()
             done_tiles = self._open_sinks(previous is not None)
             self._launch(done_tiles, fingerprint)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
         except BaseException as exc:
             cause = self._failed(exc)
             if isinstance(cause, (InputError, PairflowError, ValueError)):
@@ -333,6 +337,10 @@ class _Run:
         except TimeoutError:
             bar.close()
             raise
+        except KeyboardInterrupt:
+            bar.close()
+            self._interrupted()
+            raise
         except BaseException as exc:
             bar.close()
             cause = self._failed(exc, lost_actors=self.lost_actors)
@@ -418,6 +426,12 @@ class _Run:
         self.recorder.failed(str(cause), **extra)
         self.shutdown(None)
         return cause
+
+    def _interrupted(self) -> None:
+        """Ctrl-C (or any KeyboardInterrupt): not a failure; the journal holds what was done
+        and ``resume=True`` continues from it."""
+        self.recorder.interrupted()
+        self.shutdown(None)
 
     def shutdown(self, state: str | None) -> None:
         for a in list(self.handles.values()) + self.cache_actors + [self.coordinator]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import ray
 
+from ..run.rundir import LOG
 from ..run.runtime import init_ray
 from .ordering import DSDPBalancer
 from .processor import Processor, read_batch, where
@@ -162,7 +163,8 @@ class _Driver:
 def run_ray(run: "PipelineRun", source, specs: list) -> dict:
     cfg = run.cfg
     t0 = time.time()
-    init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+    init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb,
+             log_path=os.path.join(run.path, LOG))
     ray_init_s = time.time() - t0
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     slots = max(2, cfg.slots or cpus + 1)

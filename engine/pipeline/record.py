@@ -100,7 +100,10 @@ class PipelineRecorder:
     def fail(self, exc: BaseException) -> None:
         """Best effort: the run's own error is what the caller must see."""
         try:
-            self.recorder.failed(str(exc))
+            if isinstance(exc, KeyboardInterrupt):
+                self.recorder.interrupted()
+            else:
+                self.recorder.failed(str(exc))
             self._close()
         except Exception:
             pass

@@ -28,6 +28,7 @@ TRACE = "trace.jsonl"         # stage spans
 TRACE_PARQUET = "trace.parquet"  # the spans again, at the end of the run
 JOURNAL = "journal.jsonl"     # what was safely written (engine/run/journal.py)
 PIPELINE = "pipeline.jsonl"   # pipelines: one line per re-plan
+LOG = "run.log"               # Ray's own messages and the workers' output (engine/run/runtime.py)
 RESULT = "result"             # the sinks' outputs
 FARM_UNITS = "units.json"     # farms: the inputs cut into units (resume reuses the cut)
 FARM_LOG = "farm.jsonl"       # farms: one line per tool run of a unit (worker, time, outcome)
@@ -117,6 +118,9 @@ class JsonlWriter:
         self.fh.close()
 
 
+ENDED = ("finished", "failed", "interrupted")  # the states a run stops in
+
+
 class RunDir:
     def __init__(self, path: str):
         self.path = os.path.abspath(path)
@@ -135,7 +139,7 @@ class RunDir:
     def set_status(self, state: str, error: str | None = None, **extra) -> None:
         now = time.time()
         status = {"state": state, "error": error, "updated": now,
-                  "finished": now if state in ("finished", "failed") else None, **extra}
+                  "finished": now if state in ENDED else None, **extra}
         write_json(self.file(STATUS), status)
 
 
@@ -154,7 +158,8 @@ class RunRecorder:
     it ended. Every engine records through one, so a watcher reads every kind of run alike.
 
     ``starting()`` -> ``write_meta()`` -> ``running()`` and ``heartbeat()`` while it runs ->
-    ``write_summary()`` and ``finished()``, or ``failed(error)`` at any point.
+    ``write_summary()`` and ``finished()``, or ``failed(error)`` or ``interrupted()`` (Ctrl-C:
+    not an error, and resumable) at any point.
     """
 
     HEARTBEAT_S = 2.0  # status.json's "updated" is at most this old while a run is alive
@@ -223,3 +228,6 @@ class RunRecorder:
 
     def failed(self, error: str, **extra) -> None:
         self.rundir.set_status("failed", error=error, **extra)
+
+    def interrupted(self) -> None:
+        self.rundir.set_status("interrupted", error=None)

@@ -1,26 +1,113 @@
-"""Starting or joining Ray, sized for the machine, on loopback unless told otherwise."""
+"""Starting or joining Ray, sized for the machine, on loopback unless told otherwise; Ray's own
+messages go to the run's log, not the user's console."""
 from __future__ import annotations
 
+import logging
 import os
+import threading
 
 import ray
 
 DEFAULT_OBJECT_STORE_MB = 1536
 
 
+class _RunLog:
+    """Where Ray's chatter goes: the log file of the run this process runs now.
+
+    Ray's driver-side messages (the token-authentication notice at start-up, its warnings) and
+    every worker's stdout and stderr are the user's business only when something goes wrong,
+    and then the run's own error says what; they are kept in the run directory for a closer
+    look. Ray errors still reach the console as well."""
+
+    FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    WORKERS = "pairflow_run_log"  # our handler's name in Ray's worker-output dispatcher
+
+    def __init__(self):
+        self.path: str | None = None
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> None:
+        with self.lock:
+            if self.path is None:
+                return
+            try:
+                with open(self.path, "a") as fh:
+                    fh.write(text)
+            except OSError:  # the run directory was removed: nothing to keep it in
+                pass
+
+    def worker_lines(self, data: dict) -> None:
+        """One batch of a worker's output, as Ray's dispatcher hands it over."""
+        lines = data.get("lines") or []
+        if data.get("pid") == "autoscaler":  # its periodic status, unless an event: as Ray does
+            try:
+                from ray._private.worker import filter_autoscaler_events
+                lines = list(filter_autoscaler_events(lines))
+            except ImportError:
+                lines = []
+        who = data.get("actor_name") or data.get("task_name") or "worker"
+        prefix = f"({who} pid={data.get('pid')}{' stderr' if data.get('is_err') else ''}) "
+        self.write("".join(prefix + line + "\n" for line in lines))
+
+
+_RUN_LOG = _RunLog()
+
+
+class _RunLogHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _RUN_LOG.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+def route_ray_logs(path: str | None) -> None:
+    """From now on, Ray's messages below ERROR and the workers' output go to ``path`` (the run
+    directory's log) instead of the console; ``None`` leaves Ray's console output alone."""
+    if path is None:
+        return
+    _RUN_LOG.path = path
+    logger = logging.getLogger("ray")
+    if not any(isinstance(h, _RunLogHandler) for h in logger.handlers):
+        for h in logger.handlers:  # Ray's console handler: errors only
+            h.setLevel(max(h.level, logging.ERROR))
+        handler = _RunLogHandler()
+        handler.setFormatter(logging.Formatter(_RunLog.FORMAT))
+        logger.addHandler(handler)
+    if ray.is_initialized():
+        _route_worker_output()
+
+
+def _route_worker_output() -> None:
+    """The workers' stdout and stderr, which Ray prints on the driver's console, into the run's
+    log (Ray 2.60's dispatcher of worker output; a Ray without it keeps printing)."""
+    try:
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher as dispatcher
+    except ImportError:
+        return
+    dispatcher.remove_handler("ray_print_logs")
+    if not any(name == _RunLog.WORKERS for name, _ in dispatcher.handlers):
+        dispatcher.add_handler(_RunLog.WORKERS, _RUN_LOG.worker_lines)
+
+
 def init_ray(address: str | None = None, num_cpus: int | None = None,
-             object_store_mb: int | None = None, quiet: bool = True) -> bool:
+             object_store_mb: int | None = None, quiet: bool = True,
+             log_path: str | None = None) -> bool:
     """Start an in-process local Ray (or join ``address``); returns True if this call started it.
 
     A local Ray binds 127.0.0.1 only: Ray 2.60 otherwise binds the machine's external address.
+    ``log_path``: the run's log, where Ray's own messages and the workers' output go
+    (``route_ray_logs``).
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    route_ray_logs(log_path)
     if ray.is_initialized():
         return False
     kwargs = dict(logging_level="warning" if quiet else "info", log_to_driver=True)
     if address and address != "local":
         ray.init(address=address, **kwargs)
+        route_ray_logs(log_path)
         return True
     # event_stats times every handler of every Ray event loop for Ray's debug dumps, which
     # nothing here reads: off, an idle actor costs much less CPU
@@ -30,6 +117,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
              object_store_memory=int((object_store_mb or DEFAULT_OBJECT_STORE_MB) * 2**20),
              include_dashboard=False, _node_ip_address="127.0.0.1",
              _system_config={"event_stats": False}, **kwargs)
+    route_ray_logs(log_path)
     return True
 
 

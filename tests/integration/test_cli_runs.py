@@ -86,3 +86,171 @@ def test_config_groups_to_allpairs_options():
     cfg.cache.host_cache_itemz = 3
     with pytest.raises(PairflowError, match="cache.host_cache_itemz"):
         allpairs_options(cfg)
+
+
+def _env() -> dict:
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for key in ("PAIRFLOW_DEBUG", "RAY_AUTH_MODE", "RAY_ADDRESS"):
+        env.pop(key, None)  # Ray's default start-up, whose token notice must not reach the console
+    return env
+
+
+def _journaled_tiles(run_dir: str) -> dict[int, list[dict]]:
+    """The journal read independently of the engine: tile -> its complete entries."""
+    tiles: dict[int, list[dict]] = {}
+    try:
+        with open(os.path.join(run_dir, "journal.jsonl")) as fh:
+            for line in fh:
+                if line.endswith("\n"):
+                    entry = json.loads(line)
+                    tiles.setdefault(entry["tile"], []).append(entry)
+    except OSError:
+        pass
+    return tiles
+
+
+def _where(run_dir: str) -> str:
+    """A stuck run's state, last metrics and log tail, for the failure message."""
+    def tail(name, n):
+        try:
+            with open(os.path.join(run_dir, name)) as fh:
+                return "".join(fh.readlines()[-n:])
+        except OSError:
+            return ""
+    return (f"status {tail('status.json', 20)}\nmetrics {tail('metrics.jsonl', 1)[:3000]}\n"
+            f"run.log {tail('run.log', 30)}")
+
+
+def _interrupt_when(proc, run_dir: str, tiles: int, timeout: float = 600) -> tuple[str, str]:
+    """SIGINT (Ctrl-C) once the run has journaled ``tiles`` tiles; the process's output."""
+    try:
+        deadline = time.time() + timeout
+        while (len(_journaled_tiles(run_dir)) < tiles and proc.poll() is None
+               and time.time() < deadline):
+            time.sleep(0.2)
+        assert proc.poll() is None and len(_journaled_tiles(run_dir)) >= tiles, proc.poll()
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.ray
+def test_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
+    """An interrupted run with a host tier of 8 items resumes with 8 though the resume command
+    does not say so (``hydra.run.dir=``, as a fresh run takes it), prints and records the tiles
+    it reused, recomputed and repaired (counted here from the journal and one corrupted tile),
+    and ends with the right matrix; Ray's chatter stays in the run's log."""
+    import numpy as np
+    import zarr
+    run_dir = str(tmp_path / "run")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "apps.cli", "app=synthetic", "synthetic.n=40",
+         "synthetic.t_cmp=0.03", "cache.host_cache_items=8", f"hydra.run.dir={run_dir}",
+         "progress=false", "cluster.num_cpus=2", "cluster.object_store_mb=512"],
+        cwd=str(tmp_path), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    _, err = _interrupt_when(proc, run_dir, 8)
+    assert proc.returncode == 130, err[-3000:]
+    assert f"pairflow resume=true run_dir={run_dir}" in err
+    status = json.load(open(os.path.join(run_dir, "status.json")))
+    assert status["state"] == "interrupted" and not status["error"]
+    journaled = _journaled_tiles(run_dir)
+    # one journaled tile's bytes go bad behind the journal's back
+    bad_tile = sorted(journaled)[len(journaled) // 2]
+    r0, r1, c0, c1 = journaled[bad_tile][-1]["region"]
+    (array,) = [os.path.join(d, "value") for d in
+                (os.path.join(run_dir, "result", n) for n in os.listdir(
+                    os.path.join(run_dir, "result"))) if os.path.isdir(os.path.join(d, "value"))]
+    z = zarr.open_array(array, mode="r+")
+    z[r0, c1 - 1] = z[r0, c1 - 1] + 1.0
+    n_tiles = len(json.load(open(os.path.join(run_dir, "tiles.json"))))
+
+    try:
+        out = subprocess.run([sys.executable, "-m", "apps.cli", "resume=true",
+                              f"hydra.run.dir={run_dir}", "progress=false"],
+                             cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                             timeout=900)
+    except subprocess.TimeoutExpired:  # say where it stood
+        pytest.fail(f"the resume did not end: {_where(run_dir)}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    reused, repaired = len(journaled) - 1, 1
+    line = (f"resumed: reused {reused} tiles, recomputed {n_tiles - reused - repaired}, "
+            f"repaired {repaired}")
+    assert line in out.stdout.splitlines(), out.stdout
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert summary["resumed"]["reused"] == reused and summary["resumed"]["repaired"] == 1
+    assert summary["resumed"]["recomputed"] == n_tiles - reused - repaired
+    assert summary["host_cache_items"] == 8
+    assert json.load(open(os.path.join(run_dir, "meta.json")))["host_cache_items"] == 8
+    assert json.load(open(os.path.join(run_dir, "status.json")))["state"] == "finished"
+    value = zarr.open_group(summary["outputs"]["dense"], mode="r")["value"][...]
+    i, j = np.triu_indices(40, 1)
+    assert np.array_equal(value[i, j], ((i * 7919 + j) % 1000).astype(float))
+    for stream in (err, out.stderr, out.stdout):
+        assert "Token authentication" not in stream and "pid=" not in stream
+    with open(os.path.join(run_dir, "run.log")) as fh:
+        assert "Token authentication" in fh.read()
+
+
+API_SCRIPT = """
+import sys, time
+from engine import allpairs
+from apps.synthetic import SyntheticApp
+
+def shout(a, b):
+    print("compare-says-hi", flush=True)
+    return float(a * b)
+
+mode, run_dir = sys.argv[1], sys.argv[2]
+if mode == "print":
+    res = allpairs(["1", "2", "3"], load=float, compare=shout, run_dir=run_dir, progress=False,
+                   num_cpus=2, object_store_mb=512, wait=True)
+    deadline = time.time() + 30  # workers' output reaches the driver a moment later
+    while time.time() < deadline and "compare-says-hi" not in open(run_dir + "/run.log").read():
+        time.sleep(0.2)
+    print("done", res.matrix()[0, 1])
+    sys.exit(0)
+handle = allpairs(app=SyntheticApp(60, t_cmp=0.05), run_dir=run_dir, progress=False,
+                  num_cpus=2, object_store_mb=512)
+try:
+    handle.result()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+    sys.exit(7)
+except BaseException as exc:
+    print("other", type(exc).__name__, exc)
+    sys.exit(8)
+"""
+
+
+@pytest.mark.ray
+def test_ctrl_c_in_the_api_marks_the_run_interrupted(tmp_path):
+    """A Python user's Ctrl-C: KeyboardInterrupt reaches them, and the run directory says
+    interrupted (no error) instead of failed with an empty error."""
+    run_dir = str(tmp_path / "api")
+    proc = subprocess.Popen([sys.executable, "-c", API_SCRIPT, "interrupt", run_dir],
+                            cwd=str(tmp_path), env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out, err = _interrupt_when(proc, run_dir, 3)
+    assert proc.returncode == 7 and "KeyboardInterrupt" in out, (out, err[-3000:])
+    status = json.load(open(os.path.join(run_dir, "status.json")))
+    assert status["state"] == "interrupted" and status["error"] is None
+
+
+@pytest.mark.ray
+def test_workers_output_and_ray_notices_go_to_the_run_log(tmp_path):
+    """What a worker prints and Ray's start-up notices land in run.log; the console shows
+    neither (errors would still show)."""
+    run_dir = str(tmp_path / "api")
+    out = subprocess.run([sys.executable, "-c", API_SCRIPT, "print", run_dir],
+                         cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "done 2.0" in out.stdout, out.stderr[-3000:]
+    assert "compare-says-hi" not in out.stdout + out.stderr
+    assert "Token authentication" not in out.stdout + out.stderr
+    with open(os.path.join(run_dir, "run.log")) as fh:
+        log = fh.read()
+    assert "compare-says-hi" in log and "Token authentication" in log

@@ -85,3 +85,118 @@ def test_cluster_group_to_runtime_options():
                                         "object_store_mb": 512, "devices": "cpu"}})
     assert runtime_options(cfg) == {"num_cpus": 2, "object_store_mb": 512}
     assert runtime_options(OmegaConf.create({})) == {}
+
+
+# -- resume: the run's saved configuration, overrides that cannot change its results ---------
+
+@pytest.mark.parametrize("key, kind", [
+    ("cache.host_cache_items", "runtime"), ("cache.host_cache_bytes", "runtime"),
+    ("cluster.num_cpus", "runtime"), ("cluster.actors_per_node", "runtime"),
+    ("cluster.ray_address", "runtime"), ("progress", "runtime"), ("validate", "runtime"),
+    ("max_retries", "runtime"), ("scheduler.in_flight", "runtime"),
+    ("scheduler.window", "runtime"), ("hydra.run.dir", "runtime"), ("run_dir", "runtime"),
+    ("data.inputs", "result"), ("data.k", "result"), ("data.item", "result"),
+    ("app.name", "result"), ("sink.type", "result"), ("sink.k", "result"),
+    ("align.top_k", "result"), ("synthetic.n", "result"), ("filter.t", "result"),
+    ("cluster.devices", "result"), ("+data.kk", "result"), ("something.new", "result"),
+    ("scheduler.plan", "tiling"), ("scheduler.leaf_items", "tiling"),
+    ("scheduler.target_tile_s", "tiling"),
+])
+def test_resume_key_kinds(key, kind):
+    from apps.resume import resume_key_kind
+    assert resume_key_kind(key) == kind
+
+
+def _saved_run(path, *overrides, app="synthetic"):
+    """A run directory as a killed ``pairflow app=synthetic ...`` leaves it: the resolved
+    config.yaml and a meta.json (what a resume looks for)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from apps.cli import _register_resolvers
+    _register_resolvers()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])
+    os.makedirs(path)
+    with open(os.path.join(path, "config.yaml"), "w") as fh:
+        fh.write(OmegaConf.to_yaml(OmegaConf.to_container(cfg, resolve=True)))
+    with open(os.path.join(path, "meta.json"), "w") as fh:
+        fh.write("{}")
+    return str(path)
+
+
+def _listing(root):
+    return sorted((os.path.relpath(os.path.join(d, f), root),
+                   os.stat(os.path.join(d, f)).st_mtime_ns)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+
+def test_resume_takes_the_saved_config_and_runtime_overrides(tmp_path):
+    from apps.resume import resume_config
+    run_dir = _saved_run(tmp_path / "run", "cache.host_cache_items=4", "synthetic.n=30")
+    cfg, where = resume_config(["resume=true", f"run_dir={run_dir}"], CONFIG_DIR)
+    assert where == run_dir and cfg.resume is True and cfg.run_dir == run_dir
+    assert cfg.cache.host_cache_items == 4 and cfg.synthetic.n == 30 and cfg.app.name == "synthetic"
+    cfg, _ = resume_config(["resume=true", f"hydra.run.dir={run_dir}", "cache.host_cache_items=6",
+                            "progress=false", "cluster.num_cpus=2", "synthetic.n=30",
+                            "app=synthetic", "cache=default"], CONFIG_DIR)
+    # as in Hydra, a group choice (cache=default) applies before the keys set one by one
+    assert cfg.progress is False and cfg.cluster.num_cpus == 2 and cfg.synthetic.n == 30
+    assert cfg.cache.host_cache_items == 6
+    cfg, _ = resume_config(["resume=true", f"run_dir={run_dir}", "cache=default"], CONFIG_DIR)
+    assert cfg.cache.host_cache_items is None
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["synthetic.n=50"], "synthetic.n=50"),
+    (["sink=topk"], "sink=topk"),
+    (["sink.type=threshold"], "sink.type=threshold"),
+    (["app=align"], "app=align"),
+    (["scheduler=zorder"], "scheduler=zorder"),
+    (["scheduler.leaf_items=3"], "scheduler.leaf_items=3"),
+    (["cluster.devices=torch-cpu"], "cluster.devices=torch-cpu"),
+    (["cache.host_cache_itemz=5"], "cache.host_cache_itemz"),
+])
+def test_resume_refuses_what_would_change_results_and_writes_nothing(capsys, tmp_path,
+                                                                    monkeypatch, argv, named):
+    run_dir = _saved_run(tmp_path / "run", "cache.host_cache_items=4", "synthetic.n=30")
+    monkeypatch.chdir(tmp_path)
+    before = _listing(tmp_path)
+    for where in ("run_dir", "hydra.run.dir"):
+        code, out, err = run(capsys, "resume=true", f"{where}={run_dir}", *argv)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert err.startswith("pairflow: error: ") and named in err
+        assert _listing(tmp_path) == before
+
+
+def test_refused_resume_of_a_missing_directory_leaves_nothing(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv in (["resume=true", "run_dir=runs/nope"], ["resume=true", "hydra.run.dir=runs/nope"],
+                 ["resume=true"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and err.count("\n") == 1 and "pairflow: error: " in err, err
+        assert os.listdir(tmp_path) == []
+    half = tmp_path / "started"
+    half.mkdir()
+    (half / "status.json").write_text('{"state": "starting"}')
+    code, _, err = run(capsys, "resume=true", f"run_dir={half}")
+    assert code == 2 and "meta.json" in err and os.listdir(half) == ["status.json"]
+
+
+def test_resume_of_an_app_with_config_groups_of_its_own(capsys, tmp_path, monkeypatch):
+    """A farm run (its own run(), resumable; the farm= group interpolates its keys): the same
+    command line again resumes; another tool or another query file is refused, naming it."""
+    from apps.resume import resume_config
+    run_dir = _saved_run(tmp_path / "farm", "farm=blastp", "farm.queries=/x/q.fa", app="farm")
+    same = ["app=farm", "farm=blastp", "farm.queries=/x/q.fa", "resume=true", f"run_dir={run_dir}"]
+    cfg, _ = resume_config(same, CONFIG_DIR)
+    assert cfg.farm.queries == cfg.farm.db == "/x/q.fa" and cfg.farm.name == "blastp"
+    monkeypatch.chdir(tmp_path)
+    before = _listing(tmp_path)
+    for change, named in ((["farm=blastn"], "farm=blastn"), (["farm=hmmsearch"], "farm=hmmsearch"),
+                          (["farm.queries=/x/other.fa"], "farm.queries=/x/other.fa")):
+        code, _, err = run(capsys, *same, *change)
+        assert code == 2 and named in err and err.count("\n") == 1, err
+    assert _listing(tmp_path) == before
+    code, _, err = run(capsys, "resume=true", f"run_dir={_saved_run(tmp_path / 'hep', app='hep')}")
+    assert code == 2 and "app=hep" in err and "start it again" in err
