@@ -47,6 +47,9 @@ class SchedulerClient:
     def watch(self):
         return self.handle.watch.remote()
 
+    def drain(self):
+        return self.handle.drain.remote()
+
     def actor_lost(self, actor: str, reason: str):
         return self.handle.actor_lost.remote(actor, reason)
 

@@ -29,6 +29,8 @@ class AllPairsConfig:
     runs_root: str = "runs"
     ray_address: str | None = None
     num_cpus: int | None = None
+    shared_fs: bool | None = None        # do workers see the driver's files? None: yes when
+                                         #   every node is on the driver's machine
     object_store_mb: int | None = None
     resume: bool = False                 # replay the run directory's journal, redo the rest
     validate: float = 0.0                # fraction of tiles recomputed on another actor

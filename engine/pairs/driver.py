@@ -24,7 +24,8 @@ from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, TILE_PLAN, RunRecorder, write_json
-from ..run.runtime import alive_nodes, init_ray
+from ..run.runtime import alive_nodes, init_ray, shares_files
+from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
                      measure_task)
 from .app import BasePairApp, FunctionApp
@@ -34,6 +35,7 @@ from .coordinator import Coordinator
 from .preflight import problems_error, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
+from .shipped import ResultWriter, check_sinks
 from .sinks import Sink, SinkContext, make_sink
 from .sizing import plan_nodes, plan_run, validation_sample, weighted_probe
 
@@ -58,6 +60,8 @@ class _Run:
         self.finished_result: AllPairsResult | None = None
         self.resume_report: dict | None = None
         self.lost_actors: list[dict] = []
+        self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
+        self.shipment: Shipment | None = None
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,6 +95,8 @@ class _Run:
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
         self.nodes = alive_nodes()
+        # nothing shared: inputs go out through the object store, results come back
+        self.ship = not shares_files(self.nodes, self.cfg.shared_fs)
 
     def _preflight(self, previous: dict | None) -> tuple[dict, float | None]:
         """Check every input and measure the stages, side by side, before any compute; a
@@ -100,12 +106,22 @@ class _Run:
         node_plan = plan_nodes(self.nodes, cfg)
         n_actors = sum(n.actors for n in node_plan)
         self.app_ref = ray.put(app)
+        urls = input_urls(app, self.keys)
+        check_reachable(urls)
+        if self.ship:
+            check_sinks(self.sinks)
+            t0 = time.time()
+            self.shipment = Shipment.of(urls)
+            self.phases["ship_inputs_s"] = time.time() - t0
+        shipment = ray.put(self.shipment) if self.shipment is not None else None
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             chunks = np.array_split(np.array(self.keys, dtype=object),
                                     min(len(self.keys), 4 * n_actors))
-            checks = [check_items_task.remote(self.app_ref, list(c)) for c in chunks if len(c)]
+            checks = [check_items_task.remote(self.app_ref, list(c), shipment)
+                      for c in chunks if len(c)]
         else:  # nothing to check: still warm the loader processes up (app.warmup)
-            checks = [check_items_task.remote(self.app_ref, []) for _ in range(n_actors)]
+            checks = [check_items_task.remote(self.app_ref, [], shipment)
+                      for _ in range(n_actors)]
         probe, probe_weight = None, None
         if previous is not None:
             self.measured = previous.get("measured", {})
@@ -114,7 +130,7 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
-            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device)
+            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device, shipment)
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
         self.phases["preflight_s"] = time.time() - t0
@@ -163,7 +179,13 @@ class _Run:
             col_items=self.items.col_items, order=plan.order, window=cfg.window,
             locality=True, done_tiles=done_tiles, deadlines=plan.deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=self.row_keys,
-            col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
+            col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
+            ship=self.ship)
+        metrics_kw["outbox"] = self.ship
+        if self.ship:  # the driver writes what the workers ship (pairs/shipped.py)
+            self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
+                                        self.recorder.file(JOURNAL) if cfg.journal else None,
+                                        cfg.journal_fsync_s)
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
         meta = {"kind": "allpairs", "app": self.app.name, "space": self.space.describe(),
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
@@ -188,40 +210,49 @@ class _Run:
         self.recorder.running()
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
-        """The coordinator (with the head node's cache) on the head node, a cache actor on
-        every other node, and the device actors; returns their descriptions for meta.json."""
+        """The coordinator on the head node (with the head's cache when the head runs device
+        actors), a cache actor on every other node with devices, and the device actors;
+        returns their descriptions for meta.json."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         cfg, plan, actors_meta = self.cfg, self.plan, []
+        caches = [self._cache_spec(n_idx) for n_idx in range(len(plan.nodes))]
+        head = self.nodes[0]  # alive_nodes() puts the head first: a cluster cannot lose it
+        head_cache = plan.nodes[0].node["node_id"] == head["node_id"]
+        # the run's bookkeeping (and the head node's cache) in one process on the head node
+        # (coordinator.py says why one); a 0-CPU head holds it too: it asks for no CPU
+        self.coordinator = Coordinator.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            head["node_id"], soft=False)).remote(scheduler_kw, metrics_kw,
+                                                 caches[0] if head_cache else None)
+        self.scheduler = SchedulerClient(self.coordinator)
+        self.metrics = MetricsClient(self.coordinator)
         for n_idx, node_plan in enumerate(plan.nodes):
             node, dev = node_plan.node, node_plan.device
-            cache = NodeCacheSpec(
-                node=f"node-{n_idx}", node_id=node["node_id"], app=self.app,
-                item_keys=self.keys,
-                budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
-                budget_items=plan.host_items if cfg.host_cache_items else None,
-                eviction=cfg.eviction, preprocess_on=dev if node_plan.preprocess_on_host else None,
-                load_batch=plan.load_batch, load_slots=max(1, node["cpus"]),
-                inline_bytes=cfg.inline_item_bytes,
-                expected_item_bytes=self.measured.get("item_bytes"))
-            where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-            if n_idx == 0:
-                # the run's bookkeeping and the head node's cache in one process on the head
-                # node, which a cluster cannot lose (coordinator.py says why one)
-                self.coordinator = Coordinator.options(scheduling_strategy=where).remote(
-                    scheduler_kw, metrics_kw, cache)
-                self.scheduler = SchedulerClient(self.coordinator)
-                self.metrics = MetricsClient(self.coordinator)
+            if n_idx == 0 and head_cache:
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
+                where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
                 actor = NodeCacheActor.options(scheduling_strategy=where).remote(
-                    cache, self.scheduler, self.metrics)
+                    caches[n_idx], self.scheduler, self.metrics)
                 self.cache_actors.append(actor)
                 self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
-                                    "address": node["address"]})
+                                    "address": node["address"], "node_id": node["node_id"]})
         return actors_meta
+
+    def _cache_spec(self, n_idx: int) -> NodeCacheSpec:
+        cfg, plan, node_plan = self.cfg, self.plan, self.plan.nodes[n_idx]
+        return NodeCacheSpec(
+            node=f"node-{n_idx}", node_id=node_plan.node["node_id"], app=self.app,
+            item_keys=self.keys,
+            budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
+            budget_items=plan.host_items if cfg.host_cache_items else None,
+            eviction=cfg.eviction,
+            preprocess_on=node_plan.device if node_plan.preprocess_on_host else None,
+            load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),
+            inline_bytes=cfg.inline_item_bytes,
+            expected_item_bytes=self.measured.get("item_bytes"), shipment=self.shipment)
 
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
@@ -235,7 +266,7 @@ class _Run:
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=cfg.eviction,
-            preprocessed_on_host=node_plan.preprocess_on_host)
+            preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship)
         affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
         self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
             spec, self.app_ref)
@@ -306,6 +337,8 @@ class _Run:
                 # one call for progress and overdue tiles, and metrics only for a progress
                 # bar: every call is CPU at both ends, twice a second for the whole run
                 prog = ray.get(self.scheduler.watch())
+                if self.results is not None:
+                    self.results.write(prog)
                 self._kill_overdue(prog["overdue"])
                 if prog["error"]:
                     raise PairflowError(prog["error"])
@@ -369,6 +402,9 @@ class _Run:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
         closed = ray.get(self.scheduler.close())
         snap = ray.get(self.metrics.close())
+        if self.results is not None:  # the last payloads and records, then the journal
+            self.results.write(ray.get(self.scheduler.drain()))
+            closed = self.results.close()
         t_finalize = time.time()
         outputs = {}
         for sink in self.sinks:
@@ -393,6 +429,11 @@ class _Run:
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
+            "shared_fs": not self.ship,
+            "shipped": None if not self.ship else {
+                "input_files": self.shipment.files,
+                "input_bytes": self.shipment.nbytes,
+                "result_bytes": self.results.payload_bytes},
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
@@ -403,6 +444,13 @@ class _Run:
     def _failed(self, exc: BaseException, **extra) -> BaseException:
         """Record the failure, stop every actor, and return the user's exception."""
         cause = root_cause(exc)
+        if self.results is not None:  # what finished before the failure: journaled, kept
+            try:
+                self.results.write(ray.get(self.scheduler.drain(), timeout=10))
+            except Exception:
+                pass
+            self.results.close()
+            self.results = None
         self.recorder.failed(str(cause), **extra)
         self.shutdown(None)
         return cause

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..run.io import fetch
+from ..run.shipping import install
 
 
 def load_and_parse(app, key: str, preprocess_on: str | None = None):
@@ -33,7 +34,7 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None):
 
 
 def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
-               all_inline: bool = False):
+               all_inline: bool = False, shipment=None):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
@@ -44,7 +45,10 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
 
     ``all_inline`` (``num_returns=1``): only the infos, every item inside its own, for apps whose
     items are all small. Even an unused return object costs the owner, the worker and the raylet
-    bookkeeping, once per item of the run."""
+    bookkeeping, once per item of the run.
+
+    ``shipment``: the driver's local files, through the object store (``run/shipping.py``)."""
+    install(shipment)
     out = [load_and_parse(app, key, preprocess_on) for key in keys]
     items = []
     for item, info in out:
@@ -67,9 +71,10 @@ def warm_process(app, device: str) -> None:
         _WARM.add(token)
 
 
-def check_items(app, keys: list[str]) -> list[str]:
+def check_items(app, keys: list[str], shipment=None) -> list[str]:
     """Pre-flight: every item's raw bytes checked before any compute; returns problems.
     The loader process is warmed up on the way, so the first load does not pay for it."""
+    install(shipment)
     warm_process(app, "host")
     problems = []
     for key in keys:
@@ -91,9 +96,10 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
     return [missing[i:i + size] for i in range(0, len(missing), size)]
 
 
-def measure_stages(app, keys: Sequence[str], device: str) -> dict:
+def measure_stages(app, keys: Sequence[str], device: str, shipment=None) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles).
     The process is warmed up first, so first-call costs do not inflate the parse time."""
+    install(shipment)
     warm_process(app, "host")
     warm_process(app, device)
     sample = list(dict.fromkeys(keys))[:2]

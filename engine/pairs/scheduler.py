@@ -23,6 +23,7 @@ import time
 from ..run.journal import JournalWriter
 from ..run.rundir import JOURNAL, RunDir
 from .policy import ItemMap, TilePolicy
+from .shipped import ShippedJournal
 from .space import Tile
 
 
@@ -40,14 +41,16 @@ class Scheduler:
                  window: int = 8, locality: bool = True, journal_fsync_s: float = 1.0,
                  done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
                  max_retries: int = 2, keep_fields: list[int] | None = None,
-                 row_keys=(), col_keys=(), journal: bool = True):
+                 row_keys=(), col_keys=(), journal: bool = True, ship: bool = False):
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
         for t in done_tiles or []:
             self.policy.complete(t)
-        self.journal = JournalWriter(RunDir(run_dir).file(JOURNAL), journal_fsync_s) \
-            if journal else None
+        # ship: the run directory is out of reach; tiles' payloads wait for the driver
+        self.shipped = ShippedJournal() if ship else None
+        self.journal = self.shipped or (
+            JournalWriter(RunDir(run_dir).file(JOURNAL), journal_fsync_s) if journal else None)
         self.l2: dict[str, set] = {}
         self.l1: dict[str, set] = {}  # actor -> what its L1 holds, kept from reported changes
         self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
@@ -146,6 +149,10 @@ class Scheduler:
     def watch(self) -> dict:
         """``progress`` and ``overdue`` in one call: what the driver polls."""
         return {**self.progress(), "overdue": self.overdue()}
+
+    def drain(self) -> list:
+        """Finished tiles' payloads not yet handed to the driver (``ship`` only)."""
+        return self.shipped.drain() if self.shipped is not None else []
 
     def close(self) -> dict:
         """Close the journal; the seconds it cost: appending on the hand-out path

@@ -67,9 +67,15 @@ class RunPlan:
 
 
 def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
-    """One device actor per GPU (``devices`` auto or cuda) or per CPU slot of every node."""
+    """One device actor per GPU (``devices`` auto or cuda) or per CPU slot of every node.
+
+    A node with neither CPU nor GPU (a cluster's head started with ``--num-cpus=0``, the usual
+    production setup) runs no device actor and no node cache: its load tasks, which need a CPU,
+    could never be scheduled there."""
     out = []
     for node in nodes:
+        if node["cpus"] <= 0 and node["gpus"] <= 0:
+            continue
         if cfg.devices in ("auto", "cuda") and node["gpus"] > 0:
             count, dev = node["gpus"], "cuda"
         else:
@@ -77,6 +83,9 @@ def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
             dev = "cpu" if cfg.devices in ("auto", "cuda") else cfg.devices
         out.append(NodePlan(node, cfg.actors_per_node or count, dev,
                             preprocess_on_host=dev == "cpu" and cfg.preprocess_on_host))
+    if not out:
+        raise PairflowError("no node of the Ray cluster has a CPU or a GPU to run device actors "
+                            f"on (nodes: {[(n['address'], n['cpus'], n['gpus']) for n in nodes]})")
     return tuple(out)
 
 
@@ -211,7 +220,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     n_actors = sum(n.actors for n in node_plan)
     per_node = max(n.actors for n in node_plan)
     per_node_tiles = per_node * cfg.in_flight
-    store, host_bytes, host_items = _host_budget(nodes, cfg,
+    store, host_bytes, host_items = _host_budget([n.node for n in node_plan], cfg,
                                                  measurements.get("item_bytes", 1), warnings)
     host_items_eff = min(host_items, items.n_items)
     measured = dict(measurements)
