@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..run.io import fetch
+from ..run.io import fetch, io_stats
 from ..run.shipping import install
 
 
@@ -49,7 +49,10 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
 
     ``shipment``: the driver's local files, through the object store (``run/shipping.py``)."""
     install(shipment)
+    before = io_stats()
     out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    if out:  # what this task read, by scheme (files read once per process count once)
+        out[0][1]["io"] = io_delta(before, io_stats())
     items = []
     for item, info in out:
         if all_inline or info["nbytes"] <= inline_bytes:
@@ -57,6 +60,17 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
         items.append(item)
     infos = [info for _, info in out]
     return infos if all_inline else (*items, infos)
+
+
+def io_delta(before: dict, after: dict) -> dict:
+    """``io_stats`` counts read between two snapshots, by scheme."""
+    out = {}
+    for kind, now in after.items():
+        was = before.get(kind, {"gets": 0, "bytes": 0})
+        d = {k: now[k] - was[k] for k in ("gets", "bytes")}
+        if d["gets"]:
+            out[kind] = d
+    return out
 
 
 _WARM: set = set()

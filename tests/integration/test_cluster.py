@@ -25,7 +25,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.conftest import need, need_program
+from tests.conftest import need, need_module, need_program
 from tests.unit.conftest import SHARE
 
 pytestmark = [pytest.mark.ray, pytest.mark.multinode, pytest.mark.slow]
@@ -59,7 +59,7 @@ CLUSTER = textwrap.dedent("""
 
 
 def run_on_cluster(tmp_path, driver: str, head_cpus: int, workers: int, private: bool,
-                   scratch: str) -> dict:
+                   scratch: str, **env_vars) -> dict:
     """Run ``driver`` (a script's text) against a fresh Cluster; its last stdout line (JSON)."""
     (tmp_path / "driver.py").write_text(driver)
     (tmp_path / "cluster.py").write_text(CLUSTER)
@@ -67,7 +67,7 @@ def run_on_cluster(tmp_path, driver: str, head_cpus: int, workers: int, private:
     # under `scratch` (short: Ray's socket paths must stay under the Unix limit)
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", PYTHONPATH=REPO,
                TMPDIR=scratch, NUMBA_CACHE_DIR=os.path.join(scratch, "numba"),
-               PAIRFLOW_AUDIT_DIR=os.path.join(scratch, "audit"))
+               PAIRFLOW_AUDIT_DIR=os.path.join(scratch, "audit"), **env_vars)
     os.makedirs(env["PAIRFLOW_AUDIT_DIR"])
     out = subprocess.run([sys.executable, str(tmp_path / "cluster.py"), str(tmp_path / "driver.py"),
                           "private" if private else "plain", str(head_cpus), str(workers)],
@@ -236,3 +236,95 @@ def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, tmp_path):
     assert np.array_equal(got["score"][...], want["score"][...])
     assert pd.read_parquet(str(export / "align" / aln["outputs"]["topk"])).equals(
         pd.read_parquet(aln_ref.outputs["topk"]))
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(tmp_path):
+    """A moto S3 server on 127.0.0.1; each record of the O-locus file as a FASTA file of its own
+    (file items: one GET per load), uploaded; the run over s3:// URLs on a 3-node cluster with
+    nothing shared equals the run over the local files, and every node reports its GETs and
+    bytes, which add up to whole objects."""
+    need_module("s3fs")
+    moto_server = need_module("moto.server")
+    from Bio import SeqIO
+    files = []
+    for rec in SeqIO.parse(str(need(O_LOCUS)), "genbank"):
+        path = tmp_path / "inputs" / f"{rec.name}.fa"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f">{rec.name}\n{rec.seq}\n")
+        files.append(str(path))
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    env = dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
+    try:
+        import s3fs
+        fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                               client_kwargs={"endpoint_url": env["AWS_ENDPOINT_URL"]})
+        fs.mkdir("inputs")
+        for f in files:
+            fs.put(f, f"inputs/{os.path.basename(f)}")
+        result = run_on_cluster(tmp_path, textwrap.dedent(f"""
+            import json, os
+            import numpy as np, ray, zarr
+            from apps.jaccard import JaccardApp
+            from engine.pairs.driver import allpairs
+            from engine.pairs.sinks import DenseMatrix
+            ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
+            files = {files!r}
+            out = {{}}
+            for name, urls, shared in (("local", files, True),
+                                       ("s3", ["s3://inputs/" + os.path.basename(f)
+                                               for f in files], False)):
+                res = allpairs(app=JaccardApp(urls, k=21, item="file"),
+                               sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
+                               runs_root={str(tmp_path / "runs")!r}, leaf_items=4,
+                               progress=False, wait=True, shared_fs=shared)
+                g = zarr.open_group(res.outputs["dense"], mode="r")
+                out[name] = {{"keys": list(g.attrs["row_keys"]),
+                             "similarity": g["similarity"][...].tolist(),
+                             "summary": json.load(open(os.path.join(res.run_dir,
+                                                                    "summary.json")))}}
+            print(json.dumps(out))
+        """), head_cpus=0, workers=2, private=False, scratch=scratch, **env)
+    finally:
+        server.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    local, s3 = result["local"], result["s3"]
+    assert s3["keys"] == local["keys"]
+    assert np.array_equal(np.array(s3["similarity"], float), np.array(local["similarity"], float),
+                          equal_nan=True)
+    sizes = {os.path.splitext(os.path.basename(f))[0]: os.path.getsize(f) for f in files}
+    caches = s3["summary"]["node_caches"]
+    assert len(caches) == 2, caches
+    for cache in caches:  # file items: every load is one GET of one whole object
+        io = cache["io"]
+        assert set(io) == {"s3"}, io
+        assert io["s3"]["gets"] == cache["loads"] >= 1
+        assert min(sizes.values()) * io["s3"]["gets"] <= io["s3"]["bytes"] \
+            <= max(sizes.values()) * io["s3"]["gets"]
+    assert sum(c["io"]["s3"]["gets"] for c in caches) == s3["summary"]["loads"]
+    for cache in local["summary"]["node_caches"]:
+        assert set(cache["io"]) == {"file"}
+
+
+def test_memory_urls_fail_before_compute_naming_the_url(ray_local, tmp_path):
+    import fsspec
+    from apps.jaccard import JaccardApp
+    from engine import InputError
+    from engine.pairs.driver import allpairs
+    with fsspec.open("memory://pf/a.fa", "wb") as fh:
+        fh.write(b">a\nACGTACGTACGTACGTACGTACGTACGT\n")
+    with fsspec.open("memory://pf/b.fa", "wb") as fh:
+        fh.write(b">b\nACGTACGTACGTACGTACGTACGTACGA\n")
+    with pytest.raises(InputError, match="memory://pf/a.fa.*driver's process only"):
+        allpairs(app=JaccardApp(["memory://pf/a.fa", "memory://pf/b.fa"], k=5),
+                 runs_root=str(tmp_path), progress=False, wait=True)
