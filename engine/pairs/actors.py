@@ -140,6 +140,13 @@ class DeviceSpec:
     ship_results: bool = False   # the run directory is out of reach: encode, the driver writes
 
 
+def device_options(device: str) -> dict:
+    """Ray resources of a device actor: a GPU actor asks for one GPU, so Ray gives it a device
+    of its own (``CUDA_VISIBLE_DEVICES``); without it every actor of a multi-GPU node used the
+    first. A CPU actor asks for nothing: its node's CPUs are the load tasks'."""
+    return {"num_gpus": 1} if device.startswith("cuda") else {}
+
+
 @ray.remote(num_cpus=0, enable_task_events=False)
 class DeviceActor:
     ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items

@@ -27,7 +27,7 @@ from ..run.rundir import JOURNAL, TILE_PLAN, RunRecorder, write_json
 from ..run.runtime import alive_nodes, init_ray, shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
-                     measure_task)
+                     device_options, measure_task)
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
@@ -130,7 +130,9 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
-            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device, shipment)
+            # measured on the device the actors will use: a GPU task asks for its GPU
+            probe = measure_task.options(**device_options(node_plan[0].device)).remote(
+                self.app_ref, sample, node_plan[0].device, shipment)
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
         self.phases["preflight_s"] = time.time() - t0
@@ -268,7 +270,8 @@ class _Run:
             l1_items=self.plan.l1_items, eviction=cfg.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship)
         affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
-        self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
+        self.handles[actor_id] = DeviceActor.options(
+            scheduling_strategy=affinity, **device_options(node_plan.device)).remote(
             spec, self.app_ref)
         self.actor_node[actor_id] = n_idx
         return actor_id

@@ -45,6 +45,8 @@ CLUSTER = textwrap.dedent("""
         num_cpus=head_cpus, include_dashboard=False, **node))
     for _ in range(workers):
         cluster.add_node(num_cpus=1, **node)
+    if os.environ.get("PAIRFLOW_TEST_GPU_NODE"):  # two logical GPUs (Ray resources only)
+        cluster.add_node(num_cpus=2, num_gpus=2, **node)
     cluster.wait_for_nodes()
     env = dict(os.environ, PAIRFLOW_TEST_ADDRESS=cluster.address)
     cmd = [sys.executable, driver]
@@ -328,3 +330,51 @@ def test_memory_urls_fail_before_compute_naming_the_url(ray_local, tmp_path):
     with pytest.raises(InputError, match="memory://pf/a.fa.*driver's process only"):
         allpairs(app=JaccardApp(["memory://pf/a.fa", "memory://pf/b.fa"], k=5),
                  runs_root=str(tmp_path), progress=False, wait=True)
+
+
+def test_each_gpu_actor_gets_a_device_of_its_own(tmp_path):
+    """A node with two (logical) GPUs runs two GPU actors, each with num_gpus=1: Ray gives each
+    its own CUDA_VISIBLE_DEVICES. The compare encodes the device it saw into every value."""
+    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
+    try:
+        result = run_on_cluster(tmp_path, textwrap.dedent(f"""
+            import json, os
+            import numpy as np, ray
+            from ray.util.state import list_actors
+            from engine.pairs.app import BasePairApp
+            from engine.pairs.driver import allpairs
+            from ray.cluster_utils import Cluster
+            ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
+
+            class Devices(BasePairApp):
+                name = "devices"
+                def keys(self):
+                    return [f"k{{i}}" for i in range(24)]
+                def parse(self, key, raw):
+                    return int(key[1:])
+                def compare(self, left, right, mask, device):
+                    assert device == "cuda", device
+                    seen = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+                    assert "," not in seen and seen != "", seen  # one device, its own
+                    li, ri = np.array(left)[:, None], np.array(right)[None, :]
+                    return (int(seen) * 10**6 + li * 1000 + ri).astype(float)
+
+            res = allpairs(app=Devices(), runs_root={str(tmp_path / "runs")!r}, leaf_items=2,
+                           progress=False, wait=True)
+            m = res.matrix()
+            iu = np.triu_indices(24, 1)
+            tiles = [json.loads(l) for l in open(os.path.join(res.run_dir, "tiles.jsonl"))]
+            print(json.dumps({{"values": m[iu].tolist(), "rows": iu[0].tolist(),
+                              "cols": iu[1].tolist(), "actors": res.summary["n_actors"],
+                              "devices": [a["device"] for a in json.load(open(
+                                  os.path.join(res.run_dir, "meta.json")))["actors"]]}}))
+        """), head_cpus=0, workers=0, private=False, scratch=scratch,
+            PAIRFLOW_TEST_GPU_NODE="1")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    values = np.array(result["values"])
+    rows, cols = np.array(result["rows"]), np.array(result["cols"])
+    device = values // 10**6
+    assert np.array_equal(values - device * 10**6, rows * 1000 + cols)  # exact otherwise
+    assert result["devices"] == ["cuda", "cuda"]
+    assert set(device.tolist()) == {0, 1}, "both GPUs computed tiles, each actor on its own"
