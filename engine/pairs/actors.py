@@ -138,6 +138,7 @@ class DeviceSpec:
     eviction: str
     preprocessed_on_host: bool = False
     ship_results: bool = False   # the run directory is out of reach: encode, the driver writes
+    heartbeat_s: float = 1.0     # how often run() tells the scheduler it is alive
 
 
 def device_options(device: str) -> dict:
@@ -179,6 +180,7 @@ class DeviceActor:
         self._l1_told: set = set()  # what the scheduler was last told this L1 holds
         self.preprocessed_on_host = spec.preprocessed_on_host
         self.ship_results = spec.ship_results
+        self.heartbeat_s = spec.heartbeat_s
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
 
     def ready(self) -> int:
@@ -299,10 +301,18 @@ class DeviceActor:
         self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
                          "stats": self.l1.stats.to_dict()})
 
+    async def _beat(self) -> None:
+        """Heartbeats from the event loop, which runs while compares run in their thread: only
+        a stopped or wedged process falls silent (scheduler.silent)."""
+        while True:
+            self.scheduler.heartbeat(self.id)  # fire and forget
+            await asyncio.sleep(self.heartbeat_s)
+
     async def run(self) -> dict:
         running: set = set()
         replies: list = []  # hand-outs that came back with a completion, not yet started
         finished = False
+        beat = asyncio.ensure_future(self._beat())
         try:
             while True:
                 while not finished and len(running) < self.in_flight:
@@ -340,6 +350,8 @@ class DeviceActor:
             if isinstance(cause, InputError):
                 raise cause
             raise PairflowError(f"device actor {self.id} failed: {message}") from None
+        finally:
+            beat.cancel()
         self._report_tier()
         ref = self.events.flush()
         if ref is not None:

@@ -30,6 +30,9 @@ class SchedulerClient:
         return self.handle.complete_and_request.remote(actor, t, entries, fields, node,
                                                        l1_added, l1_removed, advice)
 
+    def heartbeat(self, actor: str):
+        return self.handle.heartbeat.remote(actor)
+
     def fail(self, actor: str, message: str):
         return self.handle.fail.remote(actor, message)
 

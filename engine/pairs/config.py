@@ -37,6 +37,9 @@ class AllPairsConfig:
     max_retries: int = 2                 # attempts after the first, per tile, on worker loss
     deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
     deadline_factor: float = 20.0        #   expected cost from the measured stage times)
+    heartbeat_s: float | None = None     # device actors' heartbeat; None: from tile costs
+    silent_after_s: float | None = None  # an actor silent this long is lost; None: derived
+                                         #   from the measured tile costs (sizing.liveness)
     replace_lost_actors: bool = True
     preprocess_on_host: bool = True      # CPU devices: preprocess in the node's load task
     journal: bool = True                 # off only to measure its overhead: no resume without

@@ -67,6 +67,9 @@ class Coordinator:
         return self.scheduler.complete_and_request(actor, t, entries, fields, node, l1_added,
                                                    l1_removed, advice)
 
+    async def heartbeat(self, actor):
+        return self.scheduler.heartbeat(actor)
+
     async def fail(self, actor, message):
         return self.scheduler.fail(actor, message)
 

@@ -182,7 +182,7 @@ class _Run:
             locality=True, done_tiles=done_tiles, deadlines=plan.deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=self.row_keys,
             col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
-            ship=self.ship)
+            ship=self.ship, silent_after_s=plan.silent_after_s)
         metrics_kw["outbox"] = self.ship
         if self.ship:  # the driver writes what the workers ship (pairs/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
@@ -193,7 +193,8 @@ class _Run:
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
                 "actors": actors_meta, "host_cache_items": plan.host_items_eff, "bound_R":
-                self.bound, "plan": cfg.plan, "eviction": cfg.eviction, "in_flight":
+                self.bound, "plan": cfg.plan, "eviction": cfg.eviction,
+                "heartbeat_s": plan.heartbeat_s, "silent_after_s": plan.silent_after_s, "in_flight":
                 cfg.in_flight, "measured": self.measured, "started": self.t_start, "phases":
                 self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
                 "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report}
@@ -268,7 +269,8 @@ class _Run:
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=cfg.eviction,
-            preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship)
+            preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
+            heartbeat_s=self.plan.heartbeat_s)
         affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
         self.handles[actor_id] = DeviceActor.options(
             scheduling_strategy=affinity, **device_options(node_plan.device)).remote(
@@ -317,6 +319,14 @@ class _Run:
                                            f"on {actor_id} (running for {elapsed:.1f} s)")
             ray.kill(self.handles[actor_id], no_restart=True)
 
+    def _kill_silent(self, silent: list, limit: float) -> None:
+        for actor_id, quiet in silent:
+            if actor_id in self.kill_reasons or actor_id not in self.handles:
+                continue
+            self.kill_reasons[actor_id] = (f"actor {actor_id} silent for {quiet:.1f} s (no "
+                                           f"heartbeat; the limit is {limit:.1f} s)")
+            ray.kill(self.handles[actor_id], no_restart=True)
+
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
@@ -343,6 +353,7 @@ class _Run:
                 if self.results is not None:
                     self.results.write(prog)
                 self._kill_overdue(prog["overdue"])
+                self._kill_silent(prog["silent"], prog["silent_after_s"])
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:

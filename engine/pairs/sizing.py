@@ -56,6 +56,8 @@ class RunPlan:
     deadlines: list[float]     # per tile, seconds
     measured: dict             # the measurements, plus the weighted budget when it applies
     warnings: tuple[str, ...]
+    heartbeat_s: float = 1.0   # how often a device actor says it is alive
+    silent_after_s: float = 10.0  # silent this long: the actor is lost (liveness)
 
     @property
     def n_actors(self) -> int:
@@ -242,9 +244,9 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
         tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
     t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
-    deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor *
-                     (t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0))))
-                 for t in tiles]
+    expected = [t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0)) for t in tiles]
+    deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor * e) for e in expected]
+    beat, silent = liveness(expected, cfg)
     return RunPlan(
         nodes=node_plan, leaf=leaf, tiles=tiles, order=order, plan=plan,
         host_bytes=host_bytes, host_items=host_items, host_items_eff=host_items_eff,
@@ -253,7 +255,24 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         # L2 plus every L1 of a node stay under ~70 % of its object store
         l1_bytes=cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node),
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
-        measured=measured, warnings=tuple(warnings))
+        measured=measured, warnings=tuple(warnings), heartbeat_s=beat, silent_after_s=silent)
+
+
+def liveness(expected_tile_s: Sequence[float], cfg: AllPairsConfig) -> tuple[float, float]:
+    """(heartbeat, silent-after) seconds from the tiles' expected costs.
+
+    A device actor's event loop beats while its compare runs in a thread, so silence means a
+    stopped or wedged process, whatever the tile's length: the limit need not wait for a tile
+    to end (that is what deadlines are for). It must outlast what can delay a live actor's
+    beat: event-loop work between awaits, which grows with the tile (items handed over,
+    a tile's bookkeeping), and a loaded machine's RPC latency. So: beats every typical tile
+    (0.25..2 s), silence tolerated for 10 beats, never under the slowest expected tile's
+    quarter nor 5 s (Ray calls on a busy 2-core node have taken seconds)."""
+    costs = sorted(expected_tile_s) or [0.0]
+    typical = costs[len(costs) // 2]
+    beat = cfg.heartbeat_s or min(2.0, max(0.25, typical))
+    silent = cfg.silent_after_s or max(5.0, 10 * beat, 0.25 * costs[-1])
+    return beat, silent
 
 
 def validation_sample(pending: list[int], fraction: float, seed: int) -> list[int]:
