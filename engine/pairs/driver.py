@@ -372,7 +372,7 @@ class _Run:
             raise
         except BaseException as exc:
             bar.close()
-            cause = self._failed(exc, lost_actors=self.lost_actors)
+            cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
             if isinstance(cause, (InputError, PairflowError)):
                 raise cause from None
             raise PairflowError(str(cause)) from None
@@ -381,6 +381,29 @@ class _Run:
         bar.close()
         return self.finished_result
 
+
+    def _coordinator_lost(self, exc: BaseException) -> BaseException:
+        """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
+        journal was flushed per tile (and, when nothing is shared, each tile the driver had
+        drained), so a resume keeps every tile it shows."""
+        if self.coordinator is None or isinstance(root_cause(exc), InputError):
+            return exc
+        try:
+            ray.get(self.coordinator.ready.remote(), timeout=10)
+            return exc
+        except Exception:
+            pass
+        if self.results is not None:
+            self.results.close()  # the journal's last lines reach the disk
+            self.results = None
+        done = tiles_journaled(self.recorder.file(JOURNAL))
+        return PairflowError(
+            f"the run's coordinator (scheduler, metrics and the head node's cache) died "
+            f"({type(root_cause(exc)).__name__}: {str(root_cause(exc)).splitlines()[0]}); "
+            f"{done} of "
+            f"{len(self.tiles)} tiles are journaled in {self.recorder.path}: resume the run "
+            f"(allpairs(..., run_dir=that directory, resume=True), or resume=true on the "
+            f"command line) to compute only the others")
 
     def _validate(self) -> None:
         """Recompute the sampled tiles on another actor and compare exactly."""

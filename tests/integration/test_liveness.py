@@ -51,3 +51,37 @@ def test_a_stopped_actor_is_declared_lost_within_the_derived_bound(ray_local, tm
     assert limit <= quiet < limit + 30, (quiet, limit)
     journal = [json.loads(l)["tile"] for l in open(os.path.join(res.run_dir, "journal.jsonl"))]
     assert sorted(journal) == list(range(meta["tiles_total"])), "each tile journaled once"
+
+
+def test_coordinator_killed_mid_run_fails_clearly_and_a_resume_loses_nothing(ray_local,
+                                                                             tmp_path):
+    import ray
+
+    from engine import PairflowError
+    from engine.pairs.app import FunctionApp
+    from engine.pairs.driver import allpairs
+    from engine.run.journal import tiles_journaled
+
+    def _compare(a, b):
+        time.sleep(0.01)
+        return a * 1000 + b
+    n = 40
+    app = FunctionApp([f"k{i}" for i in range(n)], load=lambda k: int(k[1:]), compare=_compare)
+    run_dir = str(tmp_path / "run")
+    h = allpairs(app=app, run_dir=run_dir, leaf_items=4, progress=False)
+    total = json.load(open(os.path.join(run_dir, "meta.json")))["tiles_total"]
+    while h.progress()["done"] < total // 4:
+        time.sleep(0.05)
+    ray.kill(h._run.coordinator, no_restart=True)  # its worker process is killed
+    with pytest.raises(PairflowError, match="coordinator .* died.*resume"):
+        h.result(timeout=300)
+    kept = tiles_journaled(os.path.join(run_dir, "journal.jsonl"))
+    assert total // 4 <= kept < total
+    status = json.load(open(os.path.join(run_dir, "status.json")))
+    assert status["state"] == "failed" and "coordinator" in status["error"]
+    res = allpairs(app=app, run_dir=run_dir, resume=True, progress=False, wait=True)
+    assert res.summary["resumed"]["reused"] == kept, res.summary["resumed"]  # nothing lost
+    m = res.matrix()
+    iu = np.triu_indices(n, 1)
+    assert np.array_equal(m[iu], iu[0] * 1000 + iu[1])
+    assert res.summary["tiles_journaled"] == total
