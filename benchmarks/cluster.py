@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     with open(os.path.join(ROOT, "benchmarks", "out", "cluster.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     t = result["together"]
-    print(f"factors {result['factors']}: ends {', '.join(f'{a} {e:.2f}s' for a, e in sorted(t['ends_s'].items()))}"
+    ends = ", ".join(f"{a} {e:.2f}s" for a, e in sorted(t["ends_s"].items()))
+    print(f"factors {result['factors']}: ends {ends}"
           f" (spread {result['end_spread']:.1%} of {t['span_s']:.2f}s), pairs "
           f"{dict(sorted(t['pairs'].items()))}, throughput {result['throughput_ratio']:.2f} x "
           f"the sum of solo runs; targets met: {result['targets_met']}")

@@ -13,7 +13,7 @@ an ``AllPairsResult``. Everything it does is recorded in the run directory
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -62,6 +62,7 @@ class _Run:
         self.lost_actors: list[dict] = []
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
         self.shipment: Shipment | None = None
+        self.next_node_check = 0.0
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -194,9 +195,9 @@ class _Run:
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
                 "actors": actors_meta, "host_cache_items": plan.host_items_eff, "bound_R":
                 self.bound, "plan": cfg.plan, "eviction": cfg.eviction,
-                "heartbeat_s": plan.heartbeat_s, "silent_after_s": plan.silent_after_s, "in_flight":
-                cfg.in_flight, "measured": self.measured, "started": self.t_start, "phases":
-                self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
+                "heartbeat_s": plan.heartbeat_s, "silent_after_s": plan.silent_after_s,
+                "in_flight": cfg.in_flight, "measured": self.measured, "started": self.t_start,
+                "phases": self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
                 "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report}
         self.recorder.write_meta(meta)
         self.meta = meta
@@ -319,6 +320,36 @@ class _Run:
                                            f"on {actor_id} (running for {elapsed:.1f} s)")
             ray.kill(self.handles[actor_id], no_restart=True)
 
+    def _adopt_new_nodes(self, every_s: float = 2.0) -> None:
+        """A node that joined the cluster mid-run gets a node cache and device actors, which
+        pull tiles like the others (the tiles were cut for the nodes at the start)."""
+        if time.time() < self.next_node_check:
+            return
+        self.next_node_check = time.time() + every_s
+        known = {p.node["node_id"] for p in self.plan.nodes} | {self.nodes[0]["node_id"]}
+        joined = [n for n in alive_nodes() if n["node_id"] not in known]
+        added = plan_nodes(joined, self.cfg) if any(n["cpus"] or n["gpus"] for n in joined) \
+            else ()
+        for node_plan in added:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            self.plan = replace(self.plan, nodes=self.plan.nodes + (node_plan,))
+            n_idx = len(self.plan.nodes) - 1
+            actor = NodeCacheActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node_plan.node["node_id"], soft=False)).remote(
+                self._cache_spec(n_idx), self.scheduler, self.metrics)
+            self.cache_actors.append(actor)
+            self.node_caches.append(NodeCacheClient(actor))
+            for d in range(node_plan.actors):
+                actor_id = self._spawn(n_idx, f"dev-{d}")
+                self.meta["actors"].append({
+                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device,
+                    "address": node_plan.node["address"], "node_id": node_plan.node["node_id"],
+                    "joined": time.time()})
+                handle = self.handles[actor_id]
+                handle.ready.remote()  # warm-up first: calls to an actor run in order
+                self.refs[handle.run.remote()] = actor_id
+            self.recorder.write_meta(self.meta)
+
     def _kill_silent(self, silent: list, limit: float) -> None:
         for actor_id, quiet in silent:
             if actor_id in self.kill_reasons or actor_id not in self.handles:
@@ -354,6 +385,7 @@ class _Run:
                     self.results.write(prog)
                 self._kill_overdue(prog["overdue"])
                 self._kill_silent(prog["silent"], prog["silent_after_s"])
+                self._adopt_new_nodes()
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
