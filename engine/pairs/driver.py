@@ -374,6 +374,9 @@ class _Run:
                     except RayActorError as exc:
                         self._on_actor_lost(actor_id, exc)
                 if not self.handles and self.refs == {}:
+                    self.next_node_check = 0.0  # a node that joined may take over
+                    self._adopt_new_nodes()
+                if not self.handles and self.refs == {}:
                     prog = ray.get(self.scheduler.progress())
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "

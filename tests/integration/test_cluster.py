@@ -378,3 +378,61 @@ def test_each_gpu_actor_gets_a_device_of_its_own(tmp_path):
     assert np.array_equal(values - device * 10**6, rows * 1000 + cols)  # exact otherwise
     assert result["devices"] == ["cuda", "cuda"]
     assert set(device.tolist()) == {0, 1}, "both GPUs computed tiles, each actor on its own"
+
+
+def test_a_node_removed_and_a_node_added_mid_run(tmp_path):
+    """Nothing shared, a 0-CPU head: the run's only worker node leaves after a quarter of the
+    tiles and a new node joins; the new node runs tiles, each tile is journaled once, and the
+    result is exact."""
+    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
+    try:
+        (tmp_path / "driver.py").write_text(textwrap.dedent(f"""
+            import json, os, time
+            import numpy as np, ray
+            from ray.cluster_utils import Cluster
+            from engine.pairs.app import FunctionApp
+            from engine.pairs.driver import allpairs
+            node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
+            cluster = Cluster(initialize_head=True, head_node_args=dict(
+                num_cpus=0, include_dashboard=False, **node))
+            first = cluster.add_node(num_cpus=1, **node)
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address)
+
+            def compare(a, b):
+                time.sleep(0.02)
+                return a * 1000 + b
+            app = FunctionApp([f"k{{i}}" for i in range(30)], load=lambda k: int(k[1:]),
+                              compare=compare)
+            h = allpairs(app=app, runs_root={str(tmp_path / "runs")!r}, leaf_items=2,
+                         progress=False, shared_fs=False)
+            total = json.load(open(os.path.join(h.run_dir, "meta.json")))["tiles_total"]
+            while h.progress()["done"] < total // 4:
+                time.sleep(0.05)
+            cluster.add_node(num_cpus=1, **node)
+            while h.progress()["done"] < total // 3:
+                time.sleep(0.05)
+            cluster.remove_node(first)
+            res = h.result(timeout=600)
+            m = res.matrix()
+            iu = np.triu_indices(30, 1)
+            tiles = [json.loads(l) for l in open(os.path.join(res.run_dir, "journal.jsonl"))]
+            ran = [json.loads(l)["actor"] for l in open(os.path.join(res.run_dir, "tiles.jsonl"))]
+            print(json.dumps({{"exact": bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1])),
+                              "once": sorted(t["tile"] for t in tiles) == list(range(total)),
+                              "new_node_tiles": sum(a.startswith("node-1/") for a in ran),
+                              "lost": res.summary["lost_actors"]}}))
+            ray.shutdown()
+            cluster.shutdown()
+        """))
+        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", PYTHONPATH=REPO,
+                   TMPDIR=scratch)
+        out = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True,
+                             text=True, env=env, timeout=900, cwd=scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert out.returncode == 0, out.stderr[-6000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["exact"] and result["once"], result
+    assert result["new_node_tiles"] > 0, result
+    assert result["lost"] and all(not a["node_alive"] for a in result["lost"]), result
