@@ -136,3 +136,18 @@ def test_memory_urls_are_refused_and_local_paths_recognised():
     assert local_path("/data/a.fa") == "/data/a.fa"
     assert local_path("file:///data/a.fa") == "/data/a.fa"
     assert local_path("s3://b/a.fa") is None
+
+
+def test_liveness_limit_follows_the_tile_costs_not_a_fixed_floor():
+    from engine.pairs.sizing import liveness
+    cfg = AllPairsConfig()
+    # small tiles: beats at the 0.25 s floor, silent after 10 beats but never under 5 s
+    assert liveness([0.01] * 10, cfg) == (0.25, 5.0)
+    # typical 1 s tiles: beat each second, 10 s of silence
+    assert liveness([1.0] * 9 + [2.0], cfg) == (1.0, 10.0)
+    # a very costly tile: a quarter of it (a live actor's loop may be busy around it)
+    assert liveness([1.0] * 9 + [400.0], cfg) == (1.0, 100.0)
+    # long typical tiles: beats capped at 2 s
+    assert liveness([60.0] * 5, cfg) == (2.0, 20.0)
+    assert liveness([1.0], AllPairsConfig(heartbeat_s=0.5, silent_after_s=3.0)) == (0.5, 3.0)
+    assert liveness([], cfg) == (0.25, 5.0)
