@@ -355,7 +355,7 @@ class TopK(_PartsSink):
             else:
                 t, q, v = _pairs_of(tile, values, mask)
             q, t, v, _ = self._select(q, t, v)
-            return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
+            return self._encode_part({"qi": q, "ti": t, "score": v})
         cand = None if self.ctx.space.symmetric else self._row_candidates(values, mask)
         if cand is not None:
             ii, jj = cand
