@@ -404,6 +404,10 @@ class AlignApp(BasePairApp):
     def url(self, key):
         return self.catalog.fetch_url(key)  # None: parse reads through the catalog's cache
 
+    def inputs(self):
+        """Every file read (records are read through the catalog, not by ``url``)."""
+        return list(self.catalog.urls)
+
     def source(self, key) -> str:
         """The file a key's record comes from."""
         return self.catalog.url(key)

@@ -166,6 +166,10 @@ class JaccardApp(BasePairApp):
     def url(self, key):
         return self.catalog.fetch_url(key)
 
+    def inputs(self):
+        """Every file read (records are read through the catalog, not by ``url``)."""
+        return list(self.catalog.urls)
+
     def _sequences(self, key: str, raw: bytes | None) -> list:
         return [r.sequence for r in self.catalog.records(key, raw)]
 

@@ -10,6 +10,7 @@ deterministic function of the two items, so correctness can be checked too.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -24,8 +25,12 @@ class SyntheticApp(BasePairApp):
     name = "synthetic"
 
     def __init__(self, n: int, t_parse: float = 0.0, t_pre: float = 0.0, t_cmp: float = 0.0,
-                 io_sleep: float = 0.0, item_floats: int = 1024, targets: int | None = None):
+                 io_sleep: float = 0.0, item_floats: int = 1024, targets: int | None = None,
+                 slow: dict[str, float] | None = None):
+        """``slow``: device actor id ("node-0/dev-1") -> factor its compares take longer, to
+        model devices of unequal speed."""
         self.n, self.targets = n, targets
+        self.slow = dict(slow or {})
         self.t_parse, self.t_pre, self.t_cmp, self.io_sleep = t_parse, t_pre, t_cmp, io_sleep
         self.item_floats = item_floats
         # calibrated once, here: every worker then burns the same work, whatever its load at
@@ -60,7 +65,8 @@ class SyntheticApp(BasePairApp):
         return item
 
     def compare(self, left, right, mask, device):
-        burn(self.t_cmp * int(mask.sum()), self.rate)
+        factor = self.slow.get(os.environ.get("PAIRFLOW_ACTOR_ID", ""), 1.0)
+        burn(self.t_cmp * int(mask.sum()) * factor, self.rate)
         li = np.array([x[0] for x in left], dtype=np.int64)[:, None]
         ri = np.array([x[0] for x in right], dtype=np.int64)[None, :]
         return ((li * 7919 + ri) % 1000).astype(np.float64)

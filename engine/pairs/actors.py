@@ -57,6 +57,7 @@ class NodeCacheSpec:
     load_slots: int = 1                  # the node's CPUs: batches never serialise them
     inline_bytes: int = 64 * 1024
     expected_item_bytes: float | None = None
+    shipment: object = None              # the driver's local files (run/shipping.py)
 
 
 class _LoadTasks:
@@ -64,6 +65,8 @@ class _LoadTasks:
 
     def __init__(self, spec: NodeCacheSpec):
         self.app_ref = ray.put(spec.app)
+        # one object for every task: the shipment's refs are not serialised per task
+        self.shipment = ray.put(spec.shipment) if spec.shipment is not None else None
         self.item_keys = spec.item_keys
         self.preprocess_on, self.inline_bytes = spec.preprocess_on, spec.inline_bytes
         # items measured far below the inline size all travel by value: one return per task
@@ -80,10 +83,11 @@ class _LoadTasks:
         keys = [self.item_keys[i] for i in batch]
         if self.all_inline:
             ref = load_items_task.options(num_returns=1, **self.options).remote(
-                self.app_ref, keys, self.preprocess_on, self.inline_bytes, True)
+                self.app_ref, keys, self.preprocess_on, self.inline_bytes, True,
+                shipment=self.shipment)
             return [ref] * len(batch), ref  # a failed load's error travels in every item
         refs = load_items_task.options(num_returns=len(batch) + 1, **self.options).remote(
-            self.app_ref, keys, self.preprocess_on, self.inline_bytes)
+            self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment)
         return list(refs[:-1]), refs[-1]
 
 
@@ -133,6 +137,15 @@ class DeviceSpec:
     l1_items: int | None
     eviction: str
     preprocessed_on_host: bool = False
+    ship_results: bool = False   # the run directory is out of reach: encode, the driver writes
+    heartbeat_s: float = 1.0     # how often run() tells the scheduler it is alive
+
+
+def device_options(device: str) -> dict:
+    """Ray resources of a device actor: a GPU actor asks for one GPU, so Ray gives it a device
+    of its own (``CUDA_VISIBLE_DEVICES``); without it every actor of a multi-GPU node used the
+    first. A CPU actor asks for nothing: its node's CPUs are the load tasks'."""
+    return {"num_gpus": 1} if device.startswith("cuda") else {}
 
 
 @ray.remote(num_cpus=0, enable_task_events=False)
@@ -166,13 +179,16 @@ class DeviceActor:
         self.tiles_done = 0
         self._l1_told: set = set()  # what the scheduler was last told this L1 holds
         self.preprocessed_on_host = spec.preprocessed_on_host
+        self.ship_results = spec.ship_results
+        self.heartbeat_s = spec.heartbeat_s
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
 
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""
         warm_process(self.app, self.device)
         for sink in self.sinks:
-            sink.attach()
+            if not self.ship_results:  # attaching opens the output, which may be out of reach
+                sink.attach()
         return os.getpid()
 
     async def _load(self, items: list[int]) -> dict:
@@ -223,7 +239,10 @@ class DeviceActor:
         t2 = time.time()
         entries = []
         for sink in self.sinks:
-            entries.extend(sink.write_tile(tile, fields, mask))
+            if self.ship_results:  # (sink, payload): the driver stores it and journals
+                entries.append((sink.name, sink.encode_tile(tile, fields, mask)))
+            else:
+                entries.extend(sink.write_tile(tile, fields, mask))
         self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
         return entries
 
@@ -282,10 +301,18 @@ class DeviceActor:
         self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
                          "stats": self.l1.stats.to_dict()})
 
+    async def _beat(self) -> None:
+        """Heartbeats from the event loop, which runs while compares run in their thread: only
+        a stopped or wedged process falls silent (scheduler.silent)."""
+        while True:
+            self.scheduler.heartbeat(self.id)  # fire and forget
+            await asyncio.sleep(self.heartbeat_s)
+
     async def run(self) -> dict:
         running: set = set()
         replies: list = []  # hand-outs that came back with a completion, not yet started
         finished = False
+        beat = asyncio.ensure_future(self._beat())
         try:
             while True:
                 while not finished and len(running) < self.in_flight:
@@ -323,6 +350,8 @@ class DeviceActor:
             if isinstance(cause, InputError):
                 raise cause
             raise PairflowError(f"device actor {self.id} failed: {message}") from None
+        finally:
+            beat.cancel()
         self._report_tier()
         ref = self.events.flush()
         if ref is not None:

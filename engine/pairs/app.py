@@ -57,6 +57,11 @@ class BasePairApp:
     def check(self, key: Key, raw: bytes | None) -> None:
         return None
 
+    def inputs(self) -> list[str]:
+        """Every URL the app reads besides ``url(key)`` (files whose records are items): with
+        ``shared_fs=False`` the driver ships the local ones to the workers."""
+        return []
+
     def warmup(self, device: str) -> None:
         """Pay one-off per-process costs (JIT loading, library start-up) before the clock starts.
 

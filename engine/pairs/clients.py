@@ -30,6 +30,9 @@ class SchedulerClient:
         return self.handle.complete_and_request.remote(actor, t, entries, fields, node,
                                                        l1_added, l1_removed, advice)
 
+    def heartbeat(self, actor: str):
+        return self.handle.heartbeat.remote(actor)
+
     def fail(self, actor: str, message: str):
         return self.handle.fail.remote(actor, message)
 
@@ -46,6 +49,9 @@ class SchedulerClient:
 
     def watch(self):
         return self.handle.watch.remote()
+
+    def drain(self):
+        return self.handle.drain.remote()
 
     def actor_lost(self, actor: str, reason: str):
         return self.handle.actor_lost.remote(actor, reason)

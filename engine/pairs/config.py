@@ -29,12 +29,17 @@ class AllPairsConfig:
     runs_root: str = "runs"
     ray_address: str | None = None
     num_cpus: int | None = None
+    shared_fs: bool | None = None        # do workers see the driver's files? None: yes when
+                                         #   every node is on the driver's machine
     object_store_mb: int | None = None
     resume: bool = False                 # replay the run directory's journal, redo the rest
     validate: float = 0.0                # fraction of tiles recomputed on another actor
     max_retries: int = 2                 # attempts after the first, per tile, on worker loss
     deadline_floor_s: float = 120.0      # a tile's deadline: max(floor, factor * its
     deadline_factor: float = 20.0        #   expected cost from the measured stage times)
+    heartbeat_s: float | None = None     # device actors' heartbeat; None: from tile costs
+    silent_after_s: float | None = None  # an actor silent this long is lost; None: derived
+                                         #   from the measured tile costs (sizing.liveness)
     replace_lost_actors: bool = True
     preprocess_on_host: bool = True      # CPU devices: preprocess in the node's load task
     journal: bool = True                 # off only to measure its overhead: no resume without

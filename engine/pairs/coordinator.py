@@ -67,6 +67,9 @@ class Coordinator:
         return self.scheduler.complete_and_request(actor, t, entries, fields, node, l1_added,
                                                    l1_removed, advice)
 
+    async def heartbeat(self, actor):
+        return self.scheduler.heartbeat(actor)
+
     async def fail(self, actor, message):
         return self.scheduler.fail(actor, message)
 
@@ -80,7 +83,16 @@ class Coordinator:
         return self.scheduler.progress()
 
     async def watch(self):
-        return self.scheduler.watch()
+        return {**self.scheduler.watch(), **self._drain()}
+
+    async def drain(self):
+        return self._drain()
+
+    def _drain(self) -> dict:
+        """What waits for the driver to write (only when the run directory is out of reach):
+        finished tiles' payloads and the metrics' JSON Lines (engine/pairs/shipped.py)."""
+        shipped, files = self.scheduler.drain(), self.metrics.drain()
+        return {"shipped": shipped, "files": files} if shipped or files else {}
 
     async def actor_lost(self, actor, reason):
         return self.scheduler.actor_lost(actor, reason)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -25,9 +25,10 @@ from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json
-from ..run.runtime import alive_nodes, init_ray
+from ..run.runtime import alive_nodes, init_ray, shares_files
+from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
-                     measure_task)
+                     device_options, measure_task)
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
@@ -35,6 +36,7 @@ from .coordinator import Coordinator
 from .preflight import problems_error, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
+from .shipped import ResultWriter, check_sinks
 from .sinks import Sink, SinkContext, make_sink
 from .sizing import plan_nodes, plan_run, validation_sample, weighted_probe
 
@@ -59,6 +61,9 @@ class _Run:
         self.finished_result: AllPairsResult | None = None
         self.resume_report: dict | None = None
         self.lost_actors: list[dict] = []
+        self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
+        self.shipment: Shipment | None = None
+        self.next_node_check = 0.0
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -99,6 +104,8 @@ class _Run:
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
         self.nodes = alive_nodes()
+        # nothing shared: inputs go out through the object store, results come back
+        self.ship = not shares_files(self.nodes, self.cfg.shared_fs)
 
     def _preflight(self, previous: dict | None) -> tuple[dict, float | None]:
         """Check every input and measure the stages, side by side, before any compute; a
@@ -108,12 +115,22 @@ class _Run:
         node_plan = plan_nodes(self.nodes, cfg)
         n_actors = sum(n.actors for n in node_plan)
         self.app_ref = ray.put(app)
+        urls = input_urls(app, self.keys)
+        check_reachable(urls)
+        if self.ship:
+            check_sinks(self.sinks)
+            t0 = time.time()
+            self.shipment = Shipment.of(urls)
+            self.phases["ship_inputs_s"] = time.time() - t0
+        shipment = ray.put(self.shipment) if self.shipment is not None else None
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             chunks = np.array_split(np.array(self.keys, dtype=object),
                                     min(len(self.keys), 4 * n_actors))
-            checks = [check_items_task.remote(self.app_ref, list(c)) for c in chunks if len(c)]
+            checks = [check_items_task.remote(self.app_ref, list(c), shipment)
+                      for c in chunks if len(c)]
         else:  # nothing to check: still warm the loader processes up (app.warmup)
-            checks = [check_items_task.remote(self.app_ref, []) for _ in range(n_actors)]
+            checks = [check_items_task.remote(self.app_ref, [], shipment)
+                      for _ in range(n_actors)]
         probe, probe_weight = None, None
         if previous is not None:
             self.measured = previous.get("measured", {})
@@ -122,9 +139,10 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
+            # measured on the device the actors will use: a GPU task asks for its GPU;
             # weighted apps size tiles by the probe's weight: the probe stays the two items
-            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device,
-                                        self.weights is None)
+            probe = measure_task.options(**device_options(node_plan[0].device)).remote(
+                self.app_ref, sample, node_plan[0].device, self.weights is None, shipment)
         t0 = time.time()
         problems = [p for ps in ray.get(checks) for p in ps]
         self.phases["preflight_s"] = time.time() - t0
@@ -175,17 +193,24 @@ class _Run:
             col_items=self.items.col_items, order=plan.order, window=cfg.window,
             locality=True, done_tiles=done_tiles, deadlines=plan.deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=self.row_keys,
-            col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s)
+            col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
+            ship=self.ship, silent_after_s=plan.silent_after_s)
+        metrics_kw["outbox"] = self.ship
+        if self.ship:  # the driver writes what the workers ship (pairs/shipped.py)
+            self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
+                                        self.recorder.file(JOURNAL) if cfg.journal else None,
+                                        cfg.journal_fsync_s)
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
         meta = {"kind": "allpairs", "app": self.app.name, "space": self.space.describe(),
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
                 "actors": actors_meta, "host_cache_items": plan.host_items_eff, "bound_R":
-                self.bound, "plan": plan.plan, "eviction": plan.eviction, "in_flight":
-                cfg.in_flight, "measured": self.measured, "started": self.t_start, "phases":
-                self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
-                "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report,
-                "plan_choice": plan.choice}
+                self.bound, "plan": plan.plan, "eviction": plan.eviction,
+                "heartbeat_s": plan.heartbeat_s, "silent_after_s": plan.silent_after_s,
+                "in_flight": cfg.in_flight, "measured": self.measured, "started": self.t_start,
+                "phases": self.phases, "sinks": [s.name for s in self.sinks],
+                "fingerprint": fingerprint, "validate_tiles": keep, "warnings": self.warnings,
+                "resumed": self.resume_report, "plan_choice": plan.choice}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
@@ -201,40 +226,49 @@ class _Run:
         self.recorder.running()
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
-        """The coordinator (with the head node's cache) on the head node, a cache actor on
-        every other node, and the device actors; returns their descriptions for meta.json."""
+        """The coordinator on the head node (with the head's cache when the head runs device
+        actors), a cache actor on every other node with devices, and the device actors;
+        returns their descriptions for meta.json."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         cfg, plan, actors_meta = self.cfg, self.plan, []
+        caches = [self._cache_spec(n_idx) for n_idx in range(len(plan.nodes))]
+        head = self.nodes[0]  # alive_nodes() puts the head first: a cluster cannot lose it
+        head_cache = plan.nodes[0].node["node_id"] == head["node_id"]
+        # the run's bookkeeping (and the head node's cache) in one process on the head node
+        # (coordinator.py says why one); a 0-CPU head holds it too: it asks for no CPU
+        self.coordinator = Coordinator.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            head["node_id"], soft=False)).remote(scheduler_kw, metrics_kw,
+                                                 caches[0] if head_cache else None)
+        self.scheduler = SchedulerClient(self.coordinator)
+        self.metrics = MetricsClient(self.coordinator)
         for n_idx, node_plan in enumerate(plan.nodes):
             node, dev = node_plan.node, node_plan.device
-            cache = NodeCacheSpec(
-                node=f"node-{n_idx}", node_id=node["node_id"], app=self.app,
-                item_keys=self.keys,
-                budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
-                budget_items=plan.host_items if cfg.host_cache_items else None,
-                eviction=plan.eviction, preprocess_on=dev if node_plan.preprocess_on_host else None,
-                load_batch=plan.load_batch, load_slots=max(1, node["cpus"]),
-                inline_bytes=cfg.inline_item_bytes,
-                expected_item_bytes=self.measured.get("item_bytes"))
-            where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-            if n_idx == 0:
-                # the run's bookkeeping and the head node's cache in one process on the head
-                # node, which a cluster cannot lose (coordinator.py says why one)
-                self.coordinator = Coordinator.options(scheduling_strategy=where).remote(
-                    scheduler_kw, metrics_kw, cache)
-                self.scheduler = SchedulerClient(self.coordinator)
-                self.metrics = MetricsClient(self.coordinator)
+            if n_idx == 0 and head_cache:
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
+                where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
                 actor = NodeCacheActor.options(scheduling_strategy=where).remote(
-                    cache, self.scheduler, self.metrics)
+                    caches[n_idx], self.scheduler, self.metrics)
                 self.cache_actors.append(actor)
                 self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
-                                    "address": node["address"]})
+                                    "address": node["address"], "node_id": node["node_id"]})
         return actors_meta
+
+    def _cache_spec(self, n_idx: int) -> NodeCacheSpec:
+        cfg, plan, node_plan = self.cfg, self.plan, self.plan.nodes[n_idx]
+        return NodeCacheSpec(
+            node=f"node-{n_idx}", node_id=node_plan.node["node_id"], app=self.app,
+            item_keys=self.keys,
+            budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
+            budget_items=plan.host_items if cfg.host_cache_items else None,
+            eviction=plan.eviction,
+            preprocess_on=node_plan.device if node_plan.preprocess_on_host else None,
+            load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),
+            inline_bytes=cfg.inline_item_bytes,
+            expected_item_bytes=self.measured.get("item_bytes"), shipment=self.shipment)
 
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
@@ -248,9 +282,11 @@ class _Run:
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=self.plan.eviction,
-            preprocessed_on_host=node_plan.preprocess_on_host)
+            preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
+            heartbeat_s=self.plan.heartbeat_s)
         affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
-        self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
+        self.handles[actor_id] = DeviceActor.options(
+            scheduling_strategy=affinity, **device_options(node_plan.device)).remote(
             spec, self.app_ref)
         self.actor_node[actor_id] = n_idx
         return actor_id
@@ -296,6 +332,44 @@ class _Run:
                                            f"on {actor_id} (running for {elapsed:.1f} s)")
             ray.kill(self.handles[actor_id], no_restart=True)
 
+    def _adopt_new_nodes(self, every_s: float = 2.0) -> None:
+        """A node that joined the cluster mid-run gets a node cache and device actors, which
+        pull tiles like the others (the tiles were cut for the nodes at the start)."""
+        if time.time() < self.next_node_check:
+            return
+        self.next_node_check = time.time() + every_s
+        known = {p.node["node_id"] for p in self.plan.nodes} | {self.nodes[0]["node_id"]}
+        joined = [n for n in alive_nodes() if n["node_id"] not in known]
+        added = plan_nodes(joined, self.cfg) if any(n["cpus"] or n["gpus"] for n in joined) \
+            else ()
+        for node_plan in added:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            self.plan = replace(self.plan, nodes=self.plan.nodes + (node_plan,))
+            n_idx = len(self.plan.nodes) - 1
+            actor = NodeCacheActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node_plan.node["node_id"], soft=False)).remote(
+                self._cache_spec(n_idx), self.scheduler, self.metrics)
+            self.cache_actors.append(actor)
+            self.node_caches.append(NodeCacheClient(actor))
+            for d in range(node_plan.actors):
+                actor_id = self._spawn(n_idx, f"dev-{d}")
+                self.meta["actors"].append({
+                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device,
+                    "address": node_plan.node["address"], "node_id": node_plan.node["node_id"],
+                    "joined": time.time()})
+                handle = self.handles[actor_id]
+                handle.ready.remote()  # warm-up first: calls to an actor run in order
+                self.refs[handle.run.remote()] = actor_id
+            self.recorder.write_meta(self.meta)
+
+    def _kill_silent(self, silent: list, limit: float) -> None:
+        for actor_id, quiet in silent:
+            if actor_id in self.kill_reasons or actor_id not in self.handles:
+                continue
+            self.kill_reasons[actor_id] = (f"actor {actor_id} silent for {quiet:.1f} s (no "
+                                           f"heartbeat; the limit is {limit:.1f} s)")
+            ray.kill(self.handles[actor_id], no_restart=True)
+
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
@@ -313,6 +387,9 @@ class _Run:
                     except RayActorError as exc:
                         self._on_actor_lost(actor_id, exc)
                 if not self.handles and self.refs == {}:
+                    self.next_node_check = 0.0  # a node that joined may take over
+                    self._adopt_new_nodes()
+                if not self.handles and self.refs == {}:
                     prog = ray.get(self.scheduler.progress())
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "
@@ -320,7 +397,11 @@ class _Run:
                 # one call for progress and overdue tiles, and metrics only for a progress
                 # bar: every call is CPU at both ends, twice a second for the whole run
                 prog = ray.get(self.scheduler.watch())
+                if self.results is not None:
+                    self.results.write(prog)
                 self._kill_overdue(prog["overdue"])
+                self._kill_silent(prog["silent"], prog["silent_after_s"])
+                self._adopt_new_nodes()
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
@@ -343,7 +424,7 @@ class _Run:
             raise
         except BaseException as exc:
             bar.close()
-            cause = self._failed(exc, lost_actors=self.lost_actors)
+            cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
             if isinstance(cause, (InputError, PairflowError)):
                 raise cause from None
             raise PairflowError(str(cause)) from None
@@ -352,6 +433,29 @@ class _Run:
         bar.close()
         return self.finished_result
 
+
+    def _coordinator_lost(self, exc: BaseException) -> BaseException:
+        """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
+        journal was flushed per tile (and, when nothing is shared, each tile the driver had
+        drained), so a resume keeps every tile it shows."""
+        if self.coordinator is None or isinstance(root_cause(exc), InputError):
+            return exc
+        try:
+            ray.get(self.coordinator.ready.remote(), timeout=10)
+            return exc
+        except Exception:
+            pass
+        if self.results is not None:
+            self.results.close()  # the journal's last lines reach the disk
+            self.results = None
+        done = tiles_journaled(self.recorder.file(JOURNAL))
+        return PairflowError(
+            f"the run's coordinator (scheduler, metrics and the head node's cache) died "
+            f"({type(root_cause(exc)).__name__}: {str(root_cause(exc)).splitlines()[0]}); "
+            f"{done} of "
+            f"{len(self.tiles)} tiles are journaled in {self.recorder.path}: resume the run "
+            f"(allpairs(..., run_dir=that directory, resume=True), or resume=true on the "
+            f"command line) to compute only the others")
 
     def _validate(self) -> None:
         """Recompute the sampled tiles on another actor and compare exactly."""
@@ -387,6 +491,9 @@ class _Run:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
         closed = ray.get(self.scheduler.close())
         snap = ray.get(self.metrics.close())
+        if self.results is not None:  # the last payloads and records, then the journal
+            self.results.write(ray.get(self.scheduler.drain()))
+            closed = self.results.close()
         t_finalize = time.time()
         outputs = {}
         for sink in self.sinks:
@@ -413,6 +520,11 @@ class _Run:
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
+            "shared_fs": not self.ship,
+            "shipped": None if not self.ship else {
+                "input_files": self.shipment.files,
+                "input_bytes": self.shipment.nbytes,
+                "result_bytes": self.results.payload_bytes},
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
@@ -423,6 +535,13 @@ class _Run:
     def _failed(self, exc: BaseException, **extra) -> BaseException:
         """Record the failure, stop every actor, and return the user's exception."""
         cause = root_cause(exc)
+        if self.results is not None:  # what finished before the failure: journaled, kept
+            try:
+                self.results.write(ray.get(self.scheduler.drain(), timeout=10))
+            except Exception:
+                pass
+            self.results.close()
+            self.results = None
         self.recorder.failed(str(cause), **extra)
         self.shutdown(None)
         return cause

@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..run.io import fetch
+from ..run.io import fetch, io_stats
+from ..run.shipping import install
 
 
 def load_and_parse(app, key: str, preprocess_on: str | None = None):
@@ -33,7 +34,7 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None):
 
 
 def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
-               all_inline: bool = False):
+               all_inline: bool = False, shipment=None):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
@@ -44,8 +45,14 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
 
     ``all_inline`` (``num_returns=1``): only the infos, every item inside its own, for apps whose
     items are all small. Even an unused return object costs the owner, the worker and the raylet
-    bookkeeping, once per item of the run."""
+    bookkeeping, once per item of the run.
+
+    ``shipment``: the driver's local files, through the object store (``run/shipping.py``)."""
+    install(shipment)
+    before = io_stats()
     out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    if out:  # what this task read, by scheme (files read once per process count once)
+        out[0][1]["io"] = io_delta(before, io_stats())
     items = []
     for item, info in out:
         if all_inline or info["nbytes"] <= inline_bytes:
@@ -53,6 +60,17 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
         items.append(item)
     infos = [info for _, info in out]
     return infos if all_inline else (*items, infos)
+
+
+def io_delta(before: dict, after: dict) -> dict:
+    """``io_stats`` counts read between two snapshots, by scheme."""
+    out = {}
+    for kind, now in after.items():
+        was = before.get(kind, {"gets": 0, "bytes": 0})
+        d = {k: now[k] - was[k] for k in ("gets", "bytes")}
+        if d["gets"]:
+            out[kind] = d
+    return out
 
 
 _WARM: set = set()
@@ -67,9 +85,10 @@ def warm_process(app, device: str) -> None:
         _WARM.add(token)
 
 
-def check_items(app, keys: list[str]) -> list[str]:
+def check_items(app, keys: list[str], shipment=None) -> list[str]:
     """Pre-flight: every item's raw bytes checked before any compute; returns problems.
     The loader process is warmed up on the way, so the first load does not pay for it."""
+    install(shipment)
     warm_process(app, "host")
     problems = []
     for key in keys:
@@ -96,14 +115,19 @@ MEASURE_MIN_S = 0.005
 MEASURE_MAX_SIDE = 1024
 
 
-def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True) -> dict:
+def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
+                   shipment=None) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles).
     The process is warmed up first, so first-call costs do not inflate the parse time.
 
     ``grow``: while a compare of the sample takes under ``MEASURE_MIN_S``, the tile is doubled
     (the sample's items repeated), so ``t_pair`` is a pair's cost inside a real tile: for pairs
     of microseconds a 2 x 2 tile times the call around the pairs, not the pairs, and the leaf
-    chosen from it came out tiles a fraction of their per-tile overhead."""
+    chosen from it came out tiles a fraction of their per-tile overhead.
+
+    ``shipment``: the driver's local input files, installed before anything is read (nothing
+    shared between nodes: ``engine/run/shipping.py``)."""
+    install(shipment)
     warm_process(app, "host")
     warm_process(app, device)
     sample = list(dict.fromkeys(keys))[:2]

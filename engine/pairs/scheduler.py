@@ -23,6 +23,7 @@ import time
 from ..run.journal import JournalWriter
 from ..run.rundir import JOURNAL, RunDir
 from .policy import ItemMap, TilePolicy
+from .shipped import ShippedJournal
 from .space import Tile
 
 
@@ -40,14 +41,17 @@ class Scheduler:
                  window: int = 8, locality: bool = True, journal_fsync_s: float = 1.0,
                  done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
                  max_retries: int = 2, keep_fields: list[int] | None = None,
-                 row_keys=(), col_keys=(), journal: bool = True):
+                 row_keys=(), col_keys=(), journal: bool = True, ship: bool = False,
+                 silent_after_s: float = float("inf")):
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
         for t in done_tiles or []:
             self.policy.complete(t)
-        self.journal = JournalWriter(RunDir(run_dir).file(JOURNAL), journal_fsync_s) \
-            if journal else None
+        # ship: the run directory is out of reach; tiles' payloads wait for the driver
+        self.shipped = ShippedJournal() if ship else None
+        self.journal = self.shipped or (
+            JournalWriter(RunDir(run_dir).file(JOURNAL), journal_fsync_s) if journal else None)
         self.l2: dict[str, set] = {}
         self.l1: dict[str, set] = {}  # actor -> what its L1 holds, kept from reported changes
         self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
@@ -60,6 +64,11 @@ class Scheduler:
         self.error: str | None = None
         self.completed = int(self.policy.done.sum())
         self.excluded: set[str] = set()
+        # liveness: when each actor was last heard of (any call or heartbeat), and those
+        # that were told the run is done (they stop calling)
+        self.silent_after_s = silent_after_s
+        self.last_seen: dict[str, float] = {}
+        self.finished_actors: set[str] = set()
 
     def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
         """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
@@ -67,9 +76,12 @@ class Scheduler:
         l1 = self.l1.setdefault(actor, set())
         l1.difference_update(l1_removed)
         l1.update(l1_added)
+        self.last_seen[actor] = time.time()
         if self.error is not None:
+            self.finished_actors.add(actor)
             return {"done": True, "error": self.error}
         if actor in self.excluded:
+            self.finished_actors.add(actor)
             return {"done": True}
         running = sum(1 for a, _ in self.in_flight.values() if a == actor)
         if self.policy.hold_back(len(self.l1), running):
@@ -79,6 +91,7 @@ class Scheduler:
             if self.in_flight:  # a tile may still come back (its actor lost): ask again soon
                 # polls back off with the number of actors: each one costs the coordinator CPU
                 return {"wait": min(0.25, max(0.01, 0.002 * len(self.l1)))}
+            self.finished_actors.add(actor)
             return {"done": True}
         self.in_flight[t] = (actor, time.time())
         return {"tile": t, "next_use": self.policy.next_uses(advice),
@@ -121,6 +134,17 @@ class Scheduler:
             self.policy.requeue(t)
         return lost
 
+    def heartbeat(self, actor: str) -> None:
+        self.last_seen[actor] = time.time()
+
+    def silent(self) -> list[tuple[str, float]]:
+        """Actors still working that have not been heard of for ``silent_after_s``: stopped
+        or wedged processes (a live actor beats while its compare runs)."""
+        now = time.time()
+        return [(a, now - seen) for a, seen in self.last_seen.items()
+                if a not in self.finished_actors and a not in self.excluded
+                and now - seen > self.silent_after_s]
+
     def overdue(self) -> list[tuple]:
         now = time.time()
         return [(t, a, now - t0, self.deadlines[t]) for t, (a, t0) in self.in_flight.items()
@@ -145,7 +169,12 @@ class Scheduler:
 
     def watch(self) -> dict:
         """``progress`` and ``overdue`` in one call: what the driver polls."""
-        return {**self.progress(), "overdue": self.overdue()}
+        return {**self.progress(), "overdue": self.overdue(), "silent": self.silent(),
+                "silent_after_s": self.silent_after_s}
+
+    def drain(self) -> list:
+        """Finished tiles' payloads not yet handed to the driver (``ship`` only)."""
+        return self.shipped.drain() if self.shipped is not None else []
 
     def close(self) -> dict:
         """Close the journal; the seconds it cost: appending on the hand-out path

@@ -54,6 +54,17 @@ class Sink:
         self.ctx = ctx
 
     def write_tile(self, tile: Tile, fields: dict[str, np.ndarray], mask: np.ndarray) -> list[dict]:
+        """Write one tile where it is computed; returns its journal entries."""
+        return self.store_tile(tile, self.encode_tile(tile, fields, mask))
+
+    def encode_tile(self, tile: Tile, fields: dict[str, np.ndarray], mask: np.ndarray):
+        """Everything of a write but touching the output: what ``store_tile`` puts there. When
+        workers cannot reach the run directory (``shared_fs=False``) a device actor encodes and
+        the driver stores, so the sink's CPU work stays with the actors."""
+        raise NotImplementedError
+
+    def store_tile(self, tile: Tile, payload) -> list[dict]:
+        """Put an encoded tile into the output; returns its journal entries."""
         raise NotImplementedError
 
     def attach(self) -> None:
@@ -169,13 +180,16 @@ class DenseMatrix(Sink):
         return [((tile.r0, tile.r1, tile.c0, tile.c1), arr),
                 ((tile.c0, tile.c1, tile.r0, tile.r1), np.ascontiguousarray(arr.T))]
 
-    def write_tile(self, tile, fields, mask):
+    def encode_tile(self, tile, fields, mask):
+        return {name: self._regions(tile, np.asarray(fields[name]), mask, name)
+                for name in self._fields()}
+
+    def store_tile(self, tile, payload):
         arrays = self._open_arrays()
         entries = []
         for name in self._fields():
-            values = np.asarray(fields[name])
             crc, length = 0, 0
-            for (r0, r1, c0, c1), data in self._regions(tile, values, mask, name):
+            for (r0, r1, c0, c1), data in payload[name]:
                 target = arrays[name]
                 data = data.astype(target.dtype, copy=False)
                 target[r0:r1, c0:c1] = data
@@ -242,7 +256,8 @@ class _PartsSink(Sink):
         pq.write_table(pa.table({"key": np.array(["a"], dtype=object), "i": np.arange(1)}),
                        io.BytesIO())
 
-    def _write_part(self, tile: Tile, columns: dict) -> dict:
+    @staticmethod
+    def _encode_part(columns: dict) -> bytes:
         import io
         n = len(next(iter(columns.values())))
         part = np.empty(n, dtype=[(k, np.asarray(v).dtype) for k, v in columns.items()])
@@ -250,14 +265,16 @@ class _PartsSink(Sink):
             part[k] = v
         buf = io.BytesIO()
         np.save(buf, part, allow_pickle=False)
-        raw = buf.getvalue()
+        return buf.getvalue()
+
+    def store_tile(self, tile: Tile, payload: bytes) -> list[dict]:
         path = os.path.join(self.parts_dir, f"tile-{tile.id:08d}.npy")
         tmp = path + ".tmp"
         with open(tmp, "wb") as fh:
-            fh.write(raw)
+            fh.write(payload)
         os.replace(tmp, path)
-        return sink_entry(self.name, os.path.relpath(path, self.ctx.out_dir), len(raw),
-                          zlib.crc32(raw))
+        return [sink_entry(self.name, os.path.relpath(path, self.ctx.out_dir), len(payload),
+                           zlib.crc32(payload))]
 
     def verify(self, entry):
         path = os.path.join(self.ctx.out_dir, entry["location"])
@@ -429,7 +446,7 @@ class TopK(_PartsSink):
                               np.ascontiguousarray(mask), not bool(mask.all()), self.k,
                               1.0 if self.largest else -1.0, both)
 
-    def write_tile(self, tile, fields, mask):
+    def encode_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
         mask = np.asarray(mask, bool)
         symmetric = bool(self.ctx.space.symmetric)
@@ -445,7 +462,7 @@ class TopK(_PartsSink):
             q = np.where(col, j + c0, i + r0)
             t = np.where(col, i + r0, j + c0)
             q, t, v, _ = self._select(q, t, v)
-            return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
+            return self._encode_part({"qi": q, "ti": t, "score": v})
         rows = self._row_candidates(values, mask)
         cols = self._row_candidates(values.T, mask.T) if symmetric else None
         if rows is None or (symmetric and cols is None):
@@ -462,7 +479,7 @@ class TopK(_PartsSink):
                 t = np.concatenate([t, ci + r0])
                 v = np.concatenate([v, values[ci, cj]])
         q, t, v, _ = self._select(q, t, v)
-        return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
+        return self._encode_part({"qi": q, "ti": t, "score": v})
 
     def finalize(self):
         import pyarrow as pa
@@ -494,13 +511,13 @@ class Threshold(_PartsSink):
     def __init__(self, t: float, field: str = "value", above: bool = True):
         self.t, self.field, self.above = float(t), field, above
 
-    def write_tile(self, tile, fields, mask):
+    def encode_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
         # only the passing cells become pairs (a tile may hold millions of pairs)
         keep = (values >= self.t if self.above else values <= self.t) & np.asarray(mask, bool)
         q, t, v = _pairs_of(tile, values, keep)
-        return [self._write_part(tile, {"i": q.astype(np.int64),
-                                        "j": t.astype(np.int64), "value": v})]
+        return self._encode_part({"i": q.astype(np.int64), "j": t.astype(np.int64),
+                                  "value": v})
 
     def before_finalize(self):
         import pandas  # noqa: F401

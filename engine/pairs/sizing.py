@@ -58,6 +58,8 @@ class RunPlan:
     warnings: tuple[str, ...]
     eviction: str = "next_use"  # the eviction every tier uses
     choice: dict | None = None  # how plan and eviction were chosen (``PlanChoice.to_dict``)
+    heartbeat_s: float = 1.0   # how often a device actor says it is alive
+    silent_after_s: float = 10.0  # silent this long: the actor is lost (liveness)
 
     @property
     def n_actors(self) -> int:
@@ -69,9 +71,15 @@ class RunPlan:
 
 
 def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
-    """One device actor per GPU (``devices`` auto or cuda) or per CPU slot of every node."""
+    """One device actor per GPU (``devices`` auto or cuda) or per CPU slot of every node.
+
+    A node with neither CPU nor GPU (a cluster's head started with ``--num-cpus=0``, the usual
+    production setup) runs no device actor and no node cache: its load tasks, which need a CPU,
+    could never be scheduled there."""
     out = []
     for node in nodes:
+        if node["cpus"] <= 0 and node["gpus"] <= 0:
+            continue
         if cfg.devices in ("auto", "cuda") and node["gpus"] > 0:
             count, dev = node["gpus"], "cuda"
         else:
@@ -79,6 +87,9 @@ def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
             dev = "cpu" if cfg.devices in ("auto", "cuda") else cfg.devices
         out.append(NodePlan(node, cfg.actors_per_node or count, dev,
                             preprocess_on_host=dev == "cpu" and cfg.preprocess_on_host))
+    if not out:
+        raise PairflowError("no node of the Ray cluster has a CPU or a GPU to run device actors "
+                            f"on (nodes: {[(n['address'], n['cpus'], n['gpus']) for n in nodes]})")
     return tuple(out)
 
 
@@ -213,7 +224,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     n_actors = sum(n.actors for n in node_plan)
     per_node = max(n.actors for n in node_plan)
     per_node_tiles = per_node * cfg.in_flight
-    store, host_bytes, host_items = _host_budget(nodes, cfg,
+    store, host_bytes, host_items = _host_budget([n.node for n in node_plan], cfg,
                                                  measurements.get("item_bytes", 1), warnings)
     host_items_eff = min(host_items, items.n_items)
     measured = dict(measurements)
@@ -247,9 +258,9 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
         tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
     t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
-    deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor *
-                     (t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0))))
-                 for t in tiles]
+    expected = [t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0)) for t in tiles]
+    deadlines = [max(cfg.deadline_floor_s, cfg.deadline_factor * e) for e in expected]
+    beat, silent = liveness(expected, cfg)
     return RunPlan(
         nodes=node_plan, leaf=leaf, tiles=tiles, order=order, plan=plan,
         host_bytes=host_bytes, host_items=host_items, host_items_eff=host_items_eff,
@@ -257,7 +268,24 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         l1_items=l1_items, l1_bytes=l1_bytes,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
-        choice=choice.to_dict())
+        choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent)
+
+
+def liveness(expected_tile_s: Sequence[float], cfg: AllPairsConfig) -> tuple[float, float]:
+    """(heartbeat, silent-after) seconds from the tiles' expected costs.
+
+    A device actor's event loop beats while its compare runs in a thread, so silence means a
+    stopped or wedged process, whatever the tile's length: the limit need not wait for a tile
+    to end (that is what deadlines are for). It must outlast what can delay a live actor's
+    beat: event-loop work between awaits, which grows with the tile (items handed over,
+    a tile's bookkeeping), and a loaded machine's RPC latency. So: beats every typical tile
+    (0.25..2 s), silence tolerated for 10 beats, never under the slowest expected tile's
+    quarter nor 5 s (Ray calls on a busy 2-core node have taken seconds)."""
+    costs = sorted(expected_tile_s) or [0.0]
+    typical = costs[len(costs) // 2]
+    beat = cfg.heartbeat_s or min(2.0, max(0.25, typical))
+    silent = cfg.silent_after_s or max(5.0, 10 * beat, 0.25 * costs[-1])
+    return beat, silent
 
 
 def validation_sample(pending: list[int], fraction: float, seed: int) -> list[int]:

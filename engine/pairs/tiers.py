@@ -266,6 +266,7 @@ class NodeCache:
         self.advised = isinstance(cache.eviction, AdvisedEviction)
         self.loads = 0
         self.load_bytes = 0
+        self.io: dict[str, dict[str, int]] = {}  # reads by scheme: GETs and bytes
         self._reported = None  # (loads, resident, evictions) at the last l2_update
         self._pending: dict[int, asyncio.Future] = {}  # item -> its load's accounting
 
@@ -330,6 +331,10 @@ class NodeCache:
                     self.cache.discard(item)
                 continue
             self.load_bytes += info["raw_bytes"]
+            for kind, d in info.get("io", {}).items():
+                mine = self.io.setdefault(kind, {"gets": 0, "bytes": 0})
+                mine["gets"] += d["gets"]
+                mine["bytes"] += d["bytes"]
             entry = ("value", info["value"]) if "value" in info else ("ref", handle)
             entries[item] = entry
             if item in self.cache:
@@ -378,5 +383,6 @@ class NodeCache:
         ref = self.events.flush()
         if ref is not None:
             await ref
-        return {"loads": self.loads, "bytes": self.load_bytes, **self.cache.stats.to_dict(),
+        return {"node": self.node, "loads": self.loads, "bytes": self.load_bytes,
+                "io": self.io, **self.cache.stats.to_dict(),
                 "resident": len(self.cache), "resident_bytes": self.cache.nbytes}

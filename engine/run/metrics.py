@@ -18,6 +18,7 @@ import asyncio
 import time
 from collections import defaultdict
 
+from .shipping import Outbox
 from .rundir import METRICS, TILES, TRACE, TRACE_PARQUET, JsonlWriter, RunDir, read_jsonl
 
 STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
@@ -103,13 +104,15 @@ class MetricsState:
 class Metrics:
     def __init__(self, run_dir: str, n_items: int, tiles_total: int, pairs_total: int,
                  bound_R: float | None, interval: float = 0.5, initial_tiles: int = 0,
-                 initial_pairs: int = 0):
+                 initial_pairs: int = 0, outbox: bool = False):
+        """``outbox``: the run directory is out of this process's reach; records wait in
+        ``self.outbox`` until the driver drains and appends them."""
         self.run = RunDir(run_dir)
         self.state = MetricsState(n_items, tiles_total, pairs_total, bound_R, initial_tiles,
                                   initial_pairs)
-        self.metrics = JsonlWriter(self.run.file(METRICS))
-        self.trace = JsonlWriter(self.run.file(TRACE))
-        self.tiles = JsonlWriter(self.run.file(TILES))
+        self.outbox = Outbox() if outbox else None
+        opener = self.outbox.writer if outbox else (lambda name: JsonlWriter(self.run.file(name)))
+        self.metrics, self.trace, self.tiles = opener(METRICS), opener(TRACE), opener(TILES)
         self.interval = interval
         self._last = 0.0
 
@@ -129,6 +132,10 @@ class Metrics:
             self.metrics.write([snap])
             self._last = now
         return snap
+
+    def drain(self) -> dict:
+        """Records waiting for the driver, by file name (``outbox`` only)."""
+        return self.outbox.drain() if self.outbox is not None else {}
 
     def close(self) -> dict:
         snap = self.tick(force=True)

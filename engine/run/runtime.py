@@ -121,6 +121,16 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
     return True
 
 
+def shares_files(nodes: list[dict], setting: bool | None = None) -> bool:
+    """Do the run's workers see the driver's files (``shared_fs``)? Unless told, yes exactly
+    when every node is on the driver's machine: a cluster of several machines is not assumed
+    to share a filesystem."""
+    if setting is not None:
+        return bool(setting)
+    here = ray.util.get_node_ip_address()
+    return all(n["address"] in (here, None) for n in nodes)
+
+
 def alive_nodes() -> list[dict]:
     """Alive nodes with their CPU/GPU counts, the head node (which a cluster cannot lose)
     first."""
