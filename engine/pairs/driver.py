@@ -16,21 +16,18 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
-import numpy as np
-import ray
-
 from ..errors import InputError, PairflowError, root_cause
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, TILE_PLAN, RunRecorder, write_json
-from ..run.runtime import alive_nodes, init_ray
-from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
-                     measure_task)
+from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
-from .coordinator import Coordinator
+from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
+                       ray_is_up)
+from .loading import check_items, measure_stages
 from .preflight import problems_error, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
@@ -42,8 +39,9 @@ class _Run:
     """One run from pre-flight to summary; the ``RunHandle`` a user holds wraps it."""
 
     def __init__(self, app: BasePairApp, sinks: list[Sink], cfg: AllPairsConfig,
-                 run_dir: str | None, config_dump: dict | None):
+                 run_dir: str | None, config_dump: dict | None, executor=None):
         self.app, self.sinks, self.cfg = app, sinks, cfg
+        self.ex = executor  # a session's Ray executor, or chosen by _preflight
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
@@ -68,9 +66,6 @@ class _Run:
             self.recorder.write_config(self.config_dump)
         self.recorder.starting()
         try:
-            t0 = time.time()
-            self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
-            self.phases["ray_init_s"] = time.time() - t0
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
             self.plan = plan_run(
@@ -90,23 +85,24 @@ class _Run:
         inputs = read_inputs(self.app, [s.name for s in self.sinks])
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
-        self.nodes = alive_nodes()
 
     def _preflight(self, previous: dict | None) -> tuple[dict, float | None]:
-        """Check every input and measure the stages, side by side, before any compute; a
-        resumed run reuses its first run's measurements and must compute the same thing.
-        Returns the run's fingerprint and the probe's pair weight (weighted apps)."""
+        """Measure the stages and check every input in this process before any compute, while
+        Ray (when the run uses it) starts in the background; a resumed run reuses its first
+        run's measurements and must compute the same thing. The probe's estimate of the work
+        chooses the executor (executor.choose). Returns the run's fingerprint and the probe's
+        pair weight (weighted apps)."""
         cfg, app = self.cfg, self.app
-        node_plan = plan_nodes(self.nodes, cfg)
-        n_actors = sum(n.actors for n in node_plan)
-        self.app_ref = ray.put(app)
-        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            chunks = np.array_split(np.array(self.keys, dtype=object),
-                                    min(len(self.keys), 4 * n_actors))
-            checks = [check_items_task.remote(self.app_ref, list(c)) for c in chunks if len(c)]
-        else:  # nothing to check: still warm the loader processes up (app.warmup)
-            checks = [check_items_task.remote(self.app_ref, []) for _ in range(n_actors)]
-        probe, probe_weight = None, None
+        runtime = (cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+        if self.ex is None and (cfg.executor == "ray" or (
+                cfg.executor == "auto" and (cfg.ray_address or ray_is_up()))):
+            self.ex = RayExecutor(*runtime)
+        if self.ex is not None:
+            self.ex.start()  # Ray starts while the inputs are measured and checked
+        local = local_node(cfg.num_cpus, cfg.object_store_mb)
+        device = plan_nodes([local], cfg)[0].device
+        t0 = time.time()
+        probe_weight = None
         if previous is not None:
             self.measured = previous.get("measured", {})
         else:  # also gives deadlines their expected costs
@@ -114,18 +110,49 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
-            probe = measure_task.remote(self.app_ref, sample, node_plan[0].device)
+            try:
+                self.measured = {**measure_stages(app, sample, device), "device": device}
+            except Exception:  # a bad input: name every problem, not the probe's stumble
+                if cfg.preflight:
+                    problems = check_items(app, self.keys)
+                    if problems:
+                        raise problems_error(problems) from None
+                raise
+        self.phases["measure_s"] = time.time() - t0
+        if self.ex is None:
+            self.estimate_s = estimate_work_s(
+                self.measured, self.space.total, self.items.n_items, local["cpus"],
+                self.weights.total(self.space) if self.weights is not None else None,
+                probe_weight if probe_weight is not None else self.measured.get("probe_weight"))
+            kind = choose(cfg.executor, cfg.ray_address, self.estimate_s, cfg.inprocess_max_s)
+            self.ex = make_executor(kind, *runtime)
+            self.ex.start()
         t0 = time.time()
-        problems = [p for ps in ray.get(checks) for p in ps]
+        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
+            problems = check_items(app, self.keys)
+            if problems:
+                raise problems_error(problems)
         self.phases["preflight_s"] = time.time() - t0
-        if problems:
-            raise problems_error(problems)
         fingerprint = {**app.fingerprint(), "space": self.space.describe()}
         if previous is not None:
             check_same_work(self.recorder.path, previous.get("fingerprint", {}), fingerprint)
-        if probe is not None:
-            self.measured = ray.get(probe)
-        self.phases["measure_s"] = time.time() - t0
+        t0 = time.time()
+        self.ex.ready()
+        self.phases["ray_wait_s"] = time.time() - t0  # Ray's start not hidden by the above
+        self.phases["ray_init_s"] = getattr(self.ex, "init_s", 0.0)
+        self.nodes = self.ex.nodes()
+        node_plan = plan_nodes(self.nodes, cfg)
+        self.app_ref = self.ex.put(app)
+        # every loader process runs app.warmup before its first load (awaited at launch)
+        self.warm_refs = [self.ex.check_items(self.app_ref, [])
+                          for _ in range(sum(n.actors for n in node_plan))] \
+            if self.ex.name == "ray" else []
+        if previous is None and node_plan[0].device != device:  # measured where it runs
+            t0 = time.time()
+            self.measured = {**self.ex.get(self.ex.measure(self.app_ref, sample,
+                                                           node_plan[0].device)),
+                             "device": node_plan[0].device}
+            self.phases["measure_s"] += time.time() - t0
         return fingerprint, probe_weight
 
     def _adopt_plan(self) -> None:
@@ -172,12 +199,13 @@ class _Run:
                 self.bound, "plan": cfg.plan, "eviction": cfg.eviction, "in_flight":
                 cfg.in_flight, "measured": self.measured, "started": self.t_start, "phases":
                 self.phases, "sinks": [s.name for s in self.sinks], "fingerprint": fingerprint,
-                "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report}
+                "validate_tiles": keep, "warnings": self.warnings, "resumed": self.resume_report,
+                "executor": self.ex.name, "estimate_s": getattr(self, "estimate_s", None)}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
-        pids = ray.get([h.ready.remote() for h in self.handles.values()])
-        ray.get([c.ready() for c in self.node_caches])
+        pids = self.ex.get([h.ready.remote() for h in self.handles.values()])
+        self.ex.get([c.ready() for c in self.node_caches] + self.warm_refs)
         for entry, pid in zip(meta["actors"], pids):
             entry["pid"] = pid
         self.recorder.write_meta(meta)
@@ -185,12 +213,12 @@ class _Run:
         self.t_compute = time.time()
         for actor_id, handle in self.handles.items():
             self.refs[handle.run.remote()] = actor_id
+        meta["executor"] = self.ex.name
         self.recorder.running()
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator (with the head node's cache) on the head node, a cache actor on
         every other node, and the device actors; returns their descriptions for meta.json."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         cfg, plan, actors_meta = self.cfg, self.plan, []
         for n_idx, node_plan in enumerate(plan.nodes):
             node, dev = node_plan.node, node_plan.device
@@ -203,18 +231,15 @@ class _Run:
                 load_batch=plan.load_batch, load_slots=max(1, node["cpus"]),
                 inline_bytes=cfg.inline_item_bytes,
                 expected_item_bytes=self.measured.get("item_bytes"))
-            where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
             if n_idx == 0:
                 # the run's bookkeeping and the head node's cache in one process on the head
                 # node, which a cluster cannot lose (coordinator.py says why one)
-                self.coordinator = Coordinator.options(scheduling_strategy=where).remote(
-                    scheduler_kw, metrics_kw, cache)
+                self.coordinator = self.ex.coordinator(node, scheduler_kw, metrics_kw, cache)
                 self.scheduler = SchedulerClient(self.coordinator)
                 self.metrics = MetricsClient(self.coordinator)
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
-                actor = NodeCacheActor.options(scheduling_strategy=where).remote(
-                    cache, self.scheduler, self.metrics)
+                actor = self.ex.node_cache(node, cache, self.scheduler, self.metrics)
                 self.cache_actors.append(actor)
                 self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
@@ -225,7 +250,6 @@ class _Run:
 
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         node_plan, cfg = self.plan.nodes[n_idx], self.cfg
         actor_id = f"node-{n_idx}/{name}"
         spec = DeviceSpec(
@@ -236,9 +260,7 @@ class _Run:
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=cfg.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host)
-        affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
-        self.handles[actor_id] = DeviceActor.options(scheduling_strategy=affinity).remote(
-            spec, self.app_ref)
+        self.handles[actor_id] = self.ex.device(node_plan.node, spec, self.app_ref)
         self.actor_node[actor_id] = n_idx
         return actor_id
 
@@ -248,21 +270,21 @@ class _Run:
             s = self.finished_result.summary
             return {"done": s["tiles_total"], "total": s["tiles_total"], "in_flight": 0,
                     "error": None}
-        return ray.get(self.scheduler.progress())
+        return self.ex.get(self.scheduler.progress())
 
     def metrics_snapshot(self) -> dict:
-        return ray.get(self.metrics.tick())
+        return self.ex.get(self.metrics.tick())
 
     def _on_actor_lost(self, actor_id: str, exc: BaseException) -> None:
         reason = self.kill_reasons.get(actor_id) or f"actor {actor_id} died: {exc}"
-        lost = ray.get(self.scheduler.actor_lost(actor_id, reason))
+        lost = self.ex.get(self.scheduler.actor_lost(actor_id, reason))
         self.handles.pop(actor_id, None)
         n_idx = self.actor_node[actor_id]
-        alive = {n["node_id"] for n in alive_nodes()}
+        alive = {n["node_id"] for n in self.ex.nodes()}
         node_alive = self.plan.nodes[n_idx].node["node_id"] in alive
         if node_alive:  # the GCS may not know yet: is the node's cache still answering?
             try:
-                ray.get(self.node_caches[n_idx].ready(), timeout=5)
+                self.ex.get(self.node_caches[n_idx].ready(), timeout=5)
             except Exception:
                 node_alive = False
         self.lost_actors.append({"actor": actor_id, "reason": reason, "tiles_requeued": lost,
@@ -281,42 +303,44 @@ class _Run:
                 continue
             self.kill_reasons[actor_id] = (f"tile {t} passed its deadline of {deadline:.1f} s "
                                            f"on {actor_id} (running for {elapsed:.1f} s)")
-            ray.kill(self.handles[actor_id], no_restart=True)
+            if not self.ex.can_kill:  # a thread cannot be replaced: fail, naming the tile
+                raise PairflowError(f"{self.kill_reasons[actor_id]}; an in-process run cannot "
+                                    "replace a worker (run it on Ray: cluster=local)")
+            self.ex.kill(self.handles[actor_id])
 
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
-        from ray.exceptions import RayActorError
         deadline = None if timeout is None else time.time() + timeout
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress, figures={"R": ".2f"})
         try:
             while self.refs:
-                ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=0.5)
+                ready = self.ex.wait(list(self.refs), timeout=0.5)
                 for ref in ready:
                     actor_id = self.refs.pop(ref)
                     try:
-                        ray.get(ref)
-                    except RayActorError as exc:
+                        self.ex.get(ref)
+                    except self.ex.lost_errors as exc:
                         self._on_actor_lost(actor_id, exc)
                 if not self.handles and self.refs == {}:
-                    prog = ray.get(self.scheduler.progress())
+                    prog = self.ex.get(self.scheduler.progress())
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "
                                             f"{prog['done']}/{prog['total']} tiles done")
                 # one call for progress and overdue tiles, and metrics only for a progress
                 # bar: every call is CPU at both ends, twice a second for the whole run
-                prog = ray.get(self.scheduler.watch())
+                prog = self.ex.get(self.scheduler.watch())
                 self._kill_overdue(prog["overdue"])
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
-                    _show(bar, ray.get(self.metrics.tick()))
+                    _show(bar, self.ex.get(self.metrics.tick()))
                 if self.recorder.heartbeat() and not bar.enabled:
                     self.metrics.tick()  # metrics.jsonl advances while tiles are long
                 if deadline and time.time() > deadline and self.refs:
                     raise TimeoutError(f"run not finished after {timeout} s "
                                        f"({prog['done']}/{len(self.tiles)} tiles)")
-            prog = ray.get(self.scheduler.progress())
+            prog = self.ex.get(self.scheduler.progress())
             if prog["error"]:
                 raise PairflowError(prog["error"])
             self._validate()
@@ -339,7 +363,7 @@ class _Run:
         """Recompute the sampled tiles on another actor and compare exactly."""
         if not self.cfg.validate:
             return
-        kept = ray.get(self.scheduler.kept_fields())
+        kept = self.ex.get(self.scheduler.kept_fields())
         others = list(self.handles)
         for i, (t, rec) in enumerate(sorted(kept.items())):
             choices = [a for a in others if a != rec["actor"]]
@@ -347,7 +371,7 @@ class _Run:
                 choices = [self._spawn(self.actor_node.get(rec["actor"], 0), f"validator-{i}")]
                 others.append(choices[0])
             other = choices[i % len(choices)]
-            fields = ray.get(self.handles[other].recompute.remote(t))
+            fields = self.ex.get(self.handles[other].recompute.remote(t))
             tile = self.tiles[t]
             mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
             diff = first_difference(rec["fields"], fields, mask)
@@ -364,11 +388,11 @@ class _Run:
         cache_stats = []
         for cache in self.node_caches:  # a cache on a lost node is gone with its counters
             try:
-                cache_stats.append(ray.get(cache.stats(), timeout=30))
+                cache_stats.append(self.ex.get(cache.stats(), timeout=30))
             except Exception as exc:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
-        closed = ray.get(self.scheduler.close())
-        snap = ray.get(self.metrics.close())
+        closed = self.ex.get(self.scheduler.close())
+        snap = self.ex.get(self.metrics.close())
         t_finalize = time.time()
         outputs = {}
         for sink in self.sinks:
@@ -393,6 +417,7 @@ class _Run:
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
+            "executor": self.ex.name,
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
@@ -408,12 +433,15 @@ class _Run:
         return cause
 
     def shutdown(self, state: str | None) -> None:
-        for a in list(self.handles.values()) + self.cache_actors + [self.coordinator]:
-            if a is not None:
-                try:
-                    ray.kill(a)
-                except Exception:
-                    pass
+        if self.ex is not None:
+            for a in list(self.handles.values()) + self.cache_actors + [self.coordinator]:
+                if a is not None:
+                    try:
+                        self.ex.kill(a)
+                    except Exception:
+                        pass
+            if self.ex is not getattr(self, "session_ex", None):
+                self.ex.shutdown()
         if state:
             self.recorder.failed(state)
 

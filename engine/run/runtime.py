@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 
-import ray
-
 DEFAULT_OBJECT_STORE_MB = 1536
 
 
@@ -16,6 +14,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    import ray  # here, not at the top: the in-process executor reads this module without Ray
     if ray.is_initialized():
         return False
     kwargs = dict(logging_level="warning" if quiet else "info", log_to_driver=True)
@@ -36,6 +35,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
 def alive_nodes() -> list[dict]:
     """Alive nodes with their CPU/GPU counts, the head node (which a cluster cannot lose)
     first."""
+    import ray
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
     return [{"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
