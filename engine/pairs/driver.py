@@ -42,6 +42,7 @@ class _Run:
                  run_dir: str | None, config_dump: dict | None, executor=None):
         self.app, self.sinks, self.cfg = app, sinks, cfg
         self.ex = executor  # a session's Ray executor, or chosen by _preflight
+        self.session_ex = executor
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
@@ -94,6 +95,8 @@ class _Run:
         pair weight (weighted apps)."""
         cfg, app = self.cfg, self.app
         runtime = (cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+        if self.ex is not None and cfg.executor == "inprocess":  # forced, even in a session
+            self.ex = None
         if self.ex is None and (cfg.executor == "ray" or (
                 cfg.executor == "auto" and (cfg.ray_address or ray_is_up()))):
             self.ex = RayExecutor(*runtime)
@@ -456,13 +459,16 @@ def allpairs(keys: Sequence[str] | None = None, *, load: Callable | None = None,
              compare: Callable | None = None, tile: bool = False,
              targets: Sequence[str] | None = None, app: BasePairApp | None = None,
              sink: Any = "dense", sinks: Sequence[Any] | None = None, run_dir: str | None = None,
-             wait: bool = False, config_dump: dict | None = None, **options) -> RunHandle:
+             wait: bool = False, config_dump: dict | None = None, session=None,
+             **options) -> RunHandle:
     """Compare all pairs (or queries x targets) and return a handle to the run.
 
     Either give an ``app`` (a ``PairApp``), or ``keys`` with ``load(key) -> item`` and
     ``compare(a, b) -> float`` (``tile=True``: ``compare(lefts, rights) -> 2-D array``).
     ``options`` are the fields of ``AllPairsConfig``. ``wait=True`` blocks and returns the
-    result instead of the handle.
+    result instead of the handle. ``session``: an ``engine.Session`` whose Ray the run uses
+    (``Session.allpairs`` passes it). Without one, the run goes in-process or on Ray as
+    ``executor`` says (executor.py).
     """
     if app is None:
         if keys is None or load is None or compare is None:
@@ -470,7 +476,8 @@ def allpairs(keys: Sequence[str] | None = None, *, load: Callable | None = None,
         app = FunctionApp(keys, load, compare, tile=tile, targets=targets)
     cfg = AllPairsConfig.from_options(options)
     sink_objs = [make_sink(s) for s in (sinks if sinks is not None else [sink])]
-    run = _Run(app, sink_objs, cfg, run_dir, config_dump)
+    run = _Run(app, sink_objs, cfg, run_dir, config_dump,
+               session.executor if session is not None else None)
     run.start()
     handle = RunHandle(run)
     return handle.result() if wait else handle
