@@ -27,19 +27,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numba
 import numpy as np
 
 from .backend import is_numpy_namespace, to_numpy
+from .lazyjit import compiled, lazy_njit
 
 __all__ = ["intersection_counts", "intersection_count", "jaccard_from_counts", "GALLOP_RATIO"]
 
 # Gallop when the larger set is at least this many times the smaller.  Measured crossover on real
 # k-mer sets (subsamples of one genome against another) is ~6-8x; below it the linear merge wins.
 GALLOP_RATIO = 8
+# Sets of at most this many k-mers are counted with numpy's searchsorted while the compiled kernels
+# are not loaded yet (a small run never pays numba's import and load); once loaded, always them.
+SMALL_SET = 1 << 17  # = kmers.SMALL_BASES: an item small enough to scan in numpy compares in it
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _merge_count(a, b):
     na = a.shape[0]
     nb = b.shape[0]
@@ -55,7 +58,7 @@ def _merge_count(a, b):
     return c
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _gallop_count(small, big):
     """|small ∩ big| by exponential search of each element of ``small`` in ``big`` from the
     previous hit position (both sorted unique)."""
@@ -99,6 +102,9 @@ def intersection_count(a: np.ndarray, b: np.ndarray) -> int:
         return 0
     if na > nb:
         a, b, na, nb = b, a, nb, na
+    if nb <= SMALL_SET and not compiled(__name__):
+        idx = np.minimum(np.searchsorted(b, a), nb - 1)
+        return int(np.count_nonzero(b[idx] == a))
     if nb >= GALLOP_RATIO * na:
         return int(_gallop_count(a, b))
     return int(_merge_count(a, b))
