@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ..errors import InputError, PairflowError, root_cause
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
@@ -132,7 +134,13 @@ class _Run:
             self.ex.start()
         t0 = time.time()
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            problems = check_items(app, self.keys)
+            if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
+                chunks = [list(c) for c in np.array_split(np.array(self.keys, dtype=object),
+                                                          min(len(self.keys), local["cpus"]))]
+                problems = [p for ps in self.ex.get([self.ex.check_items(app, c)
+                                                     for c in chunks]) for p in ps]
+            else:  # in this thread, while Ray starts in another
+                problems = check_items(app, self.keys)
             if problems:
                 raise problems_error(problems)
         self.phases["preflight_s"] = time.time() - t0
