@@ -20,7 +20,9 @@ How it maps onto the engine (docs/align.md has the whole story):
   and ``target_tile_s`` (``engine.quadtree``, weighted). One 5 Mb target therefore gets
   tiles of its own instead of sitting in a tile with a thousand 300 aa sequences.
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
-  wanted pairs (the mask) and returns the int32 field ``score``.
+  wanted pairs (the mask) and returns the int32 field ``score``; with ``kernel=auto`` (default)
+  a whole tile of short targets goes to Opal instead (``kernels.opal``, identical scores, faster
+  there as measured), ``kernel=parasail|opal`` forces one.
 * **Top-k**: the engine's ``TopK(k)`` sink on ``score``, merged across tiles. Ties: the shorter
   target first, then the target that comes first in the input (columns are sorted by length,
   stably, and the sink breaks ties by the lower column index). Equal-score ties are the only
@@ -34,15 +36,23 @@ How it maps onto the engine (docs/align.md has the whole story):
   prefilter (``engine.prefilter``, as ``apps/jaccard_filtered.py`` does), which measures each
   one's cost and pass rate and reorders them while it runs; both are reported.
 
-Outputs (``result/`` of the run directory): ``hits.tsv`` (BLAST-like, a header row, columns
-``qseqid sseqid score pident length qstart qend sstart send cigar``), ``hits.parquet`` (the same
-plus keys, ranks, lengths and aligned strings), ``align_summary.json``, and the engine's
-``topk.parquet``.
+* **Statistics**: bit scores and E-values from BLAST's Karlin-Altschul tables
+  (``kernels.karlin``), the database being the target set; ``evalue`` keeps the top-k hits with
+  E <= the cut-off (hits are ranked by exact score, as Smith-Waterman finds them).
+* **Reciprocal best hits** (``mode=rbh``): a second ``TopK(1, per="col")`` sink keeps each
+  target's best query in the same pass; pairs that are each other's rank-1 hit are orthologs.
+
+Outputs (``result/`` of the run directory): ``hits.tsv`` (a header row, then BLAST's tabular
+columns ``qseqid sseqid pident length mismatch gapopen qstart qend sstart send evalue bitscore``
+plus ``score cigar``), ``hits.parquet`` (the same plus keys, ranks, lengths and aligned
+strings), ``orthologs.tsv`` for ``mode=rbh``, ``align_summary.json``, and the engine's
+``topk.parquet`` (and ``topk_cols.parquet``).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import threading
 import time
@@ -52,16 +62,22 @@ import numpy as np
 
 from engine import (BasePairApp, Filter, InputError, PairflowError, PairWeights, Rectangle,
                     Triangle, map_chunks, prefilter, read_json, url_digest, write_json)
+from kernels import karlin, opal
 from kernels.scoring import Scoring, detect_alphabet, validate
 from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
 from operators.sequences import SequenceCatalog
 
 ALPHABETS = ("auto", "protein", "dna")
+MODES = ("topk", "rbh")
+KERNELS = ("auto", "parasail", "opal")
 DEFAULT_MATRIX = {"protein": "blosum62", "dna": "nuc44"}
 TIE_RULE = ("score descending; ties: shorter target first, then the target listed first in the "
             "input")
-TSV_COLUMNS = ["qseqid", "sseqid", "score", "pident", "length", "qstart", "qend", "sstart",
-               "send", "cigar"]
+# BLAST's tabular columns (-outfmt 6's default twelve), then the raw score and the CIGAR
+TSV_COLUMNS = ["qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart", "qend",
+               "sstart", "send", "evalue", "bitscore", "score", "cigar"]
+ORTHOLOG_COLUMNS = ["qseqid", "sseqid", "score", "evalue", "bitscore", "pident", "length",
+                    "qstart", "qend", "sstart", "send", "cigar"]
 
 # Tracebacks keep a direction per cell: pairs above this many cells are traced in a window around
 # the best cell (bounded from the score), and a window above the second bound is refused.
@@ -195,8 +211,23 @@ class AlignApp(BasePairApp):
                  gap_extend: int = 1, convention: str = "standard", alphabet: str = "auto",
                  min_length_ratio: float | None = None, min_shared_kmers: int | None = None,
                  kmer: int | None = None, weighted: bool = True, fmt: str = "auto",
+                 evalue: float | None = None, evalue_method: str = "spouge",
+                 mode: str = "topk", kernel: str = "auto",
                  prefilter_options: dict | None = None):
         self._worker = False
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if evalue_method not in karlin.EVALUE_METHODS:
+            raise ValueError(f"evalue_method must be one of {karlin.EVALUE_METHODS}, got "
+                             f"{evalue_method!r}")
+        if evalue is not None:
+            evalue = float(evalue)
+            if not evalue > 0:
+                raise ValueError(f"evalue must be > 0 (hits with E <= evalue are kept), got "
+                                 f"{evalue}")
+        self.mode, self.evalue, self.evalue_method = mode, evalue, evalue_method
         self.prefilter_options = dict(prefilter_options or {})
         self.top_k = _as_int(top_k, "top_k")
         if self.top_k < 1:
@@ -233,6 +264,22 @@ class AlignApp(BasePairApp):
             seqs[key] = self._validate(key, seqs[key])
 
         self.lengths = {k: len(seqs[k]) for k in seqs}
+        self.kernel = kernel
+        self._opal = kernel != "parasail" and opal.available(self.scoring)
+        if kernel == "opal" and not self._opal:
+            raise ValueError(f"kernel=opal needs pyopal and a protein matrix; "
+                             f"{self.scoring.matrix} is a {self.alphabet} matrix")
+        # E-values: BLAST's parameters for this matrix and gap pair, and the database (the
+        # target set) they are measured against; none for a scheme BLAST has no table for
+        try:
+            self.karlin = karlin.for_scoring(self.scoring)
+            self.karlin_missing = None
+        except ValueError as exc:
+            self.karlin, self.karlin_missing = None, str(exc)
+            if self.evalue is not None:
+                raise ValueError(f"align.evalue needs E-values: {exc}") from None
+        self.db_length = int(sum(self.lengths[k] for k in dict.fromkeys(t_in)))
+        self.db_sequences = len(dict.fromkeys(t_in))
         self.query_order = {k: i for i, k in enumerate(q_in)}   # input order, for the report
         self.target_order = {k: i for i, k in enumerate(t_in)}
         self._rows = sorted(q_in, key=lambda k: (self.lengths[k], self.query_order[k]))
@@ -372,9 +419,24 @@ class AlignApp(BasePairApp):
 
     def warmup(self, device):
         sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
+        if self._opal:
+            opal.opal_scores(["ACDE"], ["ACDE"], self.scoring)
+
+    def use_opal(self, left, right, mask) -> bool:
+        """Opal for this tile? ``kernel=auto``: when its lengths fall where Opal measured
+        faster (``kernels.opal.prefer_opal``) and every pair of the tile is wanted (Opal scores
+        whole rows; a tile on a triangle's diagonal or a filtered tile stays with parasail)."""
+        if not self._opal:
+            return False
+        if self.kernel == "opal":
+            return True
+        return (mask is None or bool(np.asarray(mask).all())) and \
+            opal.prefer_opal([len(s) for s in left], [len(s) for s in right])
 
     def compare(self, left, right, mask, device):
-        # parasail is CPU SIMD: the same kernel whatever device the actor was given
+        # both kernels are CPU SIMD: the same kernels whatever device the actor was given
+        if self.use_opal(left, right, mask):
+            return {"score": opal.opal_scores(left, right, self.scoring, mask)}
         return {"score": sw_scores(left, right, self.scoring, mask, validate=False)}
 
     def fields(self):
@@ -404,7 +466,8 @@ class AlignApp(BasePairApp):
                 "convention": self.scoring.convention, "alphabet": self.alphabet,
                 "all_vs_all": self.all_vs_all, "n_queries": self.n_queries,
                 "n_targets": self.n_targets, "weighted": self.weighted,
-                "filters": [f.describe() for f in self.filters]}
+                "filters": [f.describe() for f in self.filters], "mode": self.mode,
+                "evalue": self.evalue, "evalue_method": self.evalue_method}
 
     def fingerprint(self):
         return {**self.describe(),
@@ -484,13 +547,21 @@ def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]
 # ------------------------------------------------------------------------------- finishing
 
 def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
-    """Tracebacks for the reported hits, then hits.tsv, hits.parquet and align_summary.json in
-    the run's ``result/`` directory. Returns the hits as a DataFrame (also ``result.hits``)."""
+    """E-values, the cut-off, tracebacks for the hits kept, reciprocal best hits, then hits.tsv,
+    hits.parquet (orthologs.tsv) and align_summary.json in the run's ``result/`` directory.
+    Returns the hits as a DataFrame (also ``result.hits``)."""
     # One straight pass (trace, validate, tabulate, write, summarise): each step feeds the next
     # and none is used alone, so splitting it would only pass the same dozen values around.
     import pandas as pd
     t0 = time.time()
-    top = pd.read_parquet(result.outputs["topk"])
+    top_all = pd.read_parquet(result.outputs["topk"])
+    # statistics need only scores and lengths: the cut-off comes before any traceback
+    evalues, bits = statistics(app, top_all["score"].to_numpy(np.int64),
+                               np.array([app.lengths[k] for k in top_all["query"]], np.int64),
+                               np.array([app.lengths[k] for k in top_all["target"]], np.int64))
+    keep = evalues <= app.evalue if app.evalue is not None else np.ones(len(top_all), bool)
+    top = top_all[keep].reset_index(drop=True)
+    evalues, bits = evalues[keep], bits[keep]
     keys = set(top["query"]) | set(top["target"])
     seqs = app.sequences(sorted(keys))
     jobs = [(seqs[q], seqs[t], int(s)) for q, t, s in zip(top["query"], top["target"],
@@ -510,19 +581,25 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
                                     f"by the numpy reference")
             checked += 1
     a = pd.DataFrame(alns, columns=[f.name for f in dataclasses.fields(Alignment)])
+    scores = top["score"].to_numpy(np.int64)
+    qlen = np.array([app.lengths[k] for k in top["query"]], dtype=np.int64)
+    slen = np.array([app.lengths[k] for k in top["target"]], dtype=np.int64)
+    counts = [cigar_counts(c) for c in a["cigar"].astype(str)]
     hits = pd.DataFrame({
         "qseqid": [app.record_name(k) for k in top["query"]],
         "sseqid": [app.record_name(k) for k in top["target"]],
-        "score": top["score"].to_numpy(np.int64),
         "pident": np.round(100.0 * a["identity"].to_numpy(np.float64), 3),
         "length": a["length"].to_numpy(np.int64),
+        "mismatch": np.array([c[0] for c in counts], dtype=np.int64),
+        "gapopen": np.array([c[1] for c in counts], dtype=np.int64),
         "qstart": a["qstart"].to_numpy(np.int64), "qend": a["qend"].to_numpy(np.int64),
         "sstart": a["sstart"].to_numpy(np.int64), "send": a["send"].to_numpy(np.int64),
+        "evalue": evalues, "bitscore": bits,
+        "score": scores,
         "cigar": a["cigar"].astype(str),
         "rank": top["rank"].to_numpy(np.int64),
         "query": top["query"].astype(str), "target": top["target"].astype(str),
-        "qlen": [app.lengths[k] for k in top["query"]],
-        "slen": [app.lengths[k] for k in top["target"]],
+        "qlen": qlen, "slen": slen,
         "matches": a["matches"].to_numpy(np.int64),
         "query_aligned": a["query_aligned"].astype(str),
         "target_aligned": a["target_aligned"].astype(str),
@@ -533,15 +610,34 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     hits = hits.reset_index(drop=True)
 
     out_dir = os.path.dirname(result.outputs["topk"])
+    outputs = {}
+    orthologs = None
+    if app.mode == "rbh":
+        # best hits from the whole top-k (the cut-off does not change who is best); the merge
+        # with the hits kept applies the cut-off to the pairs
+        cols = top_all if app.all_vs_all else pd.read_parquet(result.outputs["topk_cols"])
+        pairs = reciprocal_best_hits(top_all, cols,
+                                     app.query_order if app.all_vs_all else None)
+        key = pd.DataFrame(pairs, columns=["query", "target"])
+        orthologs = hits[hits["rank"] == 1].merge(key, on=["query", "target"])
+        orthologs = orthologs.reset_index(drop=True)
+        path = os.path.join(out_dir, "orthologs.tsv")
+        _write_tsv(orthologs[ORTHOLOG_COLUMNS], path)
+        outputs["orthologs"] = path
+        outputs["topk_cols"] = result.outputs.get("topk_cols")
+    hits_before_evalue = len(top_all)
+
     tsv, parquet = os.path.join(out_dir, "hits.tsv"), os.path.join(out_dir, "hits.parquet")
-    hits[TSV_COLUMNS].to_csv(tsv + ".tmp", sep="\t", index=False)
-    os.replace(tsv + ".tmp", tsv)
+    _write_tsv(hits[TSV_COLUMNS], tsv)
     hits.to_parquet(parquet + ".tmp", index=False)
     os.replace(parquet + ".tmp", parquet)
 
     s = result.summary
     cells = app.cells()
     compute_s = float(s.get("compute_s") or s["wall_s"])
+    stats = ({"method": app.evalue_method, **app.karlin.describe(),
+              "db_length": app.db_length, "db_sequences": app.db_sequences}
+             if app.karlin is not None else {"method": None, "why": app.karlin_missing})
     summary = {
         "queries": len(app.row_keys()), "targets": len(app.col_keys()),
         "all_vs_all": app.all_vs_all, "pairs": int(app.space().total),
@@ -553,36 +649,102 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
         "max_tile_cells": s.get("measured", {}).get("max_weight"),
         "probe_cells_per_s": s.get("measured", {}).get("weight_per_s"),
         "top_k": app.top_k, "hits": len(hits), "tie_rule": TIE_RULE,
+        "kernel": app.kernel, "mode": app.mode, "evalue_cutoff": app.evalue,
+        "hits_before_evalue": hits_before_evalue,
+        "statistics": stats,
+        "orthologs": None if orthologs is None else len(orthologs),
         "scoring": {"matrix": app.scoring.matrix, "gap_open": app.scoring.gap_open,
                     "gap_extend": app.scoring.gap_extend,
                     "convention": app.scoring.convention},
         "alphabet": app.alphabet, "traceback_s": trace_s, "validated_hits": checked,
-        "outputs": {"tsv": tsv, "parquet": parquet, "topk": result.outputs["topk"]},
+        "outputs": {"tsv": tsv, "parquet": parquet, "topk": result.outputs["topk"], **outputs},
     }
     write_json(os.path.join(out_dir, "align_summary.json"), summary)
-    result.hits, result.align = hits, summary
+    result.hits, result.align, result.orthologs = hits, summary, orthologs
     return hits
+
+
+def statistics(app: AlignApp, scores, qlen, slen) -> tuple[np.ndarray, np.ndarray]:
+    """E-values and bit scores of hits (NaN when BLAST has no parameters for the scoring).
+
+    The database is the target set (the queries themselves when all-vs-all): its residues and
+    sequence count, as blastp would see them after makeblastdb of the targets."""
+    if app.karlin is None:
+        nan = np.full(len(scores), np.nan)
+        return nan, nan.copy()
+    if app.evalue_method == "spouge":
+        ev = karlin.evalues_spouge(scores, qlen, slen, app.db_length, app.karlin)
+    else:
+        ev = karlin.evalues_karlin(scores, qlen, app.db_length, app.db_sequences, app.karlin)
+    return ev, karlin.bit_scores(scores, app.karlin)
+
+
+def cigar_counts(cigar: str) -> tuple[int, int]:
+    """(mismatches, gap openings) of an extended CIGAR: the letters of its ``X`` runs, and its
+    ``I``/``D`` runs (BLAST counts a gap in one sequence followed by one in the other as two)."""
+    mismatch = gapopen = 0
+    for n, op in re.findall(r"(\d+)([=XID])", cigar):
+        if op == "X":
+            mismatch += int(n)
+        elif op in "ID":
+            gapopen += 1
+    return mismatch, gapopen
+
+
+def reciprocal_best_hits(rows, cols, order: dict | None = None) -> list[tuple[str, str]]:
+    """Pairs (query, target) where each is the other's best hit: rank 1 of ``rows`` (per query)
+    and rank 1 of ``cols`` (per target, its ``query`` column the target), scores above zero.
+
+    Ranks carry the tie rule (score, then the shorter partner, then input order), so each
+    sequence has exactly one best hit. With one table for both sides (all-vs-all, ``order`` the
+    input order) each mutual pair is reported once, the query first in input order."""
+    best_row = {q: t for q, t, s, r in zip(rows["query"], rows["target"], rows["score"],
+                                            rows["rank"]) if r == 1 and s > 0}
+    best_col = {c: q for c, q, s, r in zip(cols["query"], cols["target"], cols["score"],
+                                            cols["rank"]) if r == 1 and s > 0}
+    pairs = [(q, t) for q, t in best_row.items() if best_col.get(t) == q]
+    if order is not None:
+        pairs = [(q, t) for q, t in pairs if order[q] < order[t]]
+    return pairs
+
+
+def _write_tsv(table, path: str) -> None:
+    """A header row, then BLAST's formats: E-values with three significant digits, bit scores
+    with one decimal."""
+    out = table.copy()
+    if "evalue" in out:
+        out["evalue"] = [("" if np.isnan(e) else f"{e:.3g}") for e in out["evalue"]]
+    if "bitscore" in out:
+        out["bitscore"] = [("" if np.isnan(b) else f"{b:.1f}") for b in out["bitscore"]]
+    out.to_csv(path + ".tmp", sep="\t", index=False)
+    os.replace(path + ".tmp", path)
 
 
 def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
           gap_open: int = 11, gap_extend: int = 1, convention: str = "standard",
           alphabet: str = "auto", min_length_ratio: float | None = None,
           min_shared_kmers: int | None = None, kmer: int | None = None, weighted: bool = True,
-          extra_sinks: Sequence = (), validate_hits: int = 0, **options):
+          evalue: float | None = None, evalue_method: str = "spouge", mode: str = "topk",
+          kernel: str = "auto", extra_sinks: Sequence = (), validate_hits: int = 0, **options):
     """The Python form of ``pairflow app=align``: run, trace the hits, write the outputs.
 
-    ``options`` are ``engine.allpairs`` options (``run_dir``, ``runs_root``, ``leaf_items``,
-    ``validate``, ``progress`` ...; ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a DataFrame)
-    and ``.align`` (the summary) attached.
+    ``evalue`` keeps hits with E-value at most this; ``evalue_method`` is ``spouge`` (what blastp
+    prints) or ``karlin``; ``mode="rbh"`` also finds reciprocal best hits (``.orthologs``);
+    ``kernel`` is ``auto``, ``parasail`` or ``opal``. ``options`` are ``engine.allpairs``
+    options (``run_dir``, ``runs_root``, ``leaf_items``, ``validate``, ``progress`` ...;
+    ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a
+    DataFrame), ``.align`` (the summary) and ``.orthologs`` (a DataFrame for ``mode="rbh"``,
+    else None) attached.
     """
-    from engine import TopK, allpairs
+    from engine import allpairs
     options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
                    min_length_ratio=min_length_ratio, min_shared_kmers=min_shared_kmers,
-                   kmer=kmer, weighted=weighted,
+                   kmer=kmer, weighted=weighted, evalue=evalue, evalue_method=evalue_method,
+                   mode=mode, kernel=kernel,
                    prefilter_options={"runs_root": options.get("runs_root", "runs")})
-    sinks = [TopK(app.top_k, field="score")] + list(extra_sinks)
+    sinks = hit_sinks(app) + list(extra_sinks)
     show = options.pop("progress", True)  # the cells/s display replaces the engine's bar
     handle = allpairs(app=app, sinks=sinks, progress=False, **options)
     stop = watch(handle.run_dir, app) if show else None
@@ -593,6 +755,16 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
             stop()
     finish(app, result, validate_hits=validate_hits)
     return result
+
+
+def hit_sinks(app: AlignApp) -> list:
+    """The k best targets per query; for ``mode=rbh`` of two sets also the best query per
+    target (all-vs-all's top-k already has both directions)."""
+    from engine import TopK
+    sinks = [TopK(app.top_k, field="score")]
+    if app.mode == "rbh" and not app.all_vs_all:
+        sinks.append(TopK(1, field="score", per="col"))
+    return sinks
 
 
 # ------------------------------------------------------------------------------- progress
@@ -704,7 +876,7 @@ def _urls(value) -> list[str] | None:
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=align``)."""
-    from engine import DenseMatrix, Threshold, TopK
+    from engine import DenseMatrix, Threshold
     a, d = cfg.align, cfg.data
     sink_cfg = dict(cfg.sink)
     kind = sink_cfg.pop("type", "topk")
@@ -718,8 +890,10 @@ def build(cfg):
                    min_length_ratio=a.get("min_length_ratio"),
                    min_shared_kmers=a.get("min_shared_kmers"), kmer=a.get("kmer"),
                    weighted=weighted, fmt=str(a.get("format", "auto")),
+                   evalue=a.get("evalue"), evalue_method=str(a.get("evalue_method", "spouge")),
+                   mode=str(a.get("mode", "topk")), kernel=str(a.get("kernel", "auto")),
                    prefilter_options={"runs_root": str(cfg.runs_root)})
-    sinks = [TopK(app.top_k, field="score")]
+    sinks = hit_sinks(app)
     if kind == "dense":  # every score as a matrix (tiles on the chunk grid: no weighting)
         sinks.append(DenseMatrix(fields=["score"], fill=-1))
     elif kind == "threshold":
@@ -751,10 +925,20 @@ def report(result) -> str:
     for f in al.get("filters") or []:
         lines.append(f"filter {f['name']}: {f['pairs_out']}/{f['pairs_in']} pairs pass "
                      f"({f['seconds']:.3f} s)")
+    st = al.get("statistics") or {}
+    if st.get("method"):
+        lines.append(f"E-values ({st['method']}): lambda={st['lambda']} K={st['K']} against "
+                     f"{st['db_sequences']} targets, {st['db_length']:,} residues"
+                     + (f"; cut-off E <= {al['evalue_cutoff']:g} kept {al.get('hits')} of "
+                        f"{al.get('hits_before_evalue')}" if al.get("evalue_cutoff") else ""))
+    elif st.get("why"):
+        lines.append(f"no E-values: {st['why']}")
     lines.append(f"hits: {al.get('hits')}")
+    if al.get("orthologs") is not None:
+        lines.append(f"reciprocal best hits (ortholog pairs): {al['orthologs']}")
     for name, path in (al.get("outputs") or {}).items():
         lines.append(f"{name}: {path}")
     for name, path in s["outputs"].items():
-        if name != "topk":
+        if name not in (al.get("outputs") or {}):
             lines.append(f"{name}: {path}")
     return "\n".join(lines)

@@ -162,7 +162,7 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
     load0 = load()
     try:
         res = align(qpath, tpath, top_k=5, runs_root=runs_root, progress=False,
-                    weighted=weighted, **options)
+                    weighted=weighted, kernel="parasail", **options)  # the kernel it is held to
     finally:
         meter.close()
     s, a = res.summary, res.align

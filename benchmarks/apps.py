@@ -8,10 +8,16 @@ For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficien
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
 measured in this process (every item parsed and preprocessed once; t_cmp the mean per pair of a
 4 × 4 tile of different items, the best of two), p the run's device actors and T the engine's
-compute phase (Ray start-up and actor spawn excluded). R = item loads / n with a host tier
-holding 25 % of the items, every item in the object store (none handed over by value). Rocket's published single-node efficiencies are printed beside:
-microscopy 99.2 %, forensics 94.6 %, bioinformatics (phylogeny) 88.5 %. For phylogeny, the wall
-time of the dense brute-force reference (every 20^k component, numpy) on the same proteomes.
+compute phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
+two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
+cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
+
+Each app runs twice: with the host tier the engine sizes itself (every item fits: R = 1) and with
+a host tier holding 25 % of the items (R = item loads / n > 1, each reload parsed and
+preprocessed again), small items by value as the engine does by default. Rocket's
+published single-node efficiencies are printed beside: microscopy 99.2 %, forensics 94.6 %,
+bioinformatics (phylogeny) 88.5 %. For phylogeny, the wall time of a k = 5 run against the dense
+brute-force reference (every 20^k component, numpy; k = 7 would need 20^7) on the same proteomes.
 
 Results go to benchmarks/out/apps.json; absolute times on a shared machine are noise.
 """
@@ -34,9 +40,9 @@ import numpy as np  # noqa: E402
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
 DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 # (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
-SIZES = {"phylogeny": ({"proteomes": 4, "k": 4}, {"proteomes": 16, "k": 5}),
+SIZES = {"phylogeny": ({"proteomes": 4, "k": 4}, {"proteomes": 16, "k": 7}),
          "forensics": ({"size": 256, "cameras": 2, "shots": 4},
-                       {"size": 512, "cameras": 4, "shots": 12}),
+                       {"size": 512, "cameras": 4, "shots": 16}),
          "microscopy": ({"particles": 8}, {"particles": 80})}
 
 
@@ -60,6 +66,38 @@ def stage_times(app) -> tuple[float, float, int]:
     best = min(_timed(lambda: app.compare(left, right, mask, "cpu")) for _ in range(2))
     n = len(keys)
     return t_items, best / (side * side), n * (n - 1) // 2
+
+
+def _compare_in_process(app, keys, barrier, queue) -> None:
+    """One side of the two-process limit: prepare ``keys``, wait for the other process, then
+    time the compare of a tile of them (best of two)."""
+    side = len(keys) // 2
+    items = [app.preprocess(k, app.parse(k, _raw(app.url(k))), "cpu") for k in keys]
+    mask = np.ones((side, side), bool)
+    barrier.wait()
+    best = min(_timed(lambda: app.compare(items[:side], items[side:], mask, "cpu"))
+               for _ in range(2))
+    queue.put(best / (side * side))
+
+
+def two_process_limit(app, t_pair: float) -> tuple[float, list[float]]:
+    """The machine's own limit: two plain processes (no Ray) comparing tiles side by side.
+    t_pair / the slower one's time per pair: 1.0 when two busy cores each run as fast as one
+    alone; below 1 when they contend (memory bandwidth, shared cache)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    keys = list(app.keys())
+    side = min(4, len(keys) // 4) or 1
+    halves = [keys[:2 * side], keys[2 * side:4 * side] or keys[:2 * side]]
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_compare_in_process, args=(app, h, barrier, queue))
+             for h in halves]
+    for proc in procs:
+        proc.start()
+    times = [queue.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return t_pair / max(times), times
 
 
 def _timed(fn) -> float:
@@ -97,35 +135,55 @@ def phylogeny_reference_s(app) -> float:
     return time.perf_counter() - t0
 
 
-def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
+def run_once(app, sinks, after, runs_root: str, host: int | None) -> dict:
+    """One engine run: its summary (host=None: the host tier the engine sizes itself)."""
     from engine import allpairs
-    app, sinks, after = build(name, SIZES[name][0 if quick else 1], work)
+    result = allpairs(app=app, sinks=sinks, runs_root=runs_root, progress=False, wait=True,
+                      host_cache_items=host)
+    after(result)
+    s = dict(result.summary)
+    s["run_dir"] = result.run_dir
+    return s
+
+
+def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
+    size = SIZES[name][0 if quick else 1]
+    app, sinks, after = build(name, size, work)
     t_items, t_pair, pairs = stage_times(app)
     t_min = t_items + pairs * t_pair
     n = len(app.keys())
-    # items travel by reference (inline_item_bytes=0): the engine's host tier, when smaller than
-    # the items of the tiles under way, handed an evicted small (by-value) item over as its
-    # load task's info list (reported to the engine's developers)
-    host = max(2, n // 4)
-    result = allpairs(app=app, sinks=sinks, runs_root=runs_root, progress=False, wait=True,
-                      host_cache_items=host, inline_item_bytes=0)
-    after(result)
-    s = result.summary
-    p, compute = s["n_actors"], s["compute_s"]
+    limit, two_times = two_process_limit(app, t_pair)
     row = {"n": n, "pairs": pairs, "t_items_s": t_items, "t_pair_s": t_pair, "T_min": t_min,
-           "p": p, "T": compute, "efficiency": t_min / (p * compute), "R": s["R"],
-           "host_cache_items": host, "wall_s": s["wall_s"],
-           "rocket_efficiency": ROCKET[name], "leaf": s["leaf_items"],
-           "run_dir": result.run_dir}
+           "two_process_limit": limit, "two_process_t_pair_s": two_times,
+           "rocket_efficiency": ROCKET[name], "size": size, "runs": {}}
+    print(f"{name:11s} two processes side by side compare at {limit:.3f} of one alone "
+          f"(the machine's limit)", flush=True)
+    for label, host in (("engine_host_tier", None), ("host_tier_25pct", max(2, n // 4))):
+        s = run_once(app, sinks, after, runs_root, host)
+        p, compute = s["n_actors"], s["compute_s"]
+        eff = t_min / (p * compute)
+        run = {"p": p, "T": compute, "efficiency": eff, "of_two_process_limit": eff / limit,
+               "R": s["R"],
+               "host_cache_items": s.get("host_cache_items", host), "leaf": s["leaf_items"],
+               "tiles": s.get("tiles_total"), "wall_s": s["wall_s"], "run_dir": s["run_dir"]}
+        row["runs"][label] = run
+        print(f"{name:11s} n={n:3d} pairs={pairs:5d} T_min={t_min:7.2f}s p={p} "
+              f"T={compute:7.2f}s efficiency={run['efficiency']:.3f} "
+              f"({run['of_two_process_limit']:.3f} of the limit; Rocket {ROCKET[name]:.3f}) "
+              f"R={s['R']:.2f} leaf={run['leaf']} "
+              f"[{label}: {run['host_cache_items']} of {n} items]", flush=True)
     if name == "phylogeny":
-        row["bruteforce_reference_s"] = phylogeny_reference_s(app)
-    line = (f"{name:11s} n={n:3d} pairs={pairs:5d} T_min={t_min:7.2f}s p={p} "
-            f"T={compute:7.2f}s efficiency={row['efficiency']:.3f} (Rocket {ROCKET[name]:.3f}) "
-            f"R={s['R']:.2f} (host tier {row['host_cache_items']} of {n} items)")
-    if "bruteforce_reference_s" in row:
-        line += (f"\n            wall {s['wall_s']:.2f}s (compute {compute:.2f}s) against the "
-                 f"dense brute-force reference {row['bruteforce_reference_s']:.2f}s")
-    print(line, flush=True)
+        small = {**size, "k": min(size["k"], 5)}
+        app5, sinks5, after5 = build(name, small, work)
+        s5 = run_once(app5, sinks5, after5, runs_root, None)
+        ref = phylogeny_reference_s(app5)
+        row["reference_k"] = small["k"]
+        row["reference_wall_s"] = s5["wall_s"]
+        row["reference_compute_s"] = s5["compute_s"]
+        row["bruteforce_reference_s"] = ref
+        print(f"            k={small['k']}: pairflow wall {s5['wall_s']:.2f}s (compute "
+              f"{s5['compute_s']:.2f}s) against the dense brute-force reference {ref:.2f}s "
+              f"({ref / s5['wall_s']:.1f}x)", flush=True)
     return row
 
 

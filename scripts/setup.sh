@@ -17,6 +17,7 @@ DATA_DEBS="ragout-examples kaptive-data bowtie2-examples hmmer-examples"
 
 need_apt=0
 for t in mash chromium; do command -v "$t" >/dev/null 2>&1 || need_apt=1; done
+command -v blastp >/dev/null 2>&1 || need_apt=1  # ncbi-blast+: app=align's E-value oracle
 [ -f "$DATA/.stamp-debs" ] || need_apt=1
 if [ "$need_apt" = 1 ]; then
   echo "[setup] apt-get update" >&2
@@ -28,6 +29,10 @@ for t in mash chromium; do
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$t" >/dev/null
   fi
 done
+if ! command -v blastp >/dev/null 2>&1; then
+  echo "[setup] apt-get install ncbi-blast+" >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends ncbi-blast+ >/dev/null
+fi
 
 if [ ! -f "$DATA/.stamp-debs" ]; then
   mkdir -p "$DATA/debs" "$DATA/root"

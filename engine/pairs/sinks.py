@@ -281,15 +281,24 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
 
 
 class TopK(_PartsSink):
-    """The k best targets per query (per row; per item on both sides for symmetric spaces)."""
+    """The k best targets per query (per row; per item on both sides for symmetric spaces).
+
+    ``per="col"`` keeps the k best rows of every column instead (output ``topk_cols``, its
+    ``query`` a column key and ``target`` a row key): with the per-row sink beside it, one pass
+    over a rectangle gives best hits both ways (reciprocal best hits) without computing the
+    transposed space again."""
 
     name = "topk"
     filename = "topk.parquet"
 
-    def __init__(self, k: int, field: str = "value", largest: bool = True):
+    def __init__(self, k: int, field: str = "value", largest: bool = True, per: str = "row"):
         if k < 1:
             raise ValueError(f"TopK needs k >= 1, got {k}")
-        self.k, self.field, self.largest = int(k), field, largest
+        if per not in ("row", "col"):
+            raise ValueError(f"TopK per must be 'row' or 'col', got {per!r}")
+        self.k, self.field, self.largest, self.per = int(k), field, largest, per
+        if per == "col":
+            self.name, self.filename = "topk_cols", "topk_cols.parquet"
 
     def _select(self, q, t, v):
         """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
@@ -321,6 +330,15 @@ class TopK(_PartsSink):
 
     def write_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
+        if self.per == "col" and not self.ctx.space.symmetric:
+            cand = self._row_candidates(values.T, np.asarray(mask).T)
+            if cand is not None:
+                jj, ii = cand
+                t, q, v = ii + tile.r0, jj + tile.c0, values[ii, jj]
+            else:
+                t, q, v = _pairs_of(tile, values, mask)
+            q, t, v, _ = self._select(q, t, v)
+            return [self._write_part(tile, {"qi": q, "ti": t, "score": v})]
         cand = None if self.ctx.space.symmetric else self._row_candidates(values, mask)
         if cand is not None:
             ii, jj = cand
@@ -342,6 +360,8 @@ class TopK(_PartsSink):
         else:
             q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
         rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        if self.per == "col" and not self.ctx.space.symmetric:
+            rows, cols = cols, rows
         out = pa.table({"query": rows[q] if len(q) else np.zeros(0, dtype=object),
                         "target": cols[t] if len(t) else np.zeros(0, dtype=object),
                         "qi": q, "ti": t, "score": v, "rank": rank})

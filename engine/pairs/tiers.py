@@ -210,6 +210,12 @@ class TileCache:
     async def _load(self, keys: list) -> None:
         try:
             values = await self.loader(keys)
+            # every value is checked and sized before any is filled in: a failure here fails
+            # every waiter at once (it left them waiting until the tile's deadline)
+            missing = [key for key in keys if key not in values]
+            if missing:
+                raise LookupError(f"the loader returned no value for {missing[:3]!r}")
+            sizes = {key: self.sizeof(values[key]) for key in keys}
         except BaseException as exc:  # every waiter sees the failure; nothing half-loaded stays
             for key in keys:
                 fut = self._loading.pop(key)
@@ -219,9 +225,8 @@ class TileCache:
                     fut.set_exception(exc)
             return
         for key in keys:
-            value = values[key]
             if key in self.cache:
-                self.cache.fill(key, value, self.sizeof(value), shrink=False)
+                self.cache.fill(key, values[key], sizes[key], shrink=False)
             fut = self._loading.pop(key)
             if not fut.done():
                 fut.set_result(None)
@@ -297,10 +302,14 @@ class NodeCache:
         self.cache.shrink()
         self._report()
         waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
-        if waits:
-            await asyncio.gather(*waits.values())
-        for item in items:  # a small item is a value now; a failed one keeps its handle
-            entry = self.cache.peek(item)
+        settled: dict = {}
+        for entries in await asyncio.gather(*waits.values()):
+            settled.update(entries)
+        for item in items:
+            # a small item is a value now, even if the tier evicted it the moment its load was
+            # accounted (its handle is then the load's info list, not the item); a failed
+            # load keeps its handle, which raises the load's error where it is resolved
+            entry = settled.get(item) or self.cache.peek(item)
             if entry is not None:
                 out[item] = entry
         return out
@@ -311,6 +320,7 @@ class NodeCache:
         except Exception:
             infos = [None] * len(batch)
         self._spans(batch, infos)
+        entries = {}  # what each loaded item is, for the requests waiting on this load
         for item, handle, info in zip(batch, handles, infos):
             self._pending.pop(item, None)
             if info is None:
@@ -320,12 +330,13 @@ class NodeCache:
                     self.cache.discard(item)
                 continue
             self.load_bytes += info["raw_bytes"]
+            entry = ("value", info["value"]) if "value" in info else ("ref", handle)
+            entries[item] = entry
             if item in self.cache:
-                entry = ("value", info["value"]) if "value" in info else ("ref", handle)
                 self.cache.unpin(item)
                 self.cache.fill(item, entry, info["nbytes"], shrink=False)
         if not accounted.done():
-            accounted.set_result(None)
+            accounted.set_result(entries)
         await self._shrink()
         self._report()
 

@@ -6,10 +6,12 @@ half-written file for a complete one.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,20 +45,32 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, default=_default, separators=(",", ":"))
 
 
+def _replace_atomically(path: str, write: Callable[[Any], None], sync: bool) -> None:
+    """Write through a temporary file of this process *and thread*, then rename: readers see
+    the old file or the new one, never half of one; two threads writing one file (the progress
+    thread and the driver, both writing status.json) no longer share a temporary file, which
+    left one of them renaming a file the other had already moved; a failed write removes its
+    temporary file."""
+    tmp = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
+    try:
+        with open(tmp, "w") as fh:
+            write(fh)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_json(path: str, obj: Any) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(obj, fh, default=_default, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    _replace_atomically(path, lambda fh: json.dump(obj, fh, default=_default, indent=1), True)
 
 
 def write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    _replace_atomically(path, lambda fh: fh.write(text), False)
 
 
 def read_json(path: str, default=None):

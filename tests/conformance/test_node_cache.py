@@ -223,3 +223,14 @@ def test_next_use_advice_is_fetched_before_inserting_evicts():
     assert sched.asked and 3 in sched.asked[0]
     assert sorted(cache.cache.keys()) == [0, 2, 3]
     assert sched.held["node-0"] == cache.cache.keys()
+
+
+def test_an_item_evicted_right_after_its_load_is_still_handed_over_by_value():
+    # a tier of one item, a request for three small items loaded in one batch: accounting fills
+    # all three, the tier evicts two at once, and the request must still get each item's value
+    # (it was handed the load's info list instead, which compare cannot use)
+    small = [i for i in range(200) if size_of(i) <= INLINE][:3]
+    cache, loads, _, _ = make(budget_items=1, load_batch=4)
+    got = asyncio.run(cache.get(small))
+    assert got == {i: ("value", f"item-{i}") for i in small}
+    assert len(cache.cache) <= 1

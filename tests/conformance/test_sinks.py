@@ -52,6 +52,7 @@ SINKS = {
     "dense": lambda: DenseMatrix(diagonal=-1.0),
     "topk-largest": lambda: TopK(3),
     "topk-smallest": lambda: TopK(2, largest=False),
+    "topk-cols": lambda: TopK(2, per="col"),  # the k best rows of every column
     "threshold-above": lambda: Threshold(6.0),
     "threshold-below": lambda: Threshold(2.0, above=False),
 }
@@ -176,10 +177,16 @@ def check_result(w: Written, result, pairs):
         assert not os.path.exists(sink.partial)
     elif isinstance(sink, TopK):
         got = pd.read_parquet(result)
-        want = expected_topk(pairs, w.values, symmetric, sink.k, sink.largest)
+        qkeys, tkeys = w.ctx.row_keys, w.ctx.col_keys
+        if sink.per == "col" and not symmetric:  # the transposed matrix's rows
+            pairs = [(j, i) for i, j in pairs]
+            want = expected_topk(pairs, w.values.T, symmetric, sink.k, sink.largest)
+            qkeys, tkeys = tkeys, qkeys
+        else:
+            want = expected_topk(pairs, w.values, symmetric, sink.k, sink.largest)
         assert list(zip(got.qi, got.ti, got.score, got["rank"])) == want
-        assert list(got["query"]) == [w.ctx.row_keys[q] for q, *_ in want]
-        assert list(got["target"]) == [w.ctx.col_keys[t] for _, t, *_ in want]
+        assert list(got["query"]) == [qkeys[q] for q, *_ in want]
+        assert list(got["target"]) == [tkeys[t] for _, t, *_ in want]
     else:
         got = pd.read_parquet(result)
         want = expected_edges(pairs, w.values, sink.t, sink.above)

@@ -371,3 +371,28 @@ def test_a_failed_load_reaches_every_waiter_and_leaves_nothing_behind():
         assert all(isinstance(r, ValueError) for r in res)
         assert tc.resident() == [] and len(tc.cache) == 0
     run(main())
+
+
+@pytest.mark.parametrize("fault", ["sizeof raises", "a key missing"])
+def test_a_failure_after_the_loader_returns_reaches_every_waiter_at_once(fault):
+    """The loader returned, but a value cannot be sized or is missing: every waiter fails at
+    once instead of waiting for ever (a device actor waited until its tile's deadline)."""
+    async def loader(keys):
+        await asyncio.sleep(0.01)
+        values = {k: k for k in keys}
+        if fault == "a key missing":
+            values.pop(keys[-1])
+        return values
+
+    def sizeof(value):
+        if fault == "sizeof raises" and value == 2:
+            raise TypeError("cannot size item 2")
+        return 1
+
+    async def main():
+        tc = TileCache(BudgetCache(budget_items=4), loader, sizeof)
+        res = await asyncio.wait_for(
+            asyncio.gather(tc.acquire([1, 2]), tc.acquire([2]), return_exceptions=True), 5)
+        assert all(isinstance(r, (TypeError, LookupError)) for r in res), res
+        assert tc.resident() == [] and len(tc.cache) == 0
+    run(main())

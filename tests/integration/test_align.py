@@ -60,8 +60,9 @@ def check_hits(res, queries, targets, scores, k, scoring, exclude_self=False):
     tname = [n for n, _ in targets]
     want = brute_top_k(scores, k, targets, exclude_self)
     qseq, tseq = dict(queries), dict(targets)
-    assert list(hits.columns[:10]) == ["qseqid", "sseqid", "score", "pident", "length", "qstart",
-                                       "qend", "sstart", "send", "cigar"]
+    blast = ["qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart", "qend",
+             "sstart", "send", "evalue", "bitscore"]  # BLAST's -outfmt 6, then score and cigar
+    assert list(hits.columns[:14]) == blast + ["score", "cigar"]
     for i, name in enumerate(qname):
         mine = hits[hits.qseqid == name]
         assert list(mine["rank"]) == list(range(1, len(want[i]) + 1))
@@ -77,8 +78,12 @@ def check_hits(res, queries, targets, scores, k, scoring, exclude_self=False):
         ops = "".join(op * int(n) for n, op in re.findall(r"(\d+)([=XID])", row.cigar))
         assert len(ops) == row.length and ops.count("=") == row.matches
         assert row.pident == pytest.approx(100 * row.matches / row.length, abs=1e-3)
+        assert row.mismatch == sum(a != b and "-" not in (a, b)
+                                   for a, b in zip(row.query_aligned, row.target_aligned))
+        assert row.gapopen == len(re.findall(r"-+", row.query_aligned)) + \
+            len(re.findall(r"-+", row.target_aligned))
     tsv = pd.read_csv(res.align["outputs"]["tsv"], sep="\t")
-    assert list(tsv.columns) == list(hits.columns[:10]) and len(tsv) == len(hits)
+    assert list(tsv.columns) == list(hits.columns[:14]) and len(tsv) == len(hits)
     assert (tsv.score.to_numpy() == hits.score.to_numpy()).all()
     pq = pd.read_parquet(res.align["outputs"]["parquet"])
     assert pq.equals(hits)

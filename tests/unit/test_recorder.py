@@ -77,3 +77,30 @@ def test_a_registry_names_its_choices():
     three = Registry("sink", {"dense": dict, "topk": dict, "threshold": dict})
     with pytest.raises(ValueError, match="choose 'dense', 'topk' or 'threshold'"):
         three.make("csv")
+
+
+def test_threads_writing_one_json_file_leave_a_whole_file_and_no_temporaries(tmp_path):
+    # the progress thread and the driver both write status.json; they shared one temporary
+    # file name per process, and a stray status.json.tmp* stayed in the run directory
+    import threading
+
+    from engine.run.rundir import write_json
+    path = str(tmp_path / "status.json")
+    errors = []
+
+    def writer(n):
+        try:
+            for i in range(200):
+                write_json(path, {"writer": n, "i": i, "pad": "x" * 2000})
+        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert os.listdir(tmp_path) == ["status.json"]
+    with open(path) as fh:
+        assert json.load(fh)["i"] == 199

@@ -1,0 +1,75 @@
+"""Opal's inter-sequence SIMD Smith-Waterman (``pyopal``), and the rule that picks it over
+parasail for a tile.
+
+Why two kernels: parasail (``kernels.smith_waterman``) vectorises along one query against one
+target at a time, which pays off on long targets; Opal aligns one query against many targets at
+once (one target per SIMD lane), which pays off on many short targets. Measured per CPU second on
+real proteomes (S. aureus x E. coli, BLOSUM62 12/1, ``benchmarks/many_small_proteomes.py``
+records both), neither wins everywhere; :func:`prefer_opal` is the boundary those measurements
+drew. Both give identical scores: Opal gets the very matrix parasail uses (built from parasail's
+own table) and the same open/extend numbers (open = the cost of a gap of length 1).
+
+Only protein matrices go to Opal: the boundary was measured on proteins.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["available", "prefer_opal", "opal_scores", "OPAL_MAX_TARGET_LEN"]
+
+# Opal is chosen for a tile whose targets are on average shorter than this and shorter than
+# twice its queries (the rule of the measured grid; parasail elsewhere).
+OPAL_MAX_TARGET_LEN = 400
+OPAL_MAX_TARGET_QUERY_RATIO = 2.0
+
+
+def available(scoring) -> bool:
+    """Opal can score with this scheme (a protein matrix) and pyopal is installed."""
+    if scoring.alphabet != "protein":
+        return False
+    try:
+        import pyopal  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def prefer_opal(query_lengths, target_lengths) -> bool:
+    """Opal for a block of pairs of these lengths: short targets, not much longer than the
+    queries."""
+    q = float(np.mean(query_lengths)) if len(query_lengths) else 0.0
+    t = float(np.mean(target_lengths)) if len(target_lengths) else 0.0
+    return 0 < t < OPAL_MAX_TARGET_LEN and t < OPAL_MAX_TARGET_QUERY_RATIO * q
+
+
+@lru_cache(maxsize=None)
+def _aligner(matrix: str, gap_open: int, gap_extend: int):
+    """One Opal aligner per process and scheme, on parasail's own substitution table."""
+    import pyopal
+    from scoring_matrices import ScoringMatrix
+
+    from kernels.scoring import _tables
+    scores, codes, letters = _tables(matrix)
+    alphabet = "".join(sorted(letters))
+    idx = [int(codes[ord(c)]) for c in alphabet]
+    table = scores[np.ix_(idx, idx)]
+    sm = ScoringMatrix([[int(x) for x in row] for row in table], alphabet=alphabet,
+                       name=matrix)
+    return pyopal.Aligner(sm, gap_open=gap_open, gap_extend=gap_extend)
+
+
+def opal_scores(queries, targets, scoring, mask=None) -> np.ndarray:
+    """Smith-Waterman scores (int32, queries x targets), every pair computed; cells outside
+    ``mask`` are set to 0 (nothing reads them). Sequences must already be validated and upper
+    case, as the app's items are."""
+    import pyopal
+    aligner = _aligner(scoring.matrix, scoring.open, scoring.extend)
+    db = pyopal.Database(list(targets), alphabet=aligner.alphabet)
+    out = np.empty((len(queries), len(targets)), dtype=np.int32)
+    for i, q in enumerate(queries):
+        out[i] = [r.score for r in aligner.align(q, db, mode="score", algorithm="sw")]
+    if mask is not None:
+        out[~np.asarray(mask, bool)] = 0
+    return out
