@@ -6,4 +6,4 @@ Every app module exposes ``build(cfg) -> (app, sinks)`` (an all-pairs run) or it
 APPS = {"jaccard": "apps.jaccard", "align": "apps.align", "hep": "apps.hep",
         "jaccard_filtered": "apps.jaccard_filtered", "synthetic": "apps.synthetic",
         "phylogeny": "apps.phylogeny", "forensics": "apps.forensics",
-        "microscopy": "apps.microscopy"}
+        "microscopy": "apps.microscopy", "farm": "apps.farm"}

@@ -6,6 +6,8 @@
     pairflow scheduler=zorder cache.host_cache_items=4
     pairflow app=hep hep.order=poor             # a filter pipeline (apps with their own run())
     pairflow dashboard runs/jaccard/20261122-101500
+    pairflow app=farm farm=blastp farm.queries=q.fa farm.db=db.fa   # a tool farm
+    pairflow gather RUN_DIR stdout -o hits.tsv                      # its output in input order
 
 ``pairflow --help`` lists the apps, the subcommands and a short tour (``help_text``).
 """
@@ -64,7 +66,7 @@ def run_config(cfg, run_dir: str | None = None):
 
 
 # Keys whose value is a list of input patterns: "a.fa,b.fa" there is a list, not a Hydra sweep.
-INPUT_KEYS = ("data.inputs", "data.queries", "data.targets")
+INPUT_KEYS = ("data.inputs", "data.queries", "data.targets", "farm.queries", "farm.inputs")
 VERBOSE_FLAGS = ("-v", "--verbose")
 CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
 TOUR = """\
@@ -76,6 +78,8 @@ TOUR = """\
   pairflow app=jaccard_filtered filter.t=0.5      skip the pairs a sketch rules out
   pairflow app=hep hep.order=poor                 a filter pipeline that fixes its own order
   pairflow --cfg job app=align                    print an app's resolved config, run nothing
+  pairflow app=farm farm=blastp farm.queries=q.fa farm.db=db.fa   blastp over every core
+  pairflow gather runs/farm/<timestamp> stdout -o hits.tsv   a farm's output in order
   pairflow dashboard runs/jaccard/<timestamp>     watch a run (live or finished)"""
 
 
@@ -107,6 +111,7 @@ pairflow: dataflow runs on Ray for data-intensive science.
 
 usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra overrides
        pairflow dashboard RUN_DIR                 the dashboard of a run directory
+       pairflow gather RUN_DIR STREAM [-o FILE]   a farm's output stream in input order
        pairflow --help | --hydra-help             this text | Hydra's own help
 
 apps (app=NAME; the default is jaccard):
@@ -114,6 +119,8 @@ apps (app=NAME; the default is jaccard):
 
 subcommands:
   dashboard RUN_DIR  Streamlit dashboard of a run, live or finished (pairflow dashboard --help)
+  gather RUN_DIR STREAM [-o FILE]
+                     a farm's stream (stdout, tblout ...) in input order, every CRC checked
 
 options:
   -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
@@ -270,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "dashboard":
         from dashboard.cli import main as dashboard_main
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "gather":
+        from apps.farm import gather_main
+        return gather_main(argv[1:])
     verbose = any(a in VERBOSE_FLAGS for a in argv) or \
         os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a not in VERBOSE_FLAGS]

@@ -33,7 +33,7 @@ except ImportError:  # run as a plain script from a source checkout that is not 
     from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_duration, format_r,
                                   shared_view)
 
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm"]
 MAX_RECTS = int(os.environ.get("PAIRFLOW_DASHBOARD_MAX_RECTS", "20000"))  # leaves drawn one by one
 STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
 STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#2ca02c"]
@@ -343,8 +343,37 @@ def view_pipelines(view: RunView, ov: dict) -> None:
                   .properties(height=220))
 
 
+def view_farm(view: RunView, ov: dict) -> None:
+    st.subheader("farm")
+    if not view.has_farm():
+        st.info("this run is not a tool farm (no farm.jsonl)")
+        return
+    f = view.farm_frames()
+    units = ov["progress"].get("units", {})
+    st.markdown(f"`units done: {_n(units.get('done'))} / {_n(units.get('total'))} · "
+                f"retries: {_n(f['retries'])} · failed units: {_n(f['units_failed'])}`")
+    st.dataframe(f["workers"], hide_index=True, width="stretch")
+    if not f["workers"].empty:
+        chart(alt.Chart(f["workers"], title="units per worker")
+              .mark_bar().encode(x=alt.X("units:Q"), y=alt.Y("worker:N", sort=None),
+                                 tooltip=["worker", "node", "units", "busy_s", "units_per_s"])
+              .properties(height=24 * len(f["workers"]) + 20))
+    if f["node_bytes"]:
+        st.caption("shared-file bytes fetched per node: " +
+                   ", ".join(f"{k[:8]}: {_n(v)}" for k, v in f["node_bytes"].items()))
+    for g in f["given_up"]:
+        st.error(f"unit {g.get('unit')} (records {g.get('records')} of {g.get('file')}: "
+                 f"{', '.join(g.get('names') or [])}) failed after {g.get('attempts')} attempts: "
+                 f"{g.get('error')}")
+        if g.get("stderr"):
+            st.code(g["stderr"], language=None)
+    if not f["failed_runs"].empty:
+        st.markdown("failed tool runs (each attempt)")
+        st.dataframe(f["failed_runs"], hide_index=True, width="stretch")
+
+
 RENDER = {"overview": view_overview, "devices": view_devices, "cache": view_cache, "matrix": view_matrix,
-          "timeline": view_timeline, "pipelines": view_pipelines}
+          "timeline": view_timeline, "pipelines": view_pipelines, "farm": view_farm}
 
 
 def _palette(n: int) -> list[str]:

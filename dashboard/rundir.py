@@ -338,6 +338,7 @@ class RunView:
         self._span_chunks: list[pd.DataFrame] = []
         self._span_count = 0
         self._pipeline: list[dict] = []
+        self._farm: list[dict] = []  # farm.jsonl: one line per tool run of a unit
         self._spans_from_parquet = False
 
         self._streams = {
@@ -345,6 +346,7 @@ class RunView:
             "tiles": _Stream(JsonlTailer(d / "tiles.jsonl"), self._ingest_tiles, self._done_tiles.clear),
             "trace": _Stream(JsonlTailer(d / "trace.jsonl"), self._ingest_spans, self._clear_spans),
             "pipeline": _Stream(JsonlTailer(d / "pipeline.jsonl"), self._pipeline.extend, self._pipeline.clear),
+            "farm": _Stream(JsonlTailer(d / "farm.jsonl"), self._farm.extend, self._farm.clear),
         }
 
     # ---------------------------------------------------------------- refresh
@@ -1015,6 +1017,50 @@ class RunView:
 
     def has_pipeline(self) -> bool:
         return bool(self._pipeline)
+
+    def farm_frames(self) -> dict:
+        """A tool farm's view: per-worker units, busy seconds and throughput, the failed tool
+        runs (each attempt, with stderr), the units given up, retries.
+
+        ``workers`` columns: worker, node, units, failed_runs, busy_s, units_per_s (units per
+        second of the run so far); ``failed_runs`` columns: unit, worker, attempt, error,
+        returncode, stderr; ``given_up``: summary's failures once the run ends, else the units
+        whose last run failed with no retry left is not knowable here, so []."""
+        def build():
+            runs = pd.DataFrame(self._farm)
+            wcols = ["worker", "node", "units", "failed_runs", "busy_s", "units_per_s"]
+            fcols = ["unit", "worker", "attempt", "error", "returncode", "stderr"]
+            if runs.empty or "worker" not in runs:
+                workers, failed = pd.DataFrame(columns=wcols), pd.DataFrame(columns=fcols)
+            else:
+                for c in ("ok", "seconds", "node", "t_end", "attempt", "error", "returncode",
+                          "stderr"):
+                    if c not in runs:
+                        runs[c] = None
+                ok = runs["ok"].fillna(False).astype(bool)
+                last = self._metrics[-1] if self._metrics else {}
+                elapsed = _first(self.summary.get("run_s"), last.get("elapsed"))
+                g = runs.groupby("worker")
+                workers = pd.DataFrame({
+                    "node": g["node"].first(),
+                    "units": ok.groupby(runs["worker"]).sum(),
+                    "failed_runs": (~ok).groupby(runs["worker"]).sum(),
+                    "busy_s": g["seconds"].sum(min_count=1),
+                }).reset_index()
+                workers["units_per_s"] = workers["units"] / elapsed if elapsed else None
+                workers = workers[wcols]
+                failed = runs.loc[~ok, [c for c in fcols]].reset_index(drop=True)
+            summ = self.summary
+            last = self._metrics[-1] if self._metrics else {}
+            return {"workers": workers, "failed_runs": failed,
+                    "given_up": list(summ.get("failures") or []),
+                    "retries": _first(summ.get("retries"), last.get("retries")),
+                    "units_failed": _first(summ.get("units_failed"), last.get("units_failed")),
+                    "node_bytes": summ.get("node_bytes") or {}}
+        return self._cached("farm", self._versions("farm", "metrics", "summary"), build)
+
+    def has_farm(self) -> bool:
+        return bool(self._farm) or self.meta.get("kind") == "farm"
 
 
 def _locked(fn):

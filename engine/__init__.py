@@ -1,7 +1,8 @@
 """pairflow's engine: pair spaces, caches, scheduling, sinks and runs on Ray.
 
 The Python API lives here: ``from engine import allpairs, Triangle, Rectangle, PairList``, and
-for filter pipelines ``from engine import Pipeline, Map, Filter``.
+for filter pipelines ``from engine import Pipeline, Map, Filter``, for tool farms
+``from engine import farm, gather``.
 """
 import os as _os
 
@@ -19,13 +20,16 @@ __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp"
            "quadtree",
            "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
            "PairSource", "prefilter", "PairWeights", "make_sink", "fetch", "read_json",
-           "write_json", "map_chunks", "RunDir", "Session", "session"]
+           "write_json", "map_chunks", "RunDir", "farm", "FarmSpec", "gather", "Session",
+           "session"]
 
 _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "PipelineConfig",
              "PipelineResult", "Source")
 # helpers the apps use, each from its one home (none of these modules imports Ray at import)
 _HELPERS = {"fetch": ".run.io", "read_json": ".run.rundir", "write_json": ".run.rundir",
-            "map_chunks": ".run.tasks", "RunDir": ".run.rundir"}
+            "map_chunks": ".run.tasks", "RunDir": ".run.rundir",
+            "farm": ".toolfarm.driver", "FarmResult": ".toolfarm.driver",
+            "FarmSpec": ".toolfarm.spec", "gather": ".toolfarm.gather"}
 
 
 def __getattr__(name):  # Ray is imported only when a run is started

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything pairflow needs on a fresh Debian machine, idempotently:
 #   - Debian tools used as oracles (mash) and browser for dashboard tests (chromium)
+#   - the tools app=farm runs unmodified (ncbi-blast+, hmmer, clustalo)
 #   - real data from Debian packages, unpacked (not installed) into .data/
 #   - a virtualenv in .venv with pairflow installed editable, plus test extras
 # Re-running is cheap: each step checks a stamp file first.
@@ -13,12 +14,17 @@ PY="${PYTHON:-python3}"
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 APT_TOOLS="mash chromium"
+# command -> Debian package: the tools app=farm wraps (blastp is also app=align's E-value oracle)
+FARM_TOOLS="blastp:ncbi-blast+ hmmsearch:hmmer clustalo:clustalo"
+# farm data (own stamp): Swiss-Prot entries, BAliBASE sets for clustalo
+FARM_DEBS="emboss-test dialign-tx-data"
 DATA_DEBS="ragout-examples kaptive-data bowtie2-examples hmmer-examples"
 
 need_apt=0
 for t in mash chromium; do command -v "$t" >/dev/null 2>&1 || need_apt=1; done
-command -v blastp >/dev/null 2>&1 || need_apt=1  # ncbi-blast+: app=align's E-value oracle
+for tp in $FARM_TOOLS; do command -v "${tp%%:*}" >/dev/null 2>&1 || need_apt=1; done
 [ -f "$DATA/.stamp-debs" ] || need_apt=1
+[ -f "$DATA/.stamp-debs-farm" ] || need_apt=1
 if [ "$need_apt" = 1 ]; then
   echo "[setup] apt-get update" >&2
   $SUDO apt-get update -qq >/dev/null
@@ -29,10 +35,12 @@ for t in mash chromium; do
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$t" >/dev/null
   fi
 done
-if ! command -v blastp >/dev/null 2>&1; then
-  echo "[setup] apt-get install ncbi-blast+" >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends ncbi-blast+ >/dev/null
-fi
+for tp in $FARM_TOOLS; do
+  if ! command -v "${tp%%:*}" >/dev/null 2>&1; then
+    echo "[setup] apt-get install ${tp#*:}" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${tp#*:}" >/dev/null
+  fi
+done
 
 if [ ! -f "$DATA/.stamp-debs" ]; then
   mkdir -p "$DATA/debs" "$DATA/root"
@@ -40,6 +48,13 @@ if [ ! -f "$DATA/.stamp-debs" ]; then
   for deb in "$DATA"/debs/*.deb; do dpkg -x "$deb" "$DATA/root"; done
   touch "$DATA/.stamp-debs"
   echo "[setup] data unpacked into $DATA/root" >&2
+fi
+if [ ! -f "$DATA/.stamp-debs-farm" ]; then
+  mkdir -p "$DATA/debs" "$DATA/root"
+  ( cd "$DATA/debs" && apt-get download $FARM_DEBS >/dev/null )
+  for p in $FARM_DEBS; do dpkg -x "$DATA"/debs/${p}_*.deb "$DATA/root"; done
+  touch "$DATA/.stamp-debs-farm"
+  echo "[setup] farm data unpacked into $DATA/root" >&2
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

@@ -29,6 +29,8 @@ TRACE_PARQUET = "trace.parquet"  # the spans again, at the end of the run
 JOURNAL = "journal.jsonl"     # what was safely written (engine/run/journal.py)
 PIPELINE = "pipeline.jsonl"   # pipelines: one line per re-plan
 RESULT = "result"             # the sinks' outputs
+FARM_UNITS = "units.json"     # farms: the inputs cut into units (resume reuses the cut)
+FARM_LOG = "farm.jsonl"       # farms: one line per tool run of a unit (worker, time, outcome)
 
 
 def _default(obj):
