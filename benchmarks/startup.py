@@ -13,7 +13,9 @@ Side by side, in one run, each a ``subprocess`` of ``.venv/bin/pairflow`` (or of
     summary: Ray's start (in a background thread), the part of it not hidden behind the input
     checks, the checks, the probe, the actors, and the first tile (compute start -> first tile
     journaled);
-(5) import time of the CLI (``python -X importtime -c 'import apps.cli'``) and of a run's module
+(5) a REPL session (``engine.session``): the 3-record run three times on the session's Ray, in
+    one Python process: the first run waits for Ray, the later ones show the per-run start-up;
+(6) import time of the CLI (``python -X importtime -c 'import apps.cli'``) and of a run's module
     set, and ``pairflow --help``.
 Results go to benchmarks/out/startup.json. Absolute times on a shared machine are noise: the
 figures to record come from a quiet machine.
@@ -119,6 +121,33 @@ def _mash(paths: list[str], work: str) -> float:
     return time.time() - t0
 
 
+SESSION = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.time()
+import engine
+from apps.jaccard import JaccardApp
+walls = []
+with engine.session(progress=False) as s:
+    for i in range(3):
+        t = time.time()
+        res = s.allpairs(app=JaccardApp([{fasta!r}], k=21, item="record"),
+                         run_dir={work!r} + f"/session{{i}}", wait=True)
+        walls.append({{"wall_s": time.time() - t, "startup_s": res.summary["phases"]["startup_s"],
+                      "executor": res.summary["executor"]}})
+print(json.dumps({{"runs": walls, "total_s": time.time() - t0}}))
+"""
+
+
+def _session(fasta: str, work: str) -> dict:
+    code = SESSION.format(root=ROOT, fasta=fasta, work=work)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=ENV, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"session runs failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 repetition, 4 genomes")
@@ -172,6 +201,7 @@ def main() -> None:
         out["ray_job"] = {k: statistics.median(s[k] for s in split if s[k] is not None)
                           for k in split[0] if any(s[k] is not None for s in split)}
         out["ray_job"]["runs"] = split
+        out["session"] = _session(three, work)
         out["mash_s"] = _median(rows["mash"], lambda r: r["wall_s"])
         out["speedup_vs_mash"] = out["mash_s"] / out["default_job"]["wall_s"]
         out["speedup_vs_mash_on_ray"] = out["mash_s"] / out["ray_job"]["wall_s"]
@@ -201,6 +231,9 @@ def main() -> None:
           f"{r.get('ray_wait_s', 0):.2f}s not hidden, checks {r.get('checks_s', 0):.2f}s, probe "
           f"{r.get('probe_s', 0):.2f}s, actors {r.get('actors_s', 0):.2f}s, first tile "
           f"{r.get('first_tile_s', 0):.2f}s, compute {r['compute_s']:.2f}s")
+    runs = out["session"]["runs"]
+    print(f"session (Ray kept up): first run {runs[0]['wall_s']:.2f}s, later runs "
+          + ", ".join(f"{r['wall_s']:.2f}s" for r in runs[1:]) + f" ({runs[0]['executor']})")
     print(f"imports: CLI {out['imports']['cli']['total_s']:.2f}s "
           f"(heavy: {out['imports']['cli']['heavy_modules']}), a run's modules "
           f"{out['imports']['run_modules']['total_s']:.2f}s; pairflow --help {out['help_s']:.2f}s")

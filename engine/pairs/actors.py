@@ -186,6 +186,11 @@ class DeviceWorker:
         self.preprocessed_on_host = spec.preprocessed_on_host
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
 
+    def rebind(self, spec: DeviceSpec, app) -> None:
+        """Become a fresh worker of another run (a session reuses its warm actor processes:
+        imports, kernels and the app's warm-up survive; every run-held object is replaced)."""
+        self.__init__(spec, app)
+
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""
         warm_process(self.app, self.device)

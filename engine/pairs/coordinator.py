@@ -55,6 +55,11 @@ class CoordinatorCore:
             self.cache = node_cache(cache, _InProcessScheduler(self.scheduler),
                                     _InProcessMetrics(self.metrics), loader)
 
+    def rebind(self, scheduler: dict, metrics: dict, cache: NodeCacheSpec | None = None,
+               loader=None) -> None:
+        """Serve another run (a session reuses its warm coordinator process)."""
+        self.__init__(scheduler, metrics, cache, loader)
+
     def ready(self) -> bool:
         return True
 

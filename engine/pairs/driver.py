@@ -150,7 +150,7 @@ class _Run:
         t0 = time.time()
         self.ex.ready()
         self.phases["ray_wait_s"] = time.time() - t0  # Ray's start not hidden by the above
-        self.phases["ray_init_s"] = getattr(self.ex, "init_s", 0.0)
+        self.phases["ray_init_s"] = self.ex.take_init_s() if self.ex.name == "ray" else 0.0
         self.nodes = self.ex.nodes()
         node_plan = plan_nodes(self.nodes, cfg)
         self.app_ref = self.ex.put(app)
@@ -433,7 +433,7 @@ class _Run:
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
         self.recorder.finished()
-        self.shutdown(None)
+        self.shutdown(None, keep=True)
         return AllPairsResult(self.recorder.path, summary, outputs)
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
@@ -443,9 +443,15 @@ class _Run:
         self.shutdown(None)
         return cause
 
-    def shutdown(self, state: str | None) -> None:
+    def shutdown(self, state: str | None, keep: bool = False) -> None:
+        """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
+        reuses actors (a session's) takes them back instead."""
         if self.ex is not None:
-            for a in list(self.handles.values()) + self.cache_actors + [self.coordinator]:
+            actors = list(self.handles.values()) + self.cache_actors + [self.coordinator]
+            if keep and hasattr(self.ex, "keep"):
+                actors = self.ex.keep(self.handles.values(), self.coordinator) + \
+                    self.cache_actors
+            for a in actors:
                 if a is not None:
                     try:
                         self.ex.kill(a)

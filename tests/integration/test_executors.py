@@ -150,8 +150,9 @@ def test_inprocess_resume_recomputes_what_the_journal_lacks_and_repairs_corrupti
 
 
 def test_a_session_keeps_one_ray_across_runs(tmp_path):
-    """In a fresh interpreter: two runs in one session share one Ray (the second waits for
-    none), both on Ray and equal to the formula; leaving the session stops that Ray."""
+    """In a fresh interpreter: three runs (two apps) in one session share one Ray (the later
+    ones wait for none) and the warm actor processes of the finished runs; each result equals
+    its formula or brute force; leaving the session stops that Ray."""
     script = textwrap.dedent(f"""
         import json, sys, time
         sys.path.insert(0, {REPO!r})
@@ -161,13 +162,15 @@ def test_a_session_keeps_one_ray_across_runs(tmp_path):
         out = []
         with engine.session(num_cpus=2, object_store_mb=256, progress=False) as s:
             import ray
-            for n in (10, 14):
+            for n in (10, 14, 12):
                 res = s.allpairs(app=SyntheticApp(n), runs_root={str(tmp_path)!r}, wait=True,
                                  leaf_items=3)
                 m = res.matrix()
                 iu = np.triu_indices(n, 1)
+                meta = json.load(open(res.run_dir + "/meta.json"))
                 out.append({{"executor": res.summary["executor"],
                             "ok": bool(np.array_equal(m[iu], (iu[0] * 7919 + iu[1]) % 1000)),
+                            "pids": sorted(a["pid"] for a in meta["actors"]),
                             "node": ray.get_runtime_context().get_node_id(),
                             "ray_wait_s": res.summary["phases"]["ray_wait_s"]}})
         out.append({{"ray_up_after": ray.is_initialized()}})
@@ -176,9 +179,10 @@ def test_a_session_keeps_one_ray_across_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    first, second, after = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert first["executor"] == second["executor"] == "ray"
-    assert first["ok"] and second["ok"]
-    assert first["node"] == second["node"], "the second run started a Ray of its own"
+    first, second, third, after = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first["executor"] == second["executor"] == third["executor"] == "ray"
+    assert first["ok"] and second["ok"] and third["ok"]
+    assert first["node"] == second["node"] == third["node"], "a run started a Ray of its own"
+    assert first["pids"] == second["pids"] == third["pids"], "the warm actors were not reused"
     assert second["ray_wait_s"] < 0.1
     assert after == {"ray_up_after": False}
