@@ -28,11 +28,23 @@ from collections.abc import Mapping
 import numpy as np
 
 from engine import BasePairApp, InputError, url_digest
-from kernels.bitset import (MAX_BITSET_K, bitset_intersections, bitset_jaccard, bitset_sizes,
-                            kmer_bitsets, prefer_bitset)
 from kernels.jaccard import intersection_counts, jaccard_from_counts
 from kernels.kmers import canonical_kmers, record_kmer_sets
 from operators.sequences import SequenceCatalog
+
+class _OnFirstUse:
+    """A module imported on its first attribute: ``kernels.bitset`` loads numba at import, which
+    a small run of the merge kernel (numpy until its kernels compile) must not pay."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
+_bits = _OnFirstUse("kernels.bitset")
 
 _ACGT = np.zeros(256, bool)
 _ACGT[list(b"ACGTacgt")] = True
@@ -61,8 +73,8 @@ class _FileItems:
     def __init__(self, seqs: list, k: int, canonical: bool, kernel: str):
         self.kernel = kernel
         if kernel == "bitset":
-            self.bits = kmer_bitsets(seqs, k, canonical)
-            self.sizes = bitset_sizes(self.bits)
+            self.bits = _bits.kmer_bitsets(seqs, k, canonical)
+            self.sizes = _bits.bitset_sizes(self.bits)
         else:
             self.values, self.offsets = record_kmer_sets(seqs, k, canonical)
             self.sizes = np.diff(self.offsets)
@@ -99,9 +111,9 @@ class JaccardApp(BasePairApp):
             raise ValueError(f"item must be 'file' or 'record', got {item!r}")
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-        if kernel == "bitset" and k > MAX_BITSET_K:
-            raise ValueError(f"kernel=bitset takes k up to {MAX_BITSET_K} (a set is a row of "
-                             f"4^k bits), got k={k}; use kernel=merge or auto")
+        if kernel == "bitset" and k > _bits.MAX_BITSET_K:
+            raise ValueError(f"kernel=bitset takes k up to {_bits.MAX_BITSET_K} (a set is a "
+                             f"row of 4^k bits), got k={k}; use kernel=merge or auto")
         if on_bad_record not in ON_BAD_RECORD:
             raise ValueError(f"on_bad_record must be one of {', '.join(ON_BAD_RECORD)}, "
                              f"got {on_bad_record!r}")
@@ -141,7 +153,7 @@ class JaccardApp(BasePairApp):
         sizes = np.concatenate(sizes) if sizes else np.zeros(0)
         if kernel == "auto":
             mean = float(sizes[sizes > 0].mean()) if (sizes > 0).any() else 1.0
-            self.kernel = "bitset" if prefer_bitset(self.k, mean, self.canonical) else "merge"
+            self.kernel = "bitset" if _bits.prefer_bitset(self.k, mean, self.canonical) else "merge"
         if not keys:
             raise InputError(self.urls[0], f"no record has a valid {self.k}-mer "
                              f"({len(self.skipped)} records skipped)")
@@ -201,11 +213,16 @@ class JaccardApp(BasePairApp):
             raise InputError(url, _bad_record_problem(self.k), record=record)
 
     def warmup(self, device):
+        """Load the compiled kernels before the first tile, unless every input is a small local
+        file: then every item parses and compares on the kernels' numpy path (no numba)."""
         host = device == "host"
         device = "cpu" if host else device
+        if not self._small_inputs():
+            from kernels.lazyjit import compile_now
+            compile_now("kernels.kmers", "kernels.jaccard")
         seq = [b"ACGTACGTAC" * 4]
         if self.kernel == "bitset":
-            one = kmer_bitsets(seq, self.k, self.canonical)[0]
+            one = _bits.kmer_bitsets(seq, self.k, self.canonical)[0]
         else:
             one = canonical_kmers(seq, self.k, canonical=self.canonical).hashes
             record_kmer_sets(seq, self.k, self.canonical)
@@ -219,6 +236,16 @@ class JaccardApp(BasePairApp):
             for url in self.urls[:_FILES_KEPT]:
                 self._file_items(url)
 
+    def _small_inputs(self) -> bool:
+        """Every input an uncompressed local file, all of them together at most ``SMALL_BASES``
+        bytes (so no item has more bases than the numpy path takes)."""
+        import os
+        from kernels.kmers import SMALL_BASES
+        if any("://" in u or not os.path.isfile(u) or u.endswith((".gz", ".bz2", ".xz"))
+               for u in self.urls):
+            return False
+        return sum(os.path.getsize(u) for u in self.urls) <= SMALL_BASES
+
     def parse(self, key, raw):
         if self.item == "record":
             url, i = self.catalog.index_of(key, raw)
@@ -228,7 +255,7 @@ class JaccardApp(BasePairApp):
             return items.item(i)
         seqs = self._sequences(key, raw)
         if self.kernel == "bitset":
-            bits = np.bitwise_or.reduce(kmer_bitsets(seqs, self.k, self.canonical), axis=0)
+            bits = np.bitwise_or.reduce(_bits.kmer_bitsets(seqs, self.k, self.canonical), axis=0)
             if not bits.any():
                 self.check(key, raw)
             return {"bits": bits}
@@ -258,10 +285,10 @@ class JaccardApp(BasePairApp):
             from kernels.backend import namespace_for
             xp = namespace_for(device)
         if self.kernel == "bitset" and xp is None:
-            inter, sim = bitset_jaccard(left, right, mask)
+            inter, sim = _bits.bitset_jaccard(left, right, mask)
             return {"similarity": sim, "intersection": inter}
         if self.kernel == "bitset":
-            inter = bitset_intersections(left, right, mask=mask, xp=xp)
+            inter = _bits.bitset_intersections(left, right, mask=mask, xp=xp)
             size_l, size_r = _bitset_sizes(left), _bitset_sizes(right)
         else:
             inter = intersection_counts(left, right, mask=mask, xp=xp)
@@ -322,9 +349,9 @@ class _Fields(Mapping):
 
 def _bitset_sizes(rows) -> np.ndarray:
     if isinstance(rows, np.ndarray):
-        return bitset_sizes(rows)
+        return _bits.bitset_sizes(rows)
     from kernels.backend import to_numpy
-    return bitset_sizes(np.stack([to_numpy(r) for r in rows]) if isinstance(rows, list)
+    return _bits.bitset_sizes(np.stack([to_numpy(r) for r in rows]) if isinstance(rows, list)
                         else to_numpy(rows))
 
 

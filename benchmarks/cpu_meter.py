@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 
-ROLES = (("DeviceActor", "device actors"), ("load_item", "loaders"), ("check_items", "loaders"),
+ROLES = (("DeviceActor", "device actors"), ("DeviceWorker", "device actors"), ("load_item", "loaders"), ("check_items", "loaders"),
          ("ray::IDLE", "loaders"), ("NodeCache", "coordination"), ("Coordinator", "coordination"),
          ("Scheduler", "coordination"), ("Metrics", "coordination"), ("ray::", "other Ray workers"), ("raylet", "Ray daemons"),
          ("gcs_server", "Ray daemons"), ("dashboard", "Ray daemons"), ("ray/_private", "Ray daemons"),

@@ -20,7 +20,8 @@ __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp"
            "quadtree",
            "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
            "PairSource", "prefilter", "PairWeights", "make_sink", "fetch", "read_json",
-           "write_json", "map_chunks", "RunDir", "farm", "FarmSpec", "gather"]
+           "write_json", "map_chunks", "RunDir", "farm", "FarmSpec", "gather", "Session",
+           "session"]
 
 _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "PipelineConfig",
              "PipelineResult", "Source")
@@ -35,6 +36,9 @@ def __getattr__(name):  # Ray is imported only when a run is started
     if name in ("allpairs", "AllPairsConfig", "RunHandle", "AllPairsResult"):
         import importlib
         return getattr(importlib.import_module(".pairs.driver", __name__), name)
+    if name in ("Session", "session"):  # Ray is started when a session opens
+        from .pairs import session
+        return getattr(session, name)
     if name in _HELPERS:
         import importlib
         return getattr(importlib.import_module(_HELPERS[name], __name__), name)

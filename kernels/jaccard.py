@@ -27,19 +27,23 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numba
 import numpy as np
 
 from .backend import is_numpy_namespace, to_numpy
+from .lazyjit import compiled, lazy_njit
 
 __all__ = ["intersection_counts", "intersection_count", "jaccard_from_counts", "GALLOP_RATIO"]
 
 # Gallop when the larger set is at least this many times the smaller.  Measured crossover on real
 # k-mer sets (subsamples of one genome against another) is ~6-8x; below it the linear merge wins.
 GALLOP_RATIO = 8
+# Sets of at most this many k-mers are counted with numpy's searchsorted while the compiled kernels
+# are not loaded yet (a small run never pays numba's import and load); once loaded, always them.
+SMALL_SET = 1 << 17  # = kmers.SMALL_BASES: an item small enough to scan in numpy compares in it
+SMALL_TILE = 1024    # ... in a tile of at most this many pairs (more: the compiled tile loop)
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _merge_count(a, b):
     na = a.shape[0]
     nb = b.shape[0]
@@ -55,7 +59,7 @@ def _merge_count(a, b):
     return c
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _gallop_count(small, big):
     """|small ∩ big| by exponential search of each element of ``small`` in ``big`` from the
     previous hit position (both sorted unique)."""
@@ -99,6 +103,9 @@ def intersection_count(a: np.ndarray, b: np.ndarray) -> int:
         return 0
     if na > nb:
         a, b, na, nb = b, a, nb, na
+    if nb <= SMALL_SET and not compiled(__name__):
+        idx = np.minimum(np.searchsorted(b, a), nb - 1)
+        return int(np.count_nonzero(b[idx] == a))
     if nb >= GALLOP_RATIO * na:
         return int(_gallop_count(a, b))
     return int(_merge_count(a, b))
@@ -144,7 +151,13 @@ def intersection_counts(
         rv, ro = _packed([np.asarray(b) for b in rights])
         if lv.dtype != rv.dtype and len(lv) and len(rv):
             raise TypeError(f"k-mer arrays must share a dtype, got {lv.dtype} and {rv.dtype}")
-        if len(lv) and len(rv):
+        if len(lv) and len(rv) and out.size <= SMALL_TILE and not compiled(__name__) and \
+                max(np.diff(lo).max(), np.diff(ro).max()) <= SMALL_SET:
+            # a small run's few pairs: numpy, per pair, with no compiled kernel to load
+            cells = np.nonzero(m) if m is not None else np.indices(shape).reshape(2, -1)
+            for i, j in zip(*cells):
+                out[i, j] = intersection_count(np.asarray(lefts[i]), np.asarray(rights[j]))
+        elif len(lv) and len(rv):
             mm = np.ones((1, 1), bool) if m is None else np.ascontiguousarray(m)
             _tile_counts(lv, lo, rv.astype(lv.dtype, copy=False), ro, mm, m is not None, out)
         return out
@@ -166,7 +179,7 @@ def _packed(arrays):
     return values, offsets
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _tile_counts(lv, lo, rv, ro, mask, use_mask, out):
     for i in range(lo.shape[0] - 1):
         a = lv[lo[i]:lo[i + 1]]

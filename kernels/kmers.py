@@ -28,12 +28,16 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-import numba
 import numpy as np
+
+from .lazyjit import compiled, lazy_njit
 
 __all__ = ["KmerSet", "canonical_kmers", "record_kmer_sets", "MAX_K", "encode_table"]
 
 MAX_K = 31
+# Items of at most this many bases are scanned with numpy while the compiled kernels are not loaded
+# yet (a small run never pays numba's import and load); once loaded, always them. Same codes.
+SMALL_BASES = 1 << 17
 
 # byte -> 2-bit code; 4 means "not a base": the window containing it is skipped.
 _TABLE = np.full(256, 4, dtype=np.uint8)
@@ -60,7 +64,7 @@ class KmerSet(NamedTuple):
     n_windows: int
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _scan(buf, starts, ends, k, table, out, canonical=True):
     """Roll forward and reverse-complement codes over each record; write canonical codes to
     ``out`` (``canonical=False``: the forward strand's codes, for strand-specific k-mers).
@@ -92,7 +96,7 @@ def _scan(buf, starts, ends, k, table, out, canonical=True):
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _lsd_bucket(src, dst, lo, hi, nbits, digit_bits, counts):
     """LSD radix sort of ``src[lo:hi]`` on its low ``nbits`` bits, ping-ponging with ``dst``.
 
@@ -128,7 +132,7 @@ def _lsd_bucket(src, dst, lo, hi, nbits, digit_bits, counts):
     return in_dst
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _radix_sort(a, tmp, nbits, top_bits, digit_bits):
     """Sort ``a`` (uint64, values < 2**nbits) in place, with ``tmp`` as scratch of the same size.
 
@@ -182,7 +186,7 @@ def _radix_plan(n: int, nbits: int) -> tuple[int, int]:
     return top, digit
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _compact_sorted(a):
     """Drop neighbours equal to their predecessor, in place; returns the unique count."""
     n = a.shape[0]
@@ -213,6 +217,28 @@ def _check_k(k) -> int:
     return int(k)
 
 
+def _canonical_numpy(buf, starts, ends, k: int,
+                     canonical: bool = True) -> tuple[np.ndarray, int]:
+    """(sorted unique canonical codes, valid windows) as ``_scan`` + sort would give them, in
+    numpy: every window of every record at once (small items only: k codes per window);
+    ``canonical=False``: the forward strand's codes."""
+    fw_shift = np.arange(2 * (k - 1), -1, -2, dtype=np.uint64)   # first base is most significant
+    rc_shift = np.arange(0, 2 * k, 2, dtype=np.uint64)
+    found, valid_total = [], 0
+    for s, e in zip(starts, ends):
+        if e - s < k:
+            continue
+        w = np.lib.stride_tricks.sliding_window_view(_TABLE[buf[s:e]], k)
+        valid = (w < 4).all(axis=1)
+        w = w[valid].astype(np.uint64)
+        valid_total += int(valid.sum())
+        fw = (w << fw_shift).sum(axis=1, dtype=np.uint64)
+        rc = ((np.uint64(3) - w) << rc_shift).sum(axis=1, dtype=np.uint64)
+        found.append(np.minimum(fw, rc) if canonical else fw)
+    codes = np.concatenate(found) if found else np.empty(0, np.uint64)
+    return np.unique(codes), valid_total
+
+
 def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix",
                     canonical: bool = True) -> KmerSet:
     """Sorted unique canonical k-mer codes of the records of one item.
@@ -236,6 +262,9 @@ def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix
     buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
     ends = np.cumsum(lengths)
     starts = ends - lengths
+    if len(buf) <= SMALL_BASES and not compiled(__name__):
+        hashes, valid = _canonical_numpy(buf, starts, ends, k, bool(canonical))
+        return KmerSet(hashes, n_windows - valid, n_windows)
     out = np.empty(n_windows, dtype=np.uint64)
     n = _scan(buf, starts, ends, k, _TABLE, out, bool(canonical))
     skipped = n_windows - n
@@ -264,7 +293,7 @@ def _joined(seqs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(parts), dtype=np.uint8), ends - lengths, ends
 
 
-@numba.njit(cache=True, nogil=True)
+@lazy_njit(cache=True, nogil=True)
 def _record_sets(buf, starts, ends, k, table, canonical, values, offsets):
     """Each record's sorted unique codes, one after the other in ``values``; record r's are
     ``values[offsets[r]:offsets[r + 1]]``. Returns the number of values written."""

@@ -22,7 +22,6 @@ import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
-import ray
 
 from ..errors import InputError, PairflowError, root_cause
 from ..run.metrics import EventBuffer
@@ -33,12 +32,30 @@ from .scheduler import describe_tile
 from .space import PairSpace, Tile
 from .tiers import BudgetCache, NodeCache, TileCache
 
+# The classes below are plain: Ray wraps them on first use (``__getattr__`` at the end), so the
+# in-process executor (executor.py) runs the same workers on threads without importing Ray.
 # enable_task_events=False on the engine's actors and tasks: Ray otherwise records every call's
 # state changes and ships them to the GCS for its dashboard and state API, which pairflow does
 # not read (its own metrics and trace are in the run directory)
-load_items_task = ray.remote(num_cpus=1)(load_items)
-check_items_task = ray.remote(check_items)
-measure_task = ray.remote(num_cpus=1)(measure_stages)
+_REMOTE = {
+    "load_items_task": lambda ray: ray.remote(num_cpus=1)(load_items),
+    "check_items_task": lambda ray: ray.remote(check_items),
+    "measure_task": lambda ray: ray.remote(num_cpus=1)(measure_stages),
+    "NodeCacheActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(
+        NodeCacheWorker),
+    "DeviceActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(DeviceWorker),
+}
+_made: dict = {}
+
+
+def __getattr__(name):
+    """The Ray task or actor class ``name``, made (and Ray imported) on first use."""
+    if name not in _REMOTE:
+        raise AttributeError(name)
+    if name not in _made:
+        import ray
+        _made[name] = _REMOTE[name](ray)
+    return _made[name]
 
 
 @dataclass
@@ -64,6 +81,7 @@ class _LoadTasks:
     """The node cache's loader: one ``load_items`` task per batch, on the cache's node."""
 
     def __init__(self, spec: NodeCacheSpec):
+        import ray
         self.app_ref = ray.put(spec.app)
         # one object for every task: the shipment's refs are not serialised per task
         self.shipment = ray.put(spec.shipment) if spec.shipment is not None else None
@@ -81,6 +99,7 @@ class _LoadTasks:
     def __call__(self, batch: list[int]) -> tuple[list, object]:
         """(a ref per item, a ref to the list of their infos)."""
         keys = [self.item_keys[i] for i in batch]
+        load_items_task = __getattr__("load_items_task")
         if self.all_inline:
             ref = load_items_task.options(num_returns=1, **self.options).remote(
                 self.app_ref, keys, self.preprocess_on, self.inline_bytes, True,
@@ -91,16 +110,16 @@ class _LoadTasks:
         return list(refs[:-1]), refs[-1]
 
 
-def node_cache(spec: NodeCacheSpec, scheduler, metrics) -> NodeCache:
-    """A node cache loading through Ray tasks; ``scheduler``/``metrics``: clients (or their
-    in-process stand-ins inside the coordinator)."""
+def node_cache(spec: NodeCacheSpec, scheduler, metrics, loader=None) -> NodeCache:
+    """A node cache loading through Ray tasks (or ``loader(spec)``'s load function: the
+    in-process executor's threads); ``scheduler``/``metrics``: clients (or their in-process
+    stand-ins inside the coordinator)."""
     cache = BudgetCache(spec.budget_bytes, spec.budget_items, make_eviction(spec.eviction))
-    return NodeCache(spec.node, spec.item_keys, cache, _LoadTasks(spec), scheduler,
+    return NodeCache(spec.node, spec.item_keys, cache, (loader or _LoadTasks)(spec), scheduler,
                      EventBuffer(metrics), spec.load_batch, spec.load_slots)
 
 
-@ray.remote(num_cpus=0, enable_task_events=False)
-class NodeCacheActor:
+class NodeCacheWorker:
     """A node's cache where no coordinator is: on every node but the head."""
 
     def __init__(self, spec: NodeCacheSpec, scheduler: SchedulerClient, metrics: MetricsClient):
@@ -148,8 +167,7 @@ def device_options(device: str) -> dict:
     return {"num_gpus": 1} if device.startswith("cuda") else {}
 
 
-@ray.remote(num_cpus=0, enable_task_events=False)
-class DeviceActor:
+class DeviceWorker:
     ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
     def __init__(self, spec: DeviceSpec, app):
         """``app`` is a top-level argument, not a field of ``spec``: Ray resolves an ObjectRef
@@ -182,6 +200,11 @@ class DeviceActor:
         self.ship_results = spec.ship_results
         self.heartbeat_s = spec.heartbeat_s
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
+
+    def rebind(self, spec: DeviceSpec, app) -> None:
+        """Become a fresh worker of another run (a session reuses its warm actor processes:
+        imports, kernels and the app's warm-up survive; every run-held object is replaced)."""
+        self.__init__(spec, app)
 
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""

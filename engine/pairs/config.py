@@ -27,6 +27,9 @@ class AllPairsConfig:
     preflight: bool = True
     progress: bool = True
     runs_root: str = "runs"
+    executor: str = "auto"               # auto | inprocess | ray (executor.py: auto runs small
+    inprocess_max_s: float = 20.0        #   runs, up to this many probed seconds of work per
+                                         #   CPU, on threads here without Ray)
     ray_address: str | None = None
     num_cpus: int | None = None
     shared_fs: bool | None = None        # do workers see the driver's files? None: yes when

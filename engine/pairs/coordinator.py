@@ -14,8 +14,6 @@ so the scheduler's and the metrics' synchronous methods never run concurrently.
 """
 from __future__ import annotations
 
-import ray
-
 from ..run.metrics import Metrics
 from .actors import NodeCacheSpec, node_cache
 from .scheduler import Scheduler
@@ -43,17 +41,24 @@ class _InProcessMetrics:
         self.metrics.record(events)
 
 
-@ray.remote(num_cpus=0, enable_task_events=False)
-class Coordinator:
-    """The scheduler, the metrics and (optionally) one node's cache, in one actor."""
+class CoordinatorCore:
+    """The scheduler, the metrics and (optionally) one node's cache, in one actor (a Ray
+    actor: ``Coordinator``; the in-process executor runs it on a thread of its own).
+    ``loader``: how the cache loads (default: Ray tasks, see ``actors.node_cache``)."""
 
-    def __init__(self, scheduler: dict, metrics: dict, cache: NodeCacheSpec | None = None):
+    def __init__(self, scheduler: dict, metrics: dict, cache: NodeCacheSpec | None = None,
+                 loader=None):
         self.scheduler = Scheduler(**scheduler)
         self.metrics = Metrics(**metrics)
         self.cache = None
         if cache is not None:
             self.cache = node_cache(cache, _InProcessScheduler(self.scheduler),
-                                    _InProcessMetrics(self.metrics))
+                                    _InProcessMetrics(self.metrics), loader)
+
+    def rebind(self, scheduler: dict, metrics: dict, cache: NodeCacheSpec | None = None,
+               loader=None) -> None:
+        """Serve another run (a session reuses its warm coordinator process)."""
+        self.__init__(scheduler, metrics, cache, loader)
 
     def ready(self) -> bool:
         return True
@@ -125,3 +130,16 @@ class Coordinator:
 
     async def cache_ready(self):
         return True
+
+
+_made: dict = {}
+
+
+def __getattr__(name):
+    """``Coordinator``: the Ray actor class, made (and Ray imported) on first use."""
+    if name != "Coordinator":
+        raise AttributeError(name)
+    if name not in _made:
+        import ray
+        _made[name] = ray.remote(num_cpus=0, enable_task_events=False)(CoordinatorCore)
+    return _made[name]

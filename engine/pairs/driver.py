@@ -18,21 +18,21 @@ from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import ray
 
 from ..errors import InputError, PairflowError, root_cause
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json
-from ..run.runtime import alive_nodes, init_ray, shares_files
+from ..run.runtime import shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
-from .actors import (DeviceActor, DeviceSpec, NodeCacheActor, NodeCacheSpec, check_items_task,
-                     device_options, measure_task)
+from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
-from .coordinator import Coordinator
+from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
+                       ray_is_up)
+from .loading import check_items, measure_stages
 from .preflight import problems_error, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
@@ -45,8 +45,10 @@ class _Run:
     """One run from pre-flight to summary; the ``RunHandle`` a user holds wraps it."""
 
     def __init__(self, app: BasePairApp, sinks: list[Sink], cfg: AllPairsConfig,
-                 run_dir: str | None, config_dump: dict | None):
+                 run_dir: str | None, config_dump: dict | None, executor=None):
         self.app, self.sinks, self.cfg = app, sinks, cfg
+        self.ex = executor  # a session's Ray executor, or chosen by _preflight
+        self.session_ex = executor
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
@@ -63,6 +65,7 @@ class _Run:
         self.lost_actors: list[dict] = []
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
         self.shipment: Shipment | None = None
+        self.ship = False  # nothing shared between the driver and the workers (_ship_inputs)
         self.next_node_check = 0.0
 
     # -- start ------------------------------------------------------------------------------
@@ -77,10 +80,6 @@ class _Run:
             write_files(self.recorder.path)
         self.recorder.starting()
         try:
-            t0 = time.time()
-            self.started_ray = init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb,
-                                        log_path=self.recorder.file(LOG))
-            self.phases["ray_init_s"] = time.time() - t0
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
             self.plan = plan_run(
@@ -103,35 +102,26 @@ class _Run:
         inputs = read_inputs(self.app, [s.name for s in self.sinks])
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
-        self.nodes = alive_nodes()
-        # nothing shared: inputs go out through the object store, results come back
-        self.ship = not shares_files(self.nodes, self.cfg.shared_fs)
 
     def _preflight(self, previous: dict | None) -> tuple[dict, float | None]:
-        """Check every input and measure the stages, side by side, before any compute; a
-        resumed run reuses its first run's measurements and must compute the same thing.
-        Returns the run's fingerprint and the probe's pair weight (weighted apps)."""
+        """Measure the stages and check every input in this process before any compute, while
+        Ray (when the run uses it) starts in the background; a resumed run reuses its first
+        run's measurements and must compute the same thing. The probe's estimate of the work
+        chooses the executor (executor.choose). Returns the run's fingerprint and the probe's
+        pair weight (weighted apps)."""
         cfg, app = self.cfg, self.app
-        node_plan = plan_nodes(self.nodes, cfg)
-        n_actors = sum(n.actors for n in node_plan)
-        self.app_ref = ray.put(app)
-        urls = input_urls(app, self.keys)
-        check_reachable(urls)
-        if self.ship:
-            check_sinks(self.sinks)
-            t0 = time.time()
-            self.shipment = Shipment.of(urls)
-            self.phases["ship_inputs_s"] = time.time() - t0
-        shipment = ray.put(self.shipment) if self.shipment is not None else None
-        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            chunks = np.array_split(np.array(self.keys, dtype=object),
-                                    min(len(self.keys), 4 * n_actors))
-            checks = [check_items_task.remote(self.app_ref, list(c), shipment)
-                      for c in chunks if len(c)]
-        else:  # nothing to check: still warm the loader processes up (app.warmup)
-            checks = [check_items_task.remote(self.app_ref, [], shipment)
-                      for _ in range(n_actors)]
-        probe, probe_weight = None, None
+        runtime = (cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
+        if self.ex is not None and cfg.executor == "inprocess":  # forced, even in a session
+            self.ex = None
+        if self.ex is None and (cfg.executor == "ray" or (
+                cfg.executor == "auto" and (cfg.ray_address or ray_is_up()))):
+            self.ex = RayExecutor(*runtime, log_path=self.recorder.file(LOG))
+        if self.ex is not None:
+            self.ex.start()  # Ray starts while the inputs are measured and checked
+        local = local_node(cfg.num_cpus, cfg.object_store_mb)
+        device = plan_nodes([local], cfg)[0].device
+        t0 = time.time()
+        probe_weight = None
         if previous is not None:
             self.measured = previous.get("measured", {})
         else:  # also gives deadlines their expected costs
@@ -139,22 +129,72 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
-            # measured on the device the actors will use: a GPU task asks for its GPU;
-            # weighted apps size tiles by the probe's weight: the probe stays the two items
-            probe = measure_task.options(**device_options(node_plan[0].device)).remote(
-                self.app_ref, sample, node_plan[0].device, self.weights is None, shipment)
+            try:
+                self.measured = {**measure_stages(app, sample, device), "device": device}
+            except Exception:  # a bad input: name every problem, not the probe's stumble
+                if cfg.preflight:
+                    problems = check_items(app, self.keys)
+                    if problems:
+                        raise problems_error(problems) from None
+                raise
+        self.phases["measure_s"] = time.time() - t0
+        if self.ex is None:
+            self.estimate_s = estimate_work_s(
+                self.measured, self.space.total, self.items.n_items, local["cpus"],
+                self.weights.total(self.space) if self.weights is not None else None,
+                probe_weight if probe_weight is not None else self.measured.get("probe_weight"))
+            kind = choose(cfg.executor, cfg.ray_address, self.estimate_s, cfg.inprocess_max_s)
+            self.ex = make_executor(kind, *runtime, log_path=self.recorder.file(LOG))
+            self.ex.start()
         t0 = time.time()
-        problems = [p for ps in ray.get(checks) for p in ps]
+        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
+            if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
+                chunks = [list(c) for c in np.array_split(np.array(self.keys, dtype=object),
+                                                          min(len(self.keys), local["cpus"]))]
+                problems = [p for ps in self.ex.get([self.ex.check_items(app, c)
+                                                     for c in chunks]) for p in ps]
+            else:  # in this thread, while Ray starts in another
+                problems = check_items(app, self.keys)
+            if problems:
+                raise problems_error(problems)
         self.phases["preflight_s"] = time.time() - t0
-        if problems:
-            raise problems_error(problems)
         fingerprint = {**app.fingerprint(), "space": self.space.describe()}
         if previous is not None:
             check_same_work(self.recorder.path, previous.get("fingerprint", {}), fingerprint)
-        if probe is not None:
-            self.measured = ray.get(probe)
-        self.phases["measure_s"] = time.time() - t0
+        t0 = time.time()
+        self.ex.ready()
+        self.phases["ray_wait_s"] = time.time() - t0  # Ray's start not hidden by the above
+        self.phases["ray_init_s"] = self.ex.take_init_s() if self.ex.name == "ray" else 0.0
+        self.nodes = self.ex.nodes()
+        node_plan = plan_nodes(self.nodes, cfg)
+        self.app_ref = self.ex.put(app)
+        shipment = self._ship_inputs() if self.ex.name == "ray" else None
+        # every loader process runs app.warmup before its first load (awaited at launch)
+        self.warm_refs = [self.ex.check_items(self.app_ref, [])
+                          for _ in range(sum(n.actors for n in node_plan))] \
+            if self.ex.name == "ray" else []
+        if previous is None and node_plan[0].device != device:  # measured where it runs
+            t0 = time.time()
+            self.measured = {**self.ex.get(self.ex.measure(self.app_ref, sample,
+                                                           node_plan[0].device, shipment)),
+                             "device": node_plan[0].device}
+            self.phases["measure_s"] += time.time() - t0
         return fingerprint, probe_weight
+
+    def _ship_inputs(self):
+        """Nothing shared (``shares_files``): the driver's local inputs go out through the
+        object store once, and results come back (``pairs/shipped.py``). Returns the
+        shipment's reference for the tasks that read inputs, or None."""
+        self.ship = not shares_files(self.nodes, self.cfg.shared_fs)
+        urls = input_urls(self.app, self.keys)
+        check_reachable(urls)
+        if not self.ship:
+            return None
+        check_sinks(self.sinks)
+        t0 = time.time()
+        self.shipment = Shipment.of(urls)
+        self.phases["ship_inputs_s"] = time.time() - t0
+        return self.ex.put(self.shipment)
 
     def _adopt_plan(self) -> None:
         plan = self.plan
@@ -210,12 +250,13 @@ class _Run:
                 "in_flight": cfg.in_flight, "measured": self.measured, "started": self.t_start,
                 "phases": self.phases, "sinks": [s.name for s in self.sinks],
                 "fingerprint": fingerprint, "validate_tiles": keep, "warnings": self.warnings,
-                "resumed": self.resume_report, "plan_choice": plan.choice}
+                "resumed": self.resume_report, "plan_choice": plan.choice,
+                "executor": self.ex.name, "estimate_s": getattr(self, "estimate_s", None)}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
-        pids = ray.get([h.ready.remote() for h in self.handles.values()])
-        ray.get([c.ready() for c in self.node_caches])
+        pids = self.ex.get([h.ready.remote() for h in self.handles.values()])
+        self.ex.get([c.ready() for c in self.node_caches] + self.warm_refs)
         for entry, pid in zip(meta["actors"], pids):
             entry["pid"] = pid
         self.recorder.write_meta(meta)
@@ -223,22 +264,21 @@ class _Run:
         self.t_compute = time.time()
         for actor_id, handle in self.handles.items():
             self.refs[handle.run.remote()] = actor_id
+        meta["executor"] = self.ex.name
         self.recorder.running()
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device
         actors), a cache actor on every other node with devices, and the device actors;
         returns their descriptions for meta.json."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         cfg, plan, actors_meta = self.cfg, self.plan, []
         caches = [self._cache_spec(n_idx) for n_idx in range(len(plan.nodes))]
         head = self.nodes[0]  # alive_nodes() puts the head first: a cluster cannot lose it
         head_cache = plan.nodes[0].node["node_id"] == head["node_id"]
         # the run's bookkeeping (and the head node's cache) in one process on the head node
         # (coordinator.py says why one); a 0-CPU head holds it too: it asks for no CPU
-        self.coordinator = Coordinator.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-            head["node_id"], soft=False)).remote(scheduler_kw, metrics_kw,
-                                                 caches[0] if head_cache else None)
+        self.coordinator = self.ex.coordinator(head, scheduler_kw, metrics_kw,
+                                               caches[0] if head_cache else None)
         self.scheduler = SchedulerClient(self.coordinator)
         self.metrics = MetricsClient(self.coordinator)
         for n_idx, node_plan in enumerate(plan.nodes):
@@ -246,9 +286,7 @@ class _Run:
             if n_idx == 0 and head_cache:
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
-                where = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-                actor = NodeCacheActor.options(scheduling_strategy=where).remote(
-                    caches[n_idx], self.scheduler, self.metrics)
+                actor = self.ex.node_cache(node, caches[n_idx], self.scheduler, self.metrics)
                 self.cache_actors.append(actor)
                 self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
@@ -272,7 +310,6 @@ class _Run:
 
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         node_plan, cfg = self.plan.nodes[n_idx], self.cfg
         actor_id = f"node-{n_idx}/{name}"
         spec = DeviceSpec(
@@ -284,10 +321,7 @@ class _Run:
             l1_items=self.plan.l1_items, eviction=self.plan.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
             heartbeat_s=self.plan.heartbeat_s)
-        affinity = NodeAffinitySchedulingStrategy(node_plan.node["node_id"], soft=False)
-        self.handles[actor_id] = DeviceActor.options(
-            scheduling_strategy=affinity, **device_options(node_plan.device)).remote(
-            spec, self.app_ref)
+        self.handles[actor_id] = self.ex.device(node_plan.node, spec, self.app_ref)
         self.actor_node[actor_id] = n_idx
         return actor_id
 
@@ -297,21 +331,21 @@ class _Run:
             s = self.finished_result.summary
             return {"done": s["tiles_total"], "total": s["tiles_total"], "in_flight": 0,
                     "error": None}
-        return ray.get(self.scheduler.progress())
+        return self.ex.get(self.scheduler.progress())
 
     def metrics_snapshot(self) -> dict:
-        return ray.get(self.metrics.tick())
+        return self.ex.get(self.metrics.tick())
 
     def _on_actor_lost(self, actor_id: str, exc: BaseException) -> None:
         reason = self.kill_reasons.get(actor_id) or f"actor {actor_id} died: {exc}"
-        lost = ray.get(self.scheduler.actor_lost(actor_id, reason))
+        lost = self.ex.get(self.scheduler.actor_lost(actor_id, reason))
         self.handles.pop(actor_id, None)
         n_idx = self.actor_node[actor_id]
-        alive = {n["node_id"] for n in alive_nodes()}
+        alive = {n["node_id"] for n in self.ex.nodes()}
         node_alive = self.plan.nodes[n_idx].node["node_id"] in alive
         if node_alive:  # the GCS may not know yet: is the node's cache still answering?
             try:
-                ray.get(self.node_caches[n_idx].ready(), timeout=5)
+                self.ex.get(self.node_caches[n_idx].ready(), timeout=5)
             except Exception:
                 node_alive = False
         self.lost_actors.append({"actor": actor_id, "reason": reason, "tiles_requeued": lost,
@@ -330,25 +364,26 @@ class _Run:
                 continue
             self.kill_reasons[actor_id] = (f"tile {t} passed its deadline of {deadline:.1f} s "
                                            f"on {actor_id} (running for {elapsed:.1f} s)")
-            ray.kill(self.handles[actor_id], no_restart=True)
+            if not self.ex.can_kill:  # a thread cannot be replaced: fail, naming the tile
+                raise PairflowError(f"{self.kill_reasons[actor_id]}; an in-process run cannot "
+                                    "replace a worker (run it on Ray: cluster=local)")
+            self.ex.kill(self.handles[actor_id])
 
     def _adopt_new_nodes(self, every_s: float = 2.0) -> None:
         """A node that joined the cluster mid-run gets a node cache and device actors, which
         pull tiles like the others (the tiles were cut for the nodes at the start)."""
-        if time.time() < self.next_node_check:
-            return
+        if not self.ex.can_kill or time.time() < self.next_node_check:
+            return  # (an in-process run has its one node)
         self.next_node_check = time.time() + every_s
         known = {p.node["node_id"] for p in self.plan.nodes} | {self.nodes[0]["node_id"]}
-        joined = [n for n in alive_nodes() if n["node_id"] not in known]
+        joined = [n for n in self.ex.nodes() if n["node_id"] not in known]
         added = plan_nodes(joined, self.cfg) if any(n["cpus"] or n["gpus"] for n in joined) \
             else ()
         for node_plan in added:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             self.plan = replace(self.plan, nodes=self.plan.nodes + (node_plan,))
             n_idx = len(self.plan.nodes) - 1
-            actor = NodeCacheActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node_plan.node["node_id"], soft=False)).remote(
-                self._cache_spec(n_idx), self.scheduler, self.metrics)
+            actor = self.ex.node_cache(node_plan.node, self._cache_spec(n_idx), self.scheduler,
+                                       self.metrics)
             self.cache_actors.append(actor)
             self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
@@ -368,35 +403,37 @@ class _Run:
                 continue
             self.kill_reasons[actor_id] = (f"actor {actor_id} silent for {quiet:.1f} s (no "
                                            f"heartbeat; the limit is {limit:.1f} s)")
-            ray.kill(self.handles[actor_id], no_restart=True)
+            if not self.ex.can_kill:  # a thread cannot be replaced: fail, naming the actor
+                raise PairflowError(f"{self.kill_reasons[actor_id]}; an in-process run cannot "
+                                    "replace a worker (run it on Ray: cluster=local)")
+            self.ex.kill(self.handles[actor_id])
 
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
-        from ray.exceptions import RayActorError
         deadline = None if timeout is None else time.time() + timeout
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
                        figures={"pairs/s": ",.0f", "R": ".2f"})
         try:
             while self.refs:
-                ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=0.5)
+                ready = self.ex.wait(list(self.refs), timeout=0.5)
                 for ref in ready:
                     actor_id = self.refs.pop(ref)
                     try:
-                        ray.get(ref)
-                    except RayActorError as exc:
+                        self.ex.get(ref)
+                    except self.ex.lost_errors as exc:
                         self._on_actor_lost(actor_id, exc)
                 if not self.handles and self.refs == {}:
                     self.next_node_check = 0.0  # a node that joined may take over
                     self._adopt_new_nodes()
                 if not self.handles and self.refs == {}:
-                    prog = ray.get(self.scheduler.progress())
+                    prog = self.ex.get(self.scheduler.progress())
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "
                                             f"{prog['done']}/{prog['total']} tiles done")
                 # one call for progress and overdue tiles, and metrics only for a progress
                 # bar: every call is CPU at both ends, twice a second for the whole run
-                prog = ray.get(self.scheduler.watch())
+                prog = self.ex.get(self.scheduler.watch())
                 if self.results is not None:
                     self.results.write(prog)
                 self._kill_overdue(prog["overdue"])
@@ -405,13 +442,13 @@ class _Run:
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
-                    _show(bar, ray.get(self.metrics.tick()), since=self.t_compute)
+                    _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
                 if self.recorder.heartbeat() and not bar.enabled:
                     self.metrics.tick()  # metrics.jsonl advances while tiles are long
                 if deadline and time.time() > deadline and self.refs:
                     raise TimeoutError(f"run not finished after {timeout} s "
                                        f"({prog['done']}/{len(self.tiles)} tiles)")
-            prog = ray.get(self.scheduler.progress())
+            prog = self.ex.get(self.scheduler.progress())
             if prog["error"]:
                 raise PairflowError(prog["error"])
             self._validate()
@@ -441,7 +478,7 @@ class _Run:
         if self.coordinator is None or isinstance(root_cause(exc), InputError):
             return exc
         try:
-            ray.get(self.coordinator.ready.remote(), timeout=10)
+            self.ex.get(self.coordinator.ready.remote(), timeout=10)
             return exc
         except Exception:
             pass
@@ -461,7 +498,7 @@ class _Run:
         """Recompute the sampled tiles on another actor and compare exactly."""
         if not self.cfg.validate:
             return
-        kept = ray.get(self.scheduler.kept_fields())
+        kept = self.ex.get(self.scheduler.kept_fields())
         others = list(self.handles)
         for i, (t, rec) in enumerate(sorted(kept.items())):
             choices = [a for a in others if a != rec["actor"]]
@@ -469,7 +506,7 @@ class _Run:
                 choices = [self._spawn(self.actor_node.get(rec["actor"], 0), f"validator-{i}")]
                 others.append(choices[0])
             other = choices[i % len(choices)]
-            fields = ray.get(self.handles[other].recompute.remote(t))
+            fields = self.ex.get(self.handles[other].recompute.remote(t))
             tile = self.tiles[t]
             mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
             diff = first_difference(rec["fields"], fields, mask)
@@ -486,13 +523,13 @@ class _Run:
         cache_stats = []
         for cache in self.node_caches:  # a cache on a lost node is gone with its counters
             try:
-                cache_stats.append(ray.get(cache.stats(), timeout=30))
+                cache_stats.append(self.ex.get(cache.stats(), timeout=30))
             except Exception as exc:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
-        closed = ray.get(self.scheduler.close())
-        snap = ray.get(self.metrics.close())
+        closed = self.ex.get(self.scheduler.close())
+        snap = self.ex.get(self.metrics.close())
         if self.results is not None:  # the last payloads and records, then the journal
-            self.results.write(ray.get(self.scheduler.drain()))
+            self.results.write(self.ex.get(self.scheduler.drain()))
             closed = self.results.close()
         t_finalize = time.time()
         outputs = {}
@@ -525,11 +562,12 @@ class _Run:
                 "input_files": self.shipment.files,
                 "input_bytes": self.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
+            "executor": self.ex.name,
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
         self.recorder.finished()
-        self.shutdown(None)
+        self.shutdown(None, keep=True)
         return AllPairsResult(self.recorder.path, summary, outputs)
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
@@ -537,7 +575,7 @@ class _Run:
         cause = root_cause(exc)
         if self.results is not None:  # what finished before the failure: journaled, kept
             try:
-                self.results.write(ray.get(self.scheduler.drain(), timeout=10))
+                self.results.write(self.ex.get(self.scheduler.drain(), timeout=10))
             except Exception:
                 pass
             self.results.close()
@@ -552,13 +590,22 @@ class _Run:
         self.recorder.interrupted()
         self.shutdown(None)
 
-    def shutdown(self, state: str | None) -> None:
-        for a in list(self.handles.values()) + self.cache_actors + [self.coordinator]:
-            if a is not None:
-                try:
-                    ray.kill(a)
-                except Exception:
-                    pass
+    def shutdown(self, state: str | None, keep: bool = False) -> None:
+        """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
+        reuses actors (a session's) takes them back instead."""
+        if self.ex is not None:
+            actors = list(self.handles.values()) + self.cache_actors + [self.coordinator]
+            if keep and hasattr(self.ex, "keep"):
+                actors = self.ex.keep(self.handles.values(), self.coordinator) + \
+                    self.cache_actors
+            for a in actors:
+                if a is not None:
+                    try:
+                        self.ex.kill(a)
+                    except Exception:
+                        pass
+            if self.ex is not getattr(self, "session_ex", None):
+                self.ex.shutdown()
         if state:
             self.recorder.failed(state)
 
@@ -578,13 +625,16 @@ def allpairs(keys: Sequence[str] | None = None, *, load: Callable | None = None,
              compare: Callable | None = None, tile: bool = False,
              targets: Sequence[str] | None = None, app: BasePairApp | None = None,
              sink: Any = "dense", sinks: Sequence[Any] | None = None, run_dir: str | None = None,
-             wait: bool = False, config_dump: dict | None = None, **options) -> RunHandle:
+             wait: bool = False, config_dump: dict | None = None, session=None,
+             **options) -> RunHandle:
     """Compare all pairs (or queries x targets) and return a handle to the run.
 
     Either give an ``app`` (a ``PairApp``), or ``keys`` with ``load(key) -> item`` and
     ``compare(a, b) -> float`` (``tile=True``: ``compare(lefts, rights) -> 2-D array``).
     ``options`` are the fields of ``AllPairsConfig``. ``wait=True`` blocks and returns the
-    result instead of the handle.
+    result instead of the handle. ``session``: an ``engine.Session`` whose Ray the run uses
+    (``Session.allpairs`` passes it). Without one, the run goes in-process or on Ray as
+    ``executor`` says (executor.py).
     """
     if app is None:
         if keys is None or load is None or compare is None:
@@ -592,7 +642,8 @@ def allpairs(keys: Sequence[str] | None = None, *, load: Callable | None = None,
         app = FunctionApp(keys, load, compare, tile=tile, targets=targets)
     cfg = AllPairsConfig.from_options(options)
     sink_objs = [make_sink(s) for s in (sinks if sinks is not None else [sink])]
-    run = _Run(app, sink_objs, cfg, run_dir, config_dump)
+    run = _Run(app, sink_objs, cfg, run_dir, config_dump,
+               session.executor if session is not None else None)
     run.start()
     handle = RunHandle(run)
     return handle.result() if wait else handle

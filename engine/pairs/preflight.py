@@ -1,8 +1,9 @@
 """Pre-flight, the part free of Ray: what the app says it will compare, checked before any
 process starts, and the checkers' problems turned into one error that names the files.
 
-The driver runs ``loading.check_items`` on every input and ``loading.measure_stages`` on a
-sample as Ray tasks; this module holds what needs neither.
+The driver runs ``loading.measure_stages`` on a sample and ``loading.check_items`` on every
+input in its own process (on the Ray path while Ray starts); this module holds what needs
+neither.
 """
 from __future__ import annotations
 

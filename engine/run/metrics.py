@@ -203,7 +203,9 @@ def trace_to_parquet(rundir: RunDir) -> None:
         return
     import os
 
-    import pandas as pd
+    import pyarrow as pa  # not pandas: importing it costs a small run more than its compute
+    import pyarrow.parquet as pq
+    names = list(dict.fromkeys(k for row in rows for k in row))  # a span may lack "cpu"
     tmp = rundir.file(TRACE_PARQUET + ".tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    pq.write_table(pa.table({name: [row.get(name) for row in rows] for name in names}), tmp)
     os.replace(tmp, rundir.file(TRACE_PARQUET))

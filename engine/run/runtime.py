@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
-
-import ray
 
 DEFAULT_OBJECT_STORE_MB = 1536
 
@@ -74,7 +73,8 @@ def route_ray_logs(path: str | None) -> None:
         handler = _RunLogHandler()
         handler.setFormatter(logging.Formatter(_RunLog.FORMAT))
         logger.addHandler(handler)
-    if ray.is_initialized():
+    ray = sys.modules.get("ray")  # never imported here: the in-process path runs without Ray
+    if ray is not None and ray.is_initialized():
         _route_worker_output()
 
 
@@ -102,6 +102,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     route_ray_logs(log_path)
+    import ray  # here, not at the top: the in-process executor reads this module without Ray
     if ray.is_initialized():
         return False
     kwargs = dict(logging_level="warning" if quiet else "info", log_to_driver=True)
@@ -127,6 +128,7 @@ def shares_files(nodes: list[dict], setting: bool | None = None) -> bool:
     to share a filesystem."""
     if setting is not None:
         return bool(setting)
+    import ray
     here = ray.util.get_node_ip_address()
     return all(n["address"] in (here, None) for n in nodes)
 
@@ -134,6 +136,7 @@ def shares_files(nodes: list[dict], setting: bool | None = None) -> bool:
 def alive_nodes() -> list[dict]:
     """Alive nodes with their CPU/GPU counts, the head node (which a cluster cannot lose)
     first."""
+    import ray
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     nodes.sort(key=lambda n: ("node:__internal_head__" not in n["Resources"], n["NodeID"]))
     return [{"node_id": n["NodeID"], "address": n.get("NodeManagerAddress"),
