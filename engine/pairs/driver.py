@@ -362,12 +362,17 @@ class _Run:
         for t, actor_id, elapsed, deadline in overdue:
             if actor_id in self.kill_reasons or actor_id not in self.handles:
                 continue
-            self.kill_reasons[actor_id] = (f"tile {t} passed its deadline of {deadline:.1f} s "
-                                           f"on {actor_id} (running for {elapsed:.1f} s)")
-            if not self.ex.can_kill:  # a thread cannot be replaced: fail, naming the tile
-                raise PairflowError(f"{self.kill_reasons[actor_id]}; an in-process run cannot "
-                                    "replace a worker (run it on Ray: cluster=local)")
-            self.ex.kill(self.handles[actor_id])
+            self._replace(actor_id, f"tile {t} passed its deadline of {deadline:.1f} s on "
+                                    f"{actor_id} (running for {elapsed:.1f} s)")
+
+    def _replace(self, actor_id: str, reason: str) -> None:
+        """Kill an actor (overdue or silent) so its tiles rerun and a new one takes its place;
+        a thread cannot be killed, so an in-process run fails, saying why."""
+        self.kill_reasons[actor_id] = reason
+        if not self.ex.can_kill:
+            raise PairflowError(f"{reason}; an in-process run cannot replace a worker (run it "
+                                "on Ray: cluster=local)")
+        self.ex.kill(self.handles[actor_id])
 
     def _adopt_new_nodes(self, every_s: float = 2.0) -> None:
         """A node that joined the cluster mid-run gets a node cache and device actors, which
@@ -401,12 +406,8 @@ class _Run:
         for actor_id, quiet in silent:
             if actor_id in self.kill_reasons or actor_id not in self.handles:
                 continue
-            self.kill_reasons[actor_id] = (f"actor {actor_id} silent for {quiet:.1f} s (no "
-                                           f"heartbeat; the limit is {limit:.1f} s)")
-            if not self.ex.can_kill:  # a thread cannot be replaced: fail, naming the actor
-                raise PairflowError(f"{self.kill_reasons[actor_id]}; an in-process run cannot "
-                                    "replace a worker (run it on Ray: cluster=local)")
-            self.ex.kill(self.handles[actor_id])
+            self._replace(actor_id, f"actor {actor_id} silent for {quiet:.1f} s (no heartbeat; "
+                                    f"the limit is {limit:.1f} s)")
 
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
