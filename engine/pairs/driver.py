@@ -120,6 +120,12 @@ class _Run:
             self.ex.start()  # Ray starts while the inputs are measured and checked
         local = local_node(cfg.num_cpus, cfg.object_store_mb)
         device = plan_nodes([local], cfg)[0].device
+        measure_here = True
+        if self.ex is not None and (cfg.ray_address or ray_is_up()):
+            # a cluster already up: when its actors use another device (its GPUs), the stages
+            # are measured there, in a task (below), not on this machine's device
+            self.ex.ready()
+            measure_here = plan_nodes(self.ex.nodes(), cfg)[0].device == device
         t0 = time.time()
         probe_weight = None
         if previous is not None:
@@ -129,6 +135,7 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
+        if previous is None and measure_here:
             try:
                 self.measured = {**measure_stages(app, sample, device), "device": device}
             except Exception:  # a bad input: name every problem, not the probe's stumble
@@ -143,7 +150,8 @@ class _Run:
                 self.measured, self.space.total, self.items.n_items, local["cpus"],
                 self.weights.total(self.space) if self.weights is not None else None,
                 probe_weight if probe_weight is not None else self.measured.get("probe_weight"))
-            kind = choose(cfg.executor, cfg.ray_address, self.estimate_s, cfg.inprocess_max_s)
+            kind = choose(cfg.executor, cfg.ray_address, self.estimate_s, cfg.inprocess_max_s,
+                          ray_is_up())
             self.ex = make_executor(kind, *runtime, log_path=self.recorder.file(LOG))
             self.ex.start()
         t0 = time.time()
@@ -170,7 +178,7 @@ class _Run:
         self.app_ref = self.ex.put(app)
         shipment = self._ship_inputs() if self.ex.name == "ray" else None
         # every loader process runs app.warmup before its first load (awaited at launch)
-        self.warm_refs = [self.ex.check_items(self.app_ref, [])
+        self.warm_refs = [self.ex.check_items(self.app_ref, [], shipment)
                           for _ in range(sum(n.actors for n in node_plan))] \
             if self.ex.name == "ray" else []
         if previous is None and node_plan[0].device != device:  # measured where it runs

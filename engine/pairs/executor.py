@@ -37,7 +37,10 @@ EXECUTORS = ("auto", "inprocess", "ray")
 def ray_is_up() -> bool:
     """True when this process has a Ray session; never imports Ray to find out."""
     ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
+    # a thread may be importing Ray right now (a session starts it in the background): a
+    # module half imported is not a session yet
+    is_initialized = getattr(ray, "is_initialized", None)
+    return is_initialized is not None and is_initialized()
 
 
 def estimate_work_s(measured: dict, pairs: int, n_items: int, cpus: int,
@@ -53,8 +56,9 @@ def estimate_work_s(measured: dict, pairs: int, n_items: int, cpus: int,
 
 
 def choose(executor: str, ray_address: str | None, estimate_s: float | None,
-           max_s: float) -> str:
-    """``"inprocess"`` or ``"ray"`` (the policy; see the module docstring)."""
+           max_s: float, ray_up: bool = False) -> str:
+    """``"inprocess"`` or ``"ray"`` (the policy; see the module docstring). Pure: whether Ray
+    is up in this process (``ray_is_up()``) is the caller's to say (``ray_up``)."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, not {executor!r}")
     if executor != "auto":
@@ -62,7 +66,7 @@ def choose(executor: str, ray_address: str | None, estimate_s: float | None,
             raise PairflowError(f"executor=inprocess runs without Ray, but a cluster is named "
                                 f"(ray_address={ray_address!r})")
         return executor
-    if ray_address or ray_is_up() or estimate_s is None:
+    if ray_address or ray_up or estimate_s is None:
         return "ray"
     return "inprocess" if estimate_s <= max_s else "ray"
 

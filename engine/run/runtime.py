@@ -101,8 +101,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None,
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
-    route_ray_logs(log_path)
     import ray  # here, not at the top: the in-process executor reads this module without Ray
+    route_ray_logs(log_path)  # after the import: it turns down the console handler Ray adds
     if ray.is_initialized():
         return False
     kwargs = dict(logging_level="warning" if quiet else "info", log_to_driver=True)

@@ -309,8 +309,21 @@ class Tour:
 
 
 PYTHON_CHECKS = {
+    # the session block: two runs on one Ray, each checked against the dot products
+    "engine.session(": """
+V = np.array([vecs[k] for k in vecs])
+want = V @ V.T
+i, j = np.triu_indices(len(V), 1)
+assert np.allclose(first.matrix()[i, j], want[i, j], rtol=1e-12), "first run"
+top = again.topk
+best = np.argsort(-(want - np.diag(np.full(len(V), np.inf))), axis=1)[:, :3]
+names = list(vecs)
+got = top.sort_values(["query", "rank"]).groupby("query")["target"].apply(list).to_dict()
+assert all(got[names[q]] == [names[t] for t in best[q]] for q in range(len(V))), "top 3"
+print("checked")
+""",
     # the REPL block: every pair's dot product, and the top 5 per item
-    "allpairs(": """
+    "run = allpairs(": """
 V = np.array([vecs[k] for k in vecs])
 want = V @ V.T
 got = res.matrix()

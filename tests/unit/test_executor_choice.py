@@ -46,3 +46,7 @@ def test_local_node_has_the_shape_of_a_ray_node():
     node = local_node(3, 256)
     assert node["cpus"] == 3 and node["gpus"] == 0 and node["head"]
     assert node["object_store"] == 256 * 2**20
+
+
+def test_auto_joins_a_ray_already_up_in_this_process():
+    assert choose("auto", None, 0.1, 20.0, ray_up=True) == "ray"
