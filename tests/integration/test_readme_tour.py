@@ -204,6 +204,16 @@ class Tour:
             self.finished.append(_run_dir_of(_outputs(out)["dense"]))
         elif "data.item=record" in args and any("Klebsiella" in a for a in args):
             self.klebsiella(args)
+        elif line in ("cluster=local", "cluster=inprocess"):
+            out = self.pairflow(args).stdout
+            assert "app=jaccard n=16 k=21" in out, out
+            run_dir = _run_dir_of(_outputs(out)["dense"])
+            summary = json.load(open(os.path.join(run_dir, "summary.json")))
+            assert summary["executor"] == {"cluster=local": "ray",
+                                           "cluster=inprocess": "inprocess"}[line]
+            # the same 16 genomes on Ray or in this process: the same matrix
+            self.matrices[line] = _dense(_outputs(out)["dense"], "similarity")[0]
+            assert np.array_equal(self.matrices[line], next(iter(self.matrices.values())))
         elif line == "scheduler=zorder" or line == "cache.host_cache_items=4":
             out = self.pairflow(args).stdout
             assert "app=jaccard n=16 k=21" in out and re.search(r"^R = \d", out, re.M), out
@@ -255,7 +265,9 @@ class Tour:
         elif "app=hep" in args:
             out = self.pairflow(args).stdout
             assert re.search(r"^app=hep events=2421 selected=\d+", out, re.M), out
-            assert "final order:" in out
+            # the written order, the chosen one and the cost per event of each
+            assert re.search(r"^(written order|order \(\w+, the written one\)): ", out,
+                             re.M), out
         elif "app=align" in args:
             out = self.pairflow(args).stdout
             assert "app=align all-vs-all: 45 queries x 45 targets" in out, out
