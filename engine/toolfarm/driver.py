@@ -22,7 +22,8 @@ from .index import journal_blocks, replay
 from .segment import fasta_stats, plan_volumes
 from .shared import file_digest
 from .spec import FarmSpec
-from .units import Unit, cut_units, read_unit, record_names, scan_records
+from .units import (INPUTS_DIR, Unit, cut_units, decompressed, read_unit, record_names,
+                    scan_records)
 from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
@@ -72,11 +73,21 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
         if not os.path.isfile(path):
             raise InputError(path, "no such file")
     recorder = RunRecorder.open(run_dir, runs_root, name, resume)
+    t0 = time.perf_counter()
+    digests = ({p: file_digest(p) for p in spec.inputs},
+               {n: file_digest(p) for n, p in spec.shared.items()})
+    old_meta = recorder.read_meta() if resume else None
+    if resume:  # a refused resume leaves the run it refused as it was
+        if old_meta is None or old_meta.get("kind") != "farm":
+            raise PairflowError(f"cannot resume {recorder.path}: not a farm's run")
+        check_same_work(recorder.path, old_meta["fingerprint"], spec.fingerprint(*digests))
+    digest_s = time.perf_counter() - t0
     recorder.starting()
     recorder.write_config(config_dump or {"farm": spec.to_dict()})
     try:
-        return _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cpus,
-                    object_store_mb, scratch, keep_scratch, flush_bytes, flush_s, name)
+        return _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node,
+                    ray_address, num_cpus, object_store_mb, scratch, keep_scratch, flush_bytes,
+                    flush_s, name)
     except KeyboardInterrupt:
         recorder.rundir.set_status("interrupted", error="interrupted")
         raise
@@ -86,16 +97,20 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
         raise
 
 
-def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cpus,
-         object_store_mb, scratch, keep_scratch, flush_bytes, flush_s, name) -> FarmResult:
+def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node, ray_address,
+         num_cpus, object_store_mb, scratch, keep_scratch, flush_bytes, flush_s,
+         name) -> FarmResult:
     t_start = time.time()
-    phases = {}
-    t0 = time.perf_counter()
-    input_digests = {p: file_digest(p) for p in spec.inputs}
-    shared_digests = {n: file_digest(p) for n, p in spec.shared.items()}
+    resume = old_meta is not None
+    phases = {"digest_s": digest_s}
+    input_digests, shared_digests = digests
     farm_digest = spec.digest(input_digests, shared_digests)
     fingerprint = spec.fingerprint(input_digests, shared_digests)
-    phases["digest_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    # compressed inputs: cut by byte ranges, so decompressed once into the run directory
+    # (a resume finds them there); the fingerprint keeps the files the user named
+    spec.inputs = [decompressed(p, recorder.file(INPUTS_DIR)) for p in spec.inputs]
+    phases["decompress_s"] = time.perf_counter() - t0
 
     import ray
 
@@ -110,11 +125,7 @@ def _run(spec, recorder, resume, progress, workers_per_node, ray_address, num_cp
         n_workers = sum(per_node)
 
         t0 = time.perf_counter()
-        old_meta = recorder.read_meta() if resume else None
         if resume:
-            if old_meta is None or old_meta.get("kind") != "farm":
-                raise PairflowError(f"cannot resume {recorder.path}: not a farm's run")
-            check_same_work(recorder.path, old_meta["fingerprint"], fingerprint)
             plan = read_json(recorder.file(FARM_UNITS))
             attempt = int(old_meta.get("attempt", 0)) + 1
         else:

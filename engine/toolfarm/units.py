@@ -12,8 +12,11 @@ last tiles for the same reason.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
 import os
 import re
+import shutil
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
@@ -34,6 +37,35 @@ class Unit:
     @classmethod
     def from_list(cls, values) -> "Unit":
         return cls(*[int(v) for v in values])
+
+
+INPUTS_DIR = "inputs"  # in the run directory: compressed inputs, decompressed once
+_OPENERS = {".gz": "gzip", ".bgz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def decompressed(path: str, into: str) -> str:
+    """``path`` itself, or for a compressed file (gzip/BGZF, bzip2, xz) its decompressed copy in
+    ``into``, written once: the copy appears under its name only when whole, so a run killed
+    while decompressing leaves nothing a resume would take for the input."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in _OPENERS:
+        return path
+    tag = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:8]  # a.fa.gz, b/a.fa.gz
+    target = os.path.join(into, f"{tag}-{os.path.basename(path)[:-len(ext)]}")
+    if os.path.exists(target):
+        return target
+    os.makedirs(into, exist_ok=True)
+    partial = target + ".partial"
+    opener = importlib.import_module(_OPENERS[ext]).open
+    try:
+        with opener(path, "rb") as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except Exception as exc:  # BadGzipFile, EOFError (truncated), LZMAError, OSError
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise InputError(path, f"cannot decompress it: {exc}") from None
+    os.replace(partial, target)
+    return target
 
 
 def scan_records(path: str, cut: str, pattern: str | None = None,

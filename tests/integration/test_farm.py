@@ -219,8 +219,11 @@ def test_corrupted_block_is_detected_and_its_unit_rerun(ray_local, data, tmp_pat
     with pytest.raises(PairflowError, match=f"unit {victim['tile']}'s block .* CRC32"):
         gather(rd, "stdout", str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
+    before = {f: open(os.path.join(rd, f)).read() for f in ("status.json", "config.yaml")}
     with pytest.raises(PairflowError, match="unit_records: 5 -> 6"):
         farm(**{**spec, "unit_records": 6}, run_dir=rd, resume=True)
+    # the refused resume left the run as it was: still finished, its config its own
+    assert {f: open(os.path.join(rd, f)).read() for f in before} == before
     result = farm(**spec, run_dir=rd, resume=True)
     assert result.summary["resumed"]["corrupt_units"] == [victim["tile"]]
     assert result.summary["units_run"] == 1
@@ -330,3 +333,20 @@ def test_two_nodes_fetch_the_database_once_each_and_write_a_file_each(data, tmp_
     assert sorted(os.listdir(os.path.join(rd, "result", "stdout"))) == ["a0-n0", "a0-n1"]
     assert len(os.listdir(scratch)) == 2  # each node prepared its own copy
     assert open(out, "rb").read() == blast_oracle(data, data["queries"])
+
+
+def test_gzip_queries_equal_blastp_on_the_plain_file(ray_local, data, tmp_path):
+    import gzip
+    from engine import farm
+    gz = tmp_path / "globins45.fa.gz"
+    gz.write_bytes(gzip.compress(open(data["queries"], "rb").read()))
+    rd = str(tmp_path / "run")
+    spec = dict(program=["blastp", "-query", "{input}", "-db", "{shared:db}", "-outfmt", "6"],
+                inputs=[str(gz)], shared={"db": data["db"]},
+                prepare=[["makeblastdb", "-in", "{shared:db}", "-dbtype", "prot"]],
+                unit_records=8, progress=False)
+    farm(**spec, run_dir=rd)
+    want = blast_oracle(data, data["queries"])
+    assert gathered(rd) == want
+    result = farm(**spec, run_dir=rd, resume=True)  # the copy in the run directory is reused
+    assert result.summary["units_run"] == 0 and gathered(rd) == want

@@ -306,3 +306,28 @@ def test_cli_help_lists_gather_and_gather_exit_codes(tmp_path, capsys):
     assert main(["gather", str(tmp_path), "stdout", "-o", str(out)]) == 1  # unit 1 missing
     assert out.read_bytes() == b"a\nc\n" and "[1]" in capsys.readouterr().err
     assert main(["gather", str(tmp_path), "tblout"]) == 2
+
+
+def test_compressed_inputs_are_decompressed_once_and_whole(tmp_path):
+    import bz2
+    import gzip
+    import lzma
+    from engine.errors import InputError
+    from engine.toolfarm.units import decompressed
+    text = b">a one\nMKV\n>b\nMLL\n"
+    plain = tmp_path / "q.fa"
+    plain.write_bytes(text)
+    assert decompressed(str(plain), str(tmp_path / "in")) == str(plain)  # not compressed: as is
+    into = tmp_path / "in"
+    for ext, mod in ((".gz", gzip), (".bz2", bz2), (".xz", lzma)):
+        src = tmp_path / f"q.fa{ext}"
+        src.write_bytes(mod.compress(text))
+        out = decompressed(str(src), str(into))
+        assert open(out, "rb").read() == text and out.endswith("-q.fa")
+        assert decompressed(str(src), str(into)) == out  # once: found again, not rewritten
+    assert len(os.listdir(into)) == 3  # one copy per compressed file, names kept apart
+    bad = tmp_path / "cut.fa.gz"
+    bad.write_bytes(gzip.compress(text)[:-12])  # truncated
+    with pytest.raises(InputError, match="cut.fa.gz.*cannot decompress"):
+        decompressed(str(bad), str(into))
+    assert not [f for f in os.listdir(into) if f.endswith(".partial") or "cut.fa" in f]
