@@ -350,3 +350,21 @@ def test_gzip_queries_equal_blastp_on_the_plain_file(ray_local, data, tmp_path):
     assert gathered(rd) == want
     result = farm(**spec, run_dir=rd, resume=True)  # the copy in the run directory is reused
     assert result.summary["units_run"] == 0 and gathered(rd) == want
+
+
+def test_blastn_preset_equals_one_blastn(ray_local, tmp_path):
+    """The nucleotide preset (makeblastdb -dbtype nucl per node) on Kaptive's wzi/wzc alleles:
+    40 of them as queries against all 604 (queries written by Biopython)."""
+    SeqIO = need_module("Bio.SeqIO")
+    need_program("blastn")
+    db = str(need(SHARE / "kaptive" / "reference_database" / "wzi_wzc_db.fasta"))
+    queries = str(tmp_path / "q.fa")
+    SeqIO.write(list(SeqIO.parse(db, "fasta"))[::15][:40], queries, "fasta")
+    rd = str(tmp_path / "run")
+    assert cli("app=farm", "farm=blastn", f"farm.queries={queries}", f"farm.db={db}",
+               "farm.unit_records=6", f"run_dir={rd}") == 0
+    oracle_db = str(tmp_path / "oracle")
+    direct(["makeblastdb", "-in", db, "-dbtype", "nucl", "-out", oracle_db])
+    want = direct(["blastn", "-query", queries, "-db", oracle_db, "-outfmt", "6"])
+    assert len(want.splitlines()) > 40
+    assert gathered(rd) == want
