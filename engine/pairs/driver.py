@@ -23,7 +23,7 @@ from ..errors import InputError, PairflowError, root_cause
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
-from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json
+from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
 from ..run.runtime import shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import DeviceSpec, NodeCacheSpec
@@ -85,7 +85,8 @@ class _Run:
             self.plan = plan_run(
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
                 probe_weight=probe_weight,
-                resume_leaf=previous["leaf_items"] if previous is not None else None)
+                resume_leaf=previous["leaf_items"] if previous is not None else None,
+                resume_tiles=self._saved_tiles() if previous is not None else None)
             self._adopt_plan()
             done_tiles = self._open_sinks(previous is not None)
             self._launch(done_tiles, fingerprint)
@@ -203,6 +204,10 @@ class _Run:
         self.shipment = Shipment.of(urls)
         self.phases["ship_inputs_s"] = time.time() - t0
         return self.ex.put(self.shipment)
+
+    def _saved_tiles(self) -> list[dict] | None:
+        """The resumed run's tiles as it planned them (None for a run that saved none)."""
+        return read_json(self.recorder.file(TILE_PLAN))
 
     def _adopt_plan(self) -> None:
         plan = self.plan

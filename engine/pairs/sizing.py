@@ -215,10 +215,15 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
 
 def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
              nodes: list[dict], config: AllPairsConfig, *, items: ItemMap,
-             probe_weight: float | None = None, resume_leaf: int | None = None) -> RunPlan:
+             probe_weight: float | None = None, resume_leaf: int | None = None,
+             resume_tiles: Sequence[dict] | None = None) -> RunPlan:
     """The whole sizing of a run from measured stage costs (``t_pair``, ``t_parse``,
     ``item_bytes``; a resumed run passes its first run's, which already hold the weighted
-    budget, and ``resume_leaf``, so it cuts the same tiles)."""
+    budget, ``resume_leaf`` and ``resume_tiles``, the first run's tiles in planned order).
+
+    A resumed run works on the first run's tiles, whatever it would cut now: its journal names
+    tiles by id, and the planner's choice (hence the order in which the tail is split) depends
+    on the cache and the actors, which a resume may change."""
     cfg, warnings = config, []
     node_plan = plan_nodes(nodes, cfg)
     n_actors = sum(n.actors for n in node_plan)
@@ -254,8 +259,9 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                          eviction=cfg.eviction, weighted=weights is not None)
     plan = choice.plan
     order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
-    if weights is not None and measured.get("tail_weight"):
-        # from measured, so a resume cuts the same tiles (same ids) as the run it resumes
+    if resume_tiles is not None:
+        tiles, order = saved_tiles(resume_tiles)
+    elif weights is not None and measured.get("tail_weight"):
         tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
     t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
     expected = [t_pair * t.pairs + t_parse * ((t.r1 - t.r0) + (t.c1 - t.c0)) for t in tiles]
@@ -269,6 +275,14 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
         choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent)
+
+
+def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
+    """Tiles (indexed by id) and their order from a run's saved plan (``tiles.json``)."""
+    tiles = sorted((Tile(**d) for d in planned), key=lambda t: t.id)
+    if [t.id for t in tiles] != list(range(len(tiles))):
+        raise ValueError("the saved tile plan does not number its tiles 0..n-1")
+    return tiles, [int(d["id"]) for d in planned]
 
 
 def liveness(expected_tile_s: Sequence[float], cfg: AllPairsConfig) -> tuple[float, float]:

@@ -172,3 +172,24 @@ def test_validation_sample_is_a_reproducible_fraction():
     assert len(got) == math.ceil(0.1 * 25) and set(got) <= set(pending)
     assert got == sorted(got) == validation_sample(pending, 0.1, seed=3)
     assert validation_sample([4], 0.01, 0) == [4]
+
+
+def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cut_now():
+    """The journal names tiles by id: a resume with another host tier (allowed) must work on
+    the tiles the first run cut and split, not on the ones its own plan choice would cut."""
+    rng = np.random.default_rng(3)
+    rows, cols = rng.integers(50, 5000, 40).astype(float), rng.integers(50, 5000, 60).astype(float)
+    w, space = PairWeights(rows, cols), Rectangle(40, 60)
+    measured = {"t_pair": 1e-6, "t_parse": 0.0, "item_bytes": 10.0}
+    kw = dict(items=ItemMap.disjoint(40, 60), probe_weight=1e5)
+    first = plan_run(measured, space, w, [NODE], AllPairsConfig(host_cache_items=30), **kw)
+    planned = [first.tiles[i].to_dict() for i in first.order]  # what tiles.json holds
+    fresh = plan_run(first.measured, space, w, [NODE], AllPairsConfig(host_cache_items=100),
+                     items=kw["items"], resume_leaf=first.leaf)
+    resumed = plan_run(first.measured, space, w, [NODE], AllPairsConfig(host_cache_items=100),
+                       items=kw["items"], resume_leaf=first.leaf, resume_tiles=planned)
+    assert [t.to_dict() for t in resumed.tiles] == [t.to_dict() for t in first.tiles]
+    assert resumed.order == list(first.order)
+    assert len(resumed.deadlines) == len(first.tiles)
+    # the case the saved plan is for: re-planned, the same tile ids would name other pairs
+    assert [t.to_dict() for t in fresh.tiles] != [t.to_dict() for t in first.tiles]
