@@ -61,6 +61,7 @@ class _Run:
         self.coordinator = None
         self.warnings: list[str] = []
         self.finished_result: AllPairsResult | None = None
+        self.cancelled = False
         self.resume_report: dict | None = None
         self.lost_actors: list[dict] = []
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
@@ -425,6 +426,9 @@ class _Run:
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
+        if self.cancelled:
+            raise PairflowError(f"the run was cancelled; the tiles it finished are journaled in "
+                                f"{self.recorder.path}: resume=True continues it")
         deadline = None if timeout is None else time.time() + timeout
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
                        figures={"pairs/s": ",.0f", "R": ".2f"})
@@ -597,6 +601,13 @@ class _Run:
         self.recorder.failed(str(cause), **extra)
         self.shutdown(None)
         return cause
+
+    def cancel(self) -> None:
+        if self.finished_result is not None or self.cancelled:
+            return
+        self.cancelled = True
+        self.recorder.interrupted("cancelled")
+        self.shutdown(None)
 
     def _interrupted(self) -> None:
         """Ctrl-C (or any KeyboardInterrupt): not a failure; the journal holds what was done

@@ -81,7 +81,9 @@ class RunHandle:
         return self._run.wait(timeout)
 
     def cancel(self) -> None:
-        self._run.shutdown("cancelled")
+        """Stop the run; it is recorded as interrupted (reason "cancelled"), not failed, and
+        ``resume=True`` continues it."""
+        self._run.cancel()
 
     def _repr_html_(self):
         p = self.progress()

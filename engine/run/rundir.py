@@ -229,5 +229,7 @@ class RunRecorder:
     def failed(self, error: str, **extra) -> None:
         self.rundir.set_status("failed", error=error, **extra)
 
-    def interrupted(self) -> None:
-        self.rundir.set_status("interrupted", error=None)
+    def interrupted(self, reason: str = "interrupted") -> None:
+        """Stopped before the end, not failed (Ctrl-C, or ``cancel()``: the reason): the
+        journal holds what was done and a resume continues from it."""
+        self.rundir.set_status("interrupted", error=None, reason=reason)

@@ -265,3 +265,32 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ok"] and result["once"], result
     assert len(result["lost"]) == 1 and result["lost"][0]["node_alive"] is False, result
+
+
+def test_cancel_records_an_interrupted_run_that_resume_completes(ray_local, tmp_path):
+    """RunHandle.cancel(): the run is interrupted (reason "cancelled"), not failed; result()
+    says how to go on; the resume's matrix equals compare(i, j) = (i * 7919 + j) % 1000."""
+    from apps.synthetic import SyntheticApp
+    from engine import PairflowError
+    from engine.pairs.driver import allpairs
+    n, run_dir = 40, str(tmp_path / "cancelled")
+    opts = dict(sink="dense", progress=False, leaf_items=4, run_dir=run_dir)
+    handle = allpairs(app=SyntheticApp(n, t_cmp=0.002), wait=False, **opts)
+    deadline = time.time() + 240
+    while handle.progress()["done"] < 5 and time.time() < deadline:
+        time.sleep(0.1)
+    handle.cancel()
+    status = json.load(open(os.path.join(run_dir, "status.json")))
+    assert (status["state"], status.get("reason")) == ("interrupted", "cancelled")
+    with pytest.raises(PairflowError, match="cancelled.*resume=True"):
+        handle.result()
+    done_before = {e["tile"] for e in journal(run_dir)}
+    res = allpairs(app=SyntheticApp(n, t_cmp=0.002), resume=True, wait=True, **opts)
+    total = res.summary["tiles_total"]
+    assert 5 <= len(done_before) < total, "the cancel must land mid-run"
+    assert res.summary["resumed"]["reused"] == len(done_before)
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    want = ((i * 7919 + j) % 1000).astype(float)
+    got = np.asarray(res.matrix())
+    upper = i < j  # all pairs i < j, mirrored
+    assert np.array_equal(got[upper], want[upper]) and np.array_equal(got, got.T, equal_nan=True)
