@@ -15,6 +15,7 @@ Event kinds:
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import defaultdict
 
@@ -160,10 +161,15 @@ class EventBuffer:
         self.events: list = []
         self._last = time.time()
         self._timer = None
+        # compute threads add spans while the event loop flushes: the batch is swapped out
+        # under this lock, so no event is appended to a batch already sent
+        self._lock = threading.Lock()
 
     def add(self, event: dict) -> None:
-        self.events.append(event)
-        if time.time() - self._last >= self.interval:
+        with self._lock:
+            self.events.append(event)
+            due = time.time() - self._last >= self.interval
+        if due:
             self.flush()
         elif self._timer is None:
             try:
@@ -186,14 +192,24 @@ class EventBuffer:
         self.add(event)
 
     def flush(self):
-        self._last = time.time()
-        if self._timer is not None:
-            self._timer.cancel()
+        timer = self._timer
+        if timer is not None and _on_a_loop():  # the timer is the loop's: cancel it there only
+            timer.cancel()
             self._timer = None
-        if self.events and self.metrics is not None:
+        with self._lock:
+            self._last = time.time()
             batch, self.events = self.events, []
-            return self.metrics.record(batch)
-        return None
+        if not batch or self.metrics is None:  # no metrics: events are dropped, not kept
+            return None
+        return self.metrics.record(batch)
+
+
+def _on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
 
 
 def trace_to_parquet(rundir: RunDir) -> None:
