@@ -793,6 +793,10 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
             parts.append("\n\n".join(body))
             continue
         body.append(provenance(name, d))
+        run = manifest.get(RUN_BY.get(name, name)) or {}
+        if run.get("cut") and run.get("command") == (d.get("_record") or {}).get("command"):
+            body.append(f"Sizes of the bench profile (`pairflow bench`), cut to keep the whole "
+                        f"suite under 45 minutes: {run['cut']}.")
         body.append(targets_table(d))
         try:
             body += globals()[f"sec_{name}"](d, ctx)
