@@ -56,31 +56,31 @@ class Bench:
 BENCHMARKS = (
     Bench("allpairs", "allpairs.py",
           full=("--repeat", "1", "--journal-reps", "5", "--b-n", "80"),
-          quick=("--quick", "--parts", "a,b,c,d"),
-          est_full_s=14 * 60, est_quick_s=60,
+          quick=("--quick", "--parts", "a,b"),
+          est_full_s=14 * 60, est_quick_s=40,
           cut="part (a) one engine run per profile, not the best of 2; part (b)'s real runs at "
               "n = 80 instead of 120 (leaf 1: 3,160 tiles per run, not 7,140; the simulator "
               "still covers n = 400); part (e) 5 runs with and without the journal, not 10"),
-    Bench("align", "align.py", full=("--repeat", "2"), est_full_s=150, est_quick_s=30,
+    Bench("align", "align.py", full=("--repeat", "2"), est_full_s=150, est_quick_s=20,
           cut="best of 2 runs, not 3"),
-    Bench("apps", "apps.py", est_full_s=210, est_quick_s=45),
-    Bench("peers", "peers.py", est_full_s=150, est_quick_s=30),
-    Bench("startup", "startup.py", full=("--reps", "1"), est_full_s=70, est_quick_s=45,
+    Bench("apps", "apps.py", est_full_s=210, est_quick_s=40),
+    Bench("peers", "peers.py", est_full_s=150, est_quick_s=25),
+    Bench("startup", "startup.py", full=("--reps", "1"), est_full_s=70, est_quick_s=35,
           cut="one repetition of each case, not the median of 3"),
-    Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a,b"),
-          est_full_s=270, est_quick_s=40, cut="medians of 2 repetitions, not 3"),
-    Bench("farm", "farm.py", est_full_s=150, est_quick_s=30),
+    Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a"),
+          est_full_s=270, est_quick_s=25, cut="medians of 2 repetitions, not 3"),
+    Bench("farm", "farm.py", est_full_s=150, est_quick_s=25),
     Bench("cluster", "cluster.py", full=("--n", "150", "--t-cmp", "0.001"), est_full_s=120,
-          est_quick_s=25,
+          est_quick_s=20,
           cut="n = 150 items at 1 ms per compare, not 300 at 2 ms (3 actors on 2 cores: the "
               "targets are for >= 4 cores)"),
     Bench("many_small", "many_small.py", full=("--merge-on", "reads_1"), est_full_s=180,
-          est_quick_s=40, outputs=("many_small.json", "many_small_proteomes.json"),
+          quick=("--quick", "--parts", "reads", "--no-merge"), est_quick_s=25, outputs=("many_small.json", "many_small_proteomes.json"),
           cut="the merge kernel (bare and through the engine) on reads_1 only, not on the "
               "26 K reads of all three files"),
-    Bench("planner", "planner.py", est_full_s=240, est_quick_s=40),
-    Bench("kernels_micro", "kernels_micro.py", est_full_s=45, est_quick_s=20),
-    Bench("sw_micro", "sw_micro.py", est_full_s=60, est_quick_s=20),
+    Bench("planner", "planner.py", est_full_s=240, est_quick_s=30),
+    Bench("kernels_micro", "kernels_micro.py", est_full_s=45, est_quick_s=10),
+    Bench("sw_micro", "sw_micro.py", est_full_s=60, est_quick_s=15),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
