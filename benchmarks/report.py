@@ -776,6 +776,10 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
     for name, title, script in SECTIONS:
         d = all_.get(name)
         if d is None:
+            rec = manifest.get(RUN_BY.get(name, name)) or {}
+            if rec.get("returncode"):
+                summary.append([f"[{title}](#{_anchor(title, script)})", "—",
+                                f"failed (exit {rec['returncode']})", "—"])
             continue
         goals = (d.get("_record") or {}).get("targets") or []
         summary.append([f"[{title}](#{_anchor(title, script)})", (d.get("_record") or {}).get(
@@ -789,7 +793,7 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
         body = [f"## {title} — `benchmarks/{script}`"]
         if d is None:
             rec = manifest.get(RUN_BY.get(name, name))
-            why = (f"failed (exit {rec['returncode']}; log {os.path.relpath(rec['log'], ROOT)})"
+            why = (f"failed (exit {rec['returncode']}; log `{_shown_path(rec['log'])}`)"
                    if rec and rec.get("returncode") else "not run yet")
             body.append(f"No results: {why}. Run `pairflow bench --only "
                         f"{RUN_BY.get(name, name)}`.")
@@ -824,6 +828,12 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
                 fh.write(new)
         out["readme"] = readme
     return out
+
+
+def _shown_path(path: str) -> str:
+    """A path relative to the repository when inside it."""
+    rel = os.path.relpath(path, ROOT)
+    return path if rel.startswith("..") else rel
 
 
 def _anchor(title: str, script: str) -> str:
