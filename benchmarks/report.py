@@ -86,7 +86,9 @@ def num(v, unit: str = "") -> str:
 
 
 def pct(v) -> str:
-    return "—" if v is None else f"{100 * v:.1f} %"
+    if v is None:
+        return "—"
+    return f"{100 * v:.2f} %" if abs(v) < 0.1 else f"{100 * v:.1f} %"
 
 
 def table(head: list[str], rows: list[list]) -> str:
