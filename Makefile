@@ -15,5 +15,7 @@ test: setup
 test-fast: setup
 	.venv/bin/python -m pytest -q tests/unit $(ARGS)
 
+# Every benchmark, then benchmarks/RESULTS.md, benchmarks/plots/ and the README's headline block
+# (ARGS=--quick for each benchmark's quick mode, ARGS="--only allpairs align" for some).
 bench: setup
-	.venv/bin/python benchmarks/allpairs.py $(ARGS)
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/pairflow bench $(ARGS)

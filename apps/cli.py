@@ -113,6 +113,7 @@ pairflow: dataflow runs on Ray for data-intensive science.
 usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra overrides
        pairflow dashboard RUN_DIR                 the dashboard of a run directory
        pairflow gather RUN_DIR STREAM [-o FILE]   a farm's output stream in input order
+       pairflow bench [--quick] [--only NAME ...]  the benchmarks and their report
        pairflow --help | --hydra-help             this text | Hydra's own help
 
 apps (app=NAME; the default is jaccard):
@@ -122,6 +123,8 @@ subcommands:
   dashboard RUN_DIR  Streamlit dashboard of a run, live or finished (pairflow dashboard --help)
   gather RUN_DIR STREAM [-o FILE]
                      a farm's stream (stdout, tblout ...) in input order, every CRC checked
+  bench [--quick] [--only NAME ...] [--out DIR] [--report-only]
+                     every benchmark of benchmarks/, then RESULTS.md and plots from their JSON
 
 options:
   -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
@@ -292,6 +295,22 @@ def _resume(argv: list[str], verbose: bool) -> int:
     return _run_and_report(cfg, run_dir, verbose)
 
 
+def _bench(argv: list[str]) -> int:
+    """``pairflow bench``: the suite of this checkout's benchmarks/ (not part of the installed
+    package: it needs the repository's data and tools)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(CONFIG_DIR), "benchmarks", "suite.py")
+    if not os.path.exists(path):
+        print(f"pairflow: error: {path} not found: pairflow bench runs from a checkout of the "
+              "repository", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location("pairflow_bench_suite", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
+
 _SIGINT = threading.Event()
 
 
@@ -309,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "gather":
         from apps.farm import gather_main
         return gather_main(argv[1:])
+    if argv and argv[0] == "bench":
+        return _bench(argv[1:])
     verbose = any(a in VERBOSE_FLAGS for a in argv) or \
         os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a not in VERBOSE_FLAGS]

@@ -3,6 +3,7 @@ kernel, same inputs) and against the numpy reference, on a balanced and a length
 
     .venv/bin/python benchmarks/align.py                 # ~5 minutes on 2 cores
     .venv/bin/python benchmarks/align.py --scale 0.3     # a quick look
+    .venv/bin/python benchmarks/align.py --quick         # --scale 0.1 --repeat 1: proves it runs
     .venv/bin/python benchmarks/align.py --ablation      # also the skewed input without
                                                          # capacity-aware tiles
 
@@ -55,6 +56,7 @@ import numpy as np  # noqa: E402
 from kernels.scoring import Scoring  # noqa: E402
 from kernels.smith_waterman import cells, sw_reference_batch, sw_scores  # noqa: E402
 from cpu_meter import CpuMeter  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 
 AMINO = np.array(list("ARNDCQEGHILKMFPSTWYV"))
 # Robinson & Robinson background frequencies, so random proteins score like real unrelated ones
@@ -190,19 +192,28 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies the input sizes")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of the single process and of the engine per input (best of)")
+    ap.add_argument("--scale", type=float, default=None,
+                    help="multiplies the input sizes (default 1; 0.1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="--scale 0.1 --repeat 1 by default")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="runs of the single process and of the engine per input, the best "
+                    "kept (default 3; 1 with --quick)")
     ap.add_argument("--ablation", action="store_true",
                     help="also run the skewed input without capacity-aware tiles")
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "align.json"))
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/align.json")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     args = ap.parse_args(argv)
+    started = time.time()
+    if args.scale is None:
+        args.scale = 0.1 if args.quick else 1.0
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 3
 
     scoring = Scoring.create("blosum62", 11, 1)
     data = inputs(args.scale)
     work = tempfile.mkdtemp(prefix="pairflow-align-bench-")
-    results: dict = {"scale": args.scale, "scoring": str(scoring), "cores": 2, "inputs": {}}
+    results: dict = {"scale": args.scale, "repeat": args.repeat, "scoring": str(scoring),
+                     "cores": 2, "inputs": {}}
     try:
         paths = {}
         for name, (q, t) in data.items():
@@ -293,10 +304,12 @@ def main(argv=None):
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(results, fh, indent=1, default=float)
-    print(f"wrote {args.out}")
+    summ = results.get("summary", {})
+    write(out_path("align.json", args.out), results, "align", quick=args.quick, started=started,
+          targets=[target("efficiency, balanced", summ.get("efficiency_balanced"), ">=", 0.85),
+                   target("efficiency, skewed", summ.get("efficiency_skewed"), ">=", 0.85),
+                   target("skewed / balanced efficiency", summ.get("skewed_vs_balanced"),
+                          ">=", 0.90)])
     return results
 
 

@@ -3,6 +3,7 @@ Jaccard on 16 real genomes against mash, sourmash and a naive one-task-per-pair 
 
     .venv/bin/python benchmarks/allpairs.py                # everything, ~15 minutes on 2 cores
     .venv/bin/python benchmarks/allpairs.py --parts a,b    # a subset
+    .venv/bin/python benchmarks/allpairs.py --quick        # tiny sizes, 4 genomes: proves it runs
 
 (a) system efficiency = T_min / (p * T), T_min = n (t_parse + t_pre) + pairs * t_cmp from stage
     times measured in this process (best of 5), p = device actors, T = the engine's wall time for
@@ -44,6 +45,7 @@ import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
 from cpu_meter import CpuMeter  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 from engine.pairs.driver import allpairs  # noqa: E402
 from engine.run.rundir import read_json  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
@@ -63,6 +65,8 @@ PROFILES = {
 # a run (the first tiles waiting for their items, the last actor finishing alone, Ray's own
 # processes) weigh less, which is where the >= 0.90 target is read.
 LARGE = {"parse-heavy": 200, "preprocess-heavy": 200, "compare-heavy": 100}
+# --quick: sizes that only prove each part runs (their figures say nothing about the targets)
+QUICK_N = {"parse-heavy": 20, "preprocess-heavy": 20, "compare-heavy": 12}
 
 
 def _best_time(fn, reps=5):
@@ -101,6 +105,9 @@ def part_a(runs_root: str, sizes=("small", "large"), repeat: int = 2) -> dict:
         name = base if size == "small" else f"{base} (n={LARGE[base]})"
         if size == "large":
             prof = {**prof, "n": LARGE[base]}
+        elif size == "quick":
+            name = f"{base} (n={QUICK_N[base]})"
+            prof = {**prof, "n": QUICK_N[base]}
         app = SyntheticApp(**prof)
         t_parse, t_pre, t_cmp = _stage_times(app)
         n = prof["n"]
@@ -160,10 +167,14 @@ class NullSink(Sink):
         return []
 
 
-def part_b(runs_root: str, n: int = 120, leaf: int = 1) -> dict:
+FRACTIONS = (0.05, 0.10, 0.25, 0.50, 1.0)
+
+
+def part_b(runs_root: str, n: int = 120, leaf: int = 1, n_big: int = 400,
+           fractions=FRACTIONS) -> dict:
     """R measured by real runs (n=120) and by the simulator at a larger n (n=400, leaf 1)."""
     rows = []
-    for f in (0.05, 0.10, 0.25, 0.50, 1.0):
+    for f in fractions:
         s_items = max(1, round(f * n))
         row = {"n": n, "leaf": leaf, "fraction": f, "S": s_items, "model": 1 + n / (2 * s_items)}
         for label, plan, eviction in (("planned", "stripe", "next_use"),
@@ -183,8 +194,7 @@ def part_b(runs_root: str, n: int = 120, leaf: int = 1) -> dict:
               f"(sim {row['R_zorder_lru_simulated']:.2f}), 1+n/2S {row['model']:.2f}, "
               f"planned/model {row['planned_over_model']:.3f}", flush=True)
     big = []
-    n_big = 400
-    for f in (0.05, 0.10, 0.25, 0.50, 1.0):
+    for f in fractions:
         s_items = max(1, round(f * n_big))
         planned = simulate(Triangle(n_big), 1, s_items, actors_per_node=2)
         base = simulate(Triangle(n_big), 1, s_items, actors_per_node=2, plan="zorder",
@@ -199,15 +209,21 @@ def part_b(runs_root: str, n: int = 120, leaf: int = 1) -> dict:
     return {"real": rows, "simulated_large": big}
 
 
+# --quick uses the 4 V. cholerae genomes instead of all 16
+QUICK = False
+
+
 def _genomes() -> list[str]:
     from apps.data import data_path
+    group = "V.Cholerae" if QUICK else "*"
     paths = sorted(glob.glob(data_path("usr/share/doc/ragout/examples") +
-                             "/*/references/*.fasta.gz"))
-    assert len(paths) == 16, f"expected the 16 ragout genomes, found {len(paths)}; run setup"
+                             f"/{group}/references/*.fasta.gz"))
+    want = 4 if QUICK else 16
+    assert len(paths) == want, f"expected {want} ragout genomes, found {len(paths)}; run setup"
     return paths
 
 
-def part_c(runs_root: str) -> dict:
+def part_c(runs_root: str, with_sourmash: bool = True) -> dict:
     from apps.jaccard import JaccardApp
     from engine.pairs.sinks import DenseMatrix
     paths = _genomes()
@@ -220,7 +236,7 @@ def part_c(runs_root: str) -> dict:
     s = res.summary
     ours = res.matrix("similarity")
     idx = {p: i for i, p in enumerate(paths)}
-    out = {"n": 16, "k": k, "engine_wall_s": t_engine, "engine_compute_s": s["compute_s"],
+    out = {"n": len(paths), "k": k, "engine_wall_s": t_engine, "engine_compute_s": s["compute_s"],
            "engine_startup_s": s["phases"]["startup_s"], "ray_init_s": s["phases"]["ray_init_s"],
            "R": s["R"], "leaf": s["leaf_items"]}
     work = tempfile.mkdtemp()
@@ -241,38 +257,46 @@ def part_c(runs_root: str) -> dict:
             x, y = map(int, shared.split("/"))
             diff = max(diff, abs(x / y - ours[idx[a], idx[b]]))
         out["max_abs_diff_vs_mash"] = diff
-        sourmash = shutil.which("sourmash") or os.path.join(os.path.dirname(sys.executable),
-                                                            "sourmash")
-        t0 = time.time()
-        sigs = []
-        procs = []
-        for part in (paths[0::2], paths[1::2]):  # two processes: same cores as the others
-            sig = os.path.join(work, f"s{len(sigs)}.sig")
-            sigs.append(sig)
-            procs.append(subprocess.Popen([sourmash, "sketch", "dna", "-p",
-                                           f"k={k},scaled=1", "-o", sig, *part],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for p in procs:
-            assert p.wait() == 0
-        csv = os.path.join(work, "cmp.csv")
-        subprocess.run([sourmash, "compare", "-k", str(k), "-p", "2", "--csv", csv, *sigs],
-                       check=True, capture_output=True)
-        out["sourmash_s"] = time.time() - t0
-        import pandas as pd
-        df = pd.read_csv(csv)
-        names = list(df.columns)
-        order = [idx[next(p for p in paths if os.path.basename(p) in nm or p == nm)]
-                 for nm in names]
-        sm = df.to_numpy()
-        out["max_abs_diff_vs_sourmash"] = float(np.max(np.abs(
-            sm - ours[np.ix_(order, order)])))
+        if with_sourmash:
+            sourmash = shutil.which("sourmash") or os.path.join(os.path.dirname(sys.executable),
+                                                                "sourmash")
+            t0 = time.time()
+            sigs = []
+            procs = []
+            for part in (paths[0::2], paths[1::2]):  # two processes: same cores as the others
+                sig = os.path.join(work, f"s{len(sigs)}.sig")
+                sigs.append(sig)
+                procs.append(subprocess.Popen([sourmash, "sketch", "dna", "-p",
+                                               f"k={k},scaled=1", "-o", sig, *part],
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+            for p in procs:
+                assert p.wait() == 0
+            csv = os.path.join(work, "cmp.csv")
+            subprocess.run([sourmash, "compare", "-k", str(k), "-p", "2", "--csv", csv, *sigs],
+                           check=True, capture_output=True)
+            out["sourmash_s"] = time.time() - t0
+            import pandas as pd
+            df = pd.read_csv(csv)
+            names = list(df.columns)
+            order = [idx[next(p for p in paths if os.path.basename(p) in nm or p == nm)]
+                     for nm in names]
+            sm = df.to_numpy()
+            out["max_abs_diff_vs_sourmash"] = float(np.max(np.abs(
+                sm - ours[np.ix_(order, order)])))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["speedup_vs_mash_incl_ray_start"] = out["mash_s"] / t_engine
     out["speedup_vs_mash_running_ray"] = out["mash_s"] / (t_engine - out["ray_init_s"])
+    if "sourmash_s" not in out:
+        print(f"(c) {len(paths)} genomes k={k}: pairflow {t_engine:.1f}s, mash "
+              f"{out['mash_s']:.1f}s (x{out['speedup_vs_mash_running_ray']:.2f} on a running Ray);"
+              f" max diff vs mash {out['max_abs_diff_vs_mash']:.2e} (sourmash left out)",
+              flush=True)
+        return out
     out["speedup_vs_sourmash"] = out["sourmash_s"] / (t_engine - out["ray_init_s"])
-    print(f"(c) 16 genomes k={k}: pairflow {t_engine:.1f}s (Ray start {out['ray_init_s']:.1f}s, "
-          f"R={s['R']:.2f}) | mash {out['mash_s']:.1f}s (x{out['speedup_vs_mash_running_ray']:.2f}"
+    print(f"(c) {len(paths)} genomes k={k}: pairflow {t_engine:.1f}s (Ray start "
+          f"{out['ray_init_s']:.1f}s, R={s['R']:.2f}) | mash {out['mash_s']:.1f}s (x{out['speedup_vs_mash_running_ray']:.2f}"
           f" on a running Ray, x{out['speedup_vs_mash_incl_ray_start']:.2f} incl. Ray start) | "
           f"sourmash {out['sourmash_s']:.1f}s | max diff vs mash "
           f"{out['max_abs_diff_vs_mash']:.2e}, vs sourmash {out['max_abs_diff_vs_sourmash']:.2e}",
@@ -300,7 +324,7 @@ def part_d(engine_s: float | None) -> dict:
     ray.get([_pair_task.remote(ref, keys[i], keys[j])
              for i in range(len(keys)) for j in range(i + 1, len(keys))])
     t = time.time() - t0
-    out = {"naive_s": t, "pairs": 120}
+    out = {"naive_s": t, "pairs": len(keys) * (len(keys) - 1) // 2}
     if engine_s:
         out["engine_speedup"] = t / engine_s
     print(f"(d) naive one Ray task per pair, no cache: {t:.1f}s"
@@ -383,49 +407,89 @@ def _resume_case(label: str, make_app, runs_root: str, **options) -> dict:
     return out
 
 
-def part_f(runs_root: str) -> dict:
+def part_f(runs_root: str, n_synthetic: int = 140) -> dict:
     """Resume of a run that was 90 % done against the full run: the 16 genomes (a short run,
     where the resume's fixed start-up dominates) and a compare-heavy synthetic run of ~1 min."""
     from apps.jaccard import JaccardApp
     paths = _genomes()
-    return {"genomes": _resume_case("16 genomes", lambda: JaccardApp(paths, k=21), runs_root,
-                                    leaf_items=1),
-            "synthetic": _resume_case("compare-heavy synthetic n=140",
+    return {"genomes": _resume_case(f"{len(paths)} genomes", lambda: JaccardApp(paths, k=21),
+                                    runs_root, leaf_items=1),
+            "synthetic": _resume_case(f"compare-heavy synthetic n={n_synthetic}",
                                       lambda: SyntheticApp(**{**PROFILES["compare-heavy"],
-                                                              "n": 140}), runs_root)}
+                                                              "n": n_synthetic}), runs_root)}
+
+
+def targets(results: dict) -> list[dict]:
+    """The issue's targets, each with the figure this run measured (None: part not run)."""
+    out = []
+    a = results.get("a_efficiency") or {}
+    for name, row in a.items():
+        out.append(target(f"(a) efficiency, {name}", row["efficiency"], ">=", 0.90))
+    b = results.get("b_R") or {}
+    for row in b.get("real", []):
+        if row["fraction"] <= 0.5:
+            out.append(target(f"(b) R planned / (1 + n/2S), S = {row['fraction']:.0%} of "
+                              f"n = {row['n']}", row["planned_over_model"], "<=", 1.1))
+    c = results.get("c_jaccard_vs_tools")
+    if c:
+        out.append(target(f"(c) speed-up over exact mash ({c['n']} genomes, running Ray)",
+                          c.get("speedup_vs_mash_running_ray"), ">=", 1.5, "x"))
+        out.append(target("(c) max abs difference from mash's J",
+                          c.get("max_abs_diff_vs_mash"), "<=", 1e-9))
+    e = results.get("e_journal")
+    if e:
+        out.append(target("(e) journal time / T (direct)", e["direct_overhead"], "<=", 0.03))
+    f = results.get("f_resume")
+    if f:
+        out.append(target("(f) resume of a 90 %-done run / full run (synthetic)",
+                          f["synthetic"]["ratio"], "<=", 0.15))
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parts", default="a,b,c,d,e,f")
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "allpairs.json"))
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny sizes, 4 genomes, no sourmash: proves every part runs")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="engine runs per profile in part (a), the best kept (default 2)")
+    ap.add_argument("--journal-reps", type=int, default=None,
+                    help="runs with and without the journal in part (e) (default 10)")
+    ap.add_argument("--b-n", type=int, default=None,
+                    help="items of part (b)'s real runs (default 120; leaf 1, so n^2/2 tiles)")
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/allpairs.json")
     args = ap.parse_args(argv)
+    global QUICK
+    QUICK = args.quick
+    started = time.time()
     parts = set(args.parts.split(","))
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     runs_root = tempfile.mkdtemp(prefix="pairflow-bench-")
     init_ray(num_cpus=2, object_store_mb=2048)
-    results = {"machine": {"cpus": os.cpu_count()}, "command": " ".join(sys.argv)}
+    results = {"quick": args.quick, "parts": sorted(parts)}
     try:
         if "a" in parts:
-            results["a_efficiency"] = part_a(runs_root)
+            results["a_efficiency"] = part_a(
+                runs_root, sizes=("quick",) if args.quick else ("small", "large"),
+                repeat=args.repeat or (1 if args.quick else 2))
         if "b" in parts:
-            results["b_R"] = part_b(runs_root)
+            results["b_R"] = (part_b(runs_root, n=20, n_big=100, fractions=(0.1, 0.5))
+                              if args.quick else part_b(runs_root, n=args.b_n or 120))
         engine_s = None
         if "c" in parts:
-            results["c_jaccard_vs_tools"] = part_c(runs_root)
+            results["c_jaccard_vs_tools"] = part_c(runs_root, with_sourmash=not args.quick)
             c = results["c_jaccard_vs_tools"]
             engine_s = c["engine_wall_s"] - c["ray_init_s"]
         if "d" in parts:
             results["d_naive"] = part_d(engine_s)
         if "e" in parts:
-            results["e_journal"] = part_e(runs_root)
+            results["e_journal"] = part_e(runs_root,
+                                          reps=args.journal_reps or (1 if args.quick else 10))
         if "f" in parts:
-            results["f_resume"] = part_f(runs_root)
+            results["f_resume"] = part_f(runs_root, n_synthetic=30 if args.quick else 140)
     finally:
         shutil.rmtree(runs_root, ignore_errors=True)
-        with open(args.out, "w") as fh:
-            json.dump(results, fh, indent=1)
-        print(f"wrote {args.out}")
+        write(out_path("allpairs.json", args.out), results, "allpairs",
+              targets=targets(results), quick=args.quick, started=started)
     return 0
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
 import tempfile
@@ -36,6 +35,8 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
+
+from _record import out_path, target, write  # noqa: E402
 
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
 DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
@@ -192,7 +193,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--apps", default="phylogeny,forensics,microscopy")
     parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--out", default=None, help="default: benchmarks/out/apps.json")
     args = parser.parse_args(argv)
+    started = time.time()
     from engine.run.runtime import init_ray
     init_ray(num_cpus=args.num_cpus, object_store_mb=1536)
     out = {"quick": args.quick, "apps": {}}
@@ -200,11 +203,11 @@ def main(argv=None) -> int:
         for name in args.apps.split(","):
             out["apps"][name] = bench(name.strip(), args.quick, os.path.join(work, "runs"),
                                       work)
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    path = os.path.join(ROOT, "benchmarks", "out", "apps.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
-    print(f"written {path}")
+    goals = [target(f"efficiency, {name} (engine's host tier)",
+                    row["runs"]["engine_host_tier"]["efficiency"], ">=", 0.90)
+             for name, row in out["apps"].items()]
+    write(out_path("apps.json", args.out), out, "apps", targets=goals, quick=args.quick,
+          started=started)
     return 0
 
 

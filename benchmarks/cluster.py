@@ -13,10 +13,10 @@ Results go to benchmarks/out/cluster.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -26,6 +26,7 @@ from apps.synthetic import SyntheticApp  # noqa: E402
 from engine.pairs.driver import allpairs  # noqa: E402
 from engine.run.rundir import read_jsonl  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 
 
 def _run(runs: str, n: int, t_cmp: float, slow: dict, actors: int, leaf: int | None) -> dict:
@@ -61,14 +62,23 @@ def unequal_devices(runs: str, n: int, t_cmp: float, factors=(1, 2, 4),
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, to prove it runs")
+    ap.add_argument("--n", type=int, default=None, help="items (default 300; 40 with --quick)")
+    ap.add_argument("--t-cmp", type=float, default=None,
+                    help="seconds per compare (default 0.002; 0.0005 with --quick)")
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/cluster.json")
     args = ap.parse_args(argv)
+    started = time.time()
     n, t_cmp = (40, 0.0005) if args.quick else (300, 0.002)
+    n, t_cmp = args.n or n, args.t_cmp or t_cmp
     init_ray(num_cpus=4, object_store_mb=512)
     with tempfile.TemporaryDirectory() as runs:
         result = unequal_devices(runs, n, t_cmp)
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "out", "cluster.json"), "w") as fh:
-        json.dump(result, fh, indent=1)
+    result["cores"] = os.cpu_count()
+    write(out_path("cluster.json", args.out), result, "cluster", quick=args.quick,
+          started=started,
+          targets=[target("end spread / compute time", result["end_spread"], "<=", 0.10),
+                   target("throughput / sum of solo throughputs", result["throughput_ratio"],
+                          ">=", 0.9)])
     t = result["together"]
     ends = ", ".join(f"{a} {e:.2f}s" for a, e in sorted(t["ends_s"].items()))
     print(f"factors {result['factors']}: ends {ends}"

@@ -38,6 +38,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 from engine import farm  # noqa: E402
 from engine.toolfarm.units import cut_units, read_unit, scan_records  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 
 PROTEOMES = os.path.join(ROOT, ".data", "proteomes")
 BLAST = ["blastp", "-query", "{input}", "-db", "{shared:db}", "-outfmt", "6",
@@ -107,9 +108,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--queries", type=int, default=None,
+                    help="query proteins (default 1,200; 40 with --quick)")
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/farm.json")
     args = ap.parse_args()
+    started = time.time()
     reps = args.reps or (1 if args.quick else 3)
     n_queries, unit_records = (40, 5) if args.quick else (1200, 20)
+    n_queries = args.queries or n_queries
     db_src = os.path.join(PROTEOMES, "H.Pylori", "ELS37.faa" if args.quick else "G27.faa")
     q_src = os.path.join(PROTEOMES, "H.Pylori", "Puno120.faa")
     for p in (db_src, q_src):
@@ -148,10 +154,11 @@ def main() -> None:
                           "farm_2_workers_s": two_s},
         "raw": {"direct": direct, "farm_1": one, "farm_2": two, "naive": naive},
     }
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    path = os.path.join(ROOT, "benchmarks", "out", "farm.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+    write(out_path("farm.json", args.out), out, "farm", quick=args.quick, started=started,
+          targets=[target("(a) farm with 1 worker / tool run directly - 1",
+                          out["a_overhead"]["overhead"], "<=", 0.03),
+                   target("(b) 2 workers / 1 worker throughput", out["b_scaling"]["speedup"],
+                          ">=", 1.9, "x")])
     print(json.dumps({k: v for k, v in out.items() if k != "raw"}, indent=1))
     shutil.rmtree(work, ignore_errors=True)
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -40,6 +39,8 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
+
+from _record import out_path, target, write  # noqa: E402
 
 DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 READS = os.path.join(DATA, "root", "usr", "share", "doc", "bowtie2", "examples", "reads")
@@ -144,8 +145,9 @@ def run_reads(args, runs_root: str, work: str) -> list[dict]:
     sets = ["reads_1"] if args.quick else list(SETS)
     for name in sets:
         for k in (5, 7):
+            merge = not args.no_merge and (args.merge_on is None or name in args.merge_on)
             case = reads_case(name, SETS[name], k, 2000 if args.quick else None, runs_root,
-                              work, merge=not args.no_merge)
+                              work, merge=merge)
             cases.append(case)
             _print_case(case)
     return cases
@@ -185,8 +187,15 @@ def main(argv=None) -> int:
     parser.add_argument("--parts", default="reads,proteomes")
     parser.add_argument("--no-merge", action="store_true",
                         help="leave out the merge kernel (bare and through the engine)")
+    parser.add_argument("--merge-on", default=None,
+                        help="run the merge kernel on these read sets only (e.g. reads_1; "
+                        "default: every set)")
     parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--out", default=None, help="default: benchmarks/out/many_small.json")
     args = parser.parse_args(argv)
+    started = time.time()
+    if args.merge_on is not None:
+        args.merge_on = set(args.merge_on.split(","))
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - {"reads", "proteomes"}
     if unknown:
@@ -201,11 +210,12 @@ def main(argv=None) -> int:
             out["proteomes"] = run_proteomes(args)
             if "error" in out["proteomes"]:
                 print(f"proteomes: {out['proteomes']['error']}")
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    path = os.path.join(ROOT, "benchmarks", "out", "many_small.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
-    print(f"written {path}")
+    goals = [target(f"engine / bare popcount, {c['set']}, k = {c['k']}",
+                    c["engine_vs_bare_popcount"], ">=", c["target"])
+             for c in out.get("reads", []) if c.get("target") is not None]
+    # the proteomes part's target is in its own JSON (many_small_proteomes.json)
+    write(out_path("many_small.json", args.out), out, "many_small", targets=goals,
+          quick=args.quick, started=started)
     return 0
 
 

@@ -51,8 +51,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
+from _record import out_path, target, write  # noqa: E402
+
 PROTEOMES = os.path.join(ROOT, ".data", "proteomes")
-OUT = os.path.join(ROOT, "benchmarks", "out", "many_small_proteomes.json")
 GAP_OPEN, GAP_EXTEND = 12, 1  # standard convention; BLAST's 11/1
 
 
@@ -65,7 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="30 x 200 proteins: a check, no figure")
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--evalue", type=float, default=1e-3)
-    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--out", default=None,
+                    help="default: benchmarks/out/many_small_proteomes.json")
     args = ap.parse_args(argv)
     if args.quick:
         args.n_queries, args.n_targets = min(args.n_queries, 30), min(args.n_targets, 200)
@@ -163,6 +165,7 @@ def run(args) -> dict:
         args = parse_args(["--quick"] if args.get("quick") else []).__dict__ | args
         args = argparse.Namespace(**args)
     from apps.align import align
+    started = time.time()
     work = tempfile.mkdtemp(prefix="many_small_proteomes-")
     try:
         q = _read(args.queries, args.n_queries, "q")
@@ -222,9 +225,9 @@ def run(args) -> dict:
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(out, fh, indent=2)
+    write(out_path("many_small_proteomes.json", args.out), out, "many_small_proteomes",
+          quick=bool(args.quick), started=started,
+          targets=[target("engine / same kernel in 2 processes", out["efficiency"], ">=", 0.9)])
     return out
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/pipeline.py                # everything, ~15 minutes on 2 cores
     .venv/bin/python benchmarks/pipeline.py --parts a      # a subset (a, b, c)
+    .venv/bin/python benchmarks/pipeline.py --quick        # 1 repetition, small sizes
 
 (a) Synthetic pipelines whose operators burn known CPU per record (compiled spin, GIL released)
     and pass records with known probabilities (independent uniform columns): the adaptive run,
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -43,6 +43,7 @@ from engine.pipeline import Filter, Map, Pipeline  # noqa: E402
 from operators.arrays import ArraySource  # noqa: E402
 from engine.run.runtime import init_ray  # noqa: E402
 from kernels.spin import spin as _spin, spin_rate  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 
 RUNS = tempfile.mkdtemp(prefix="pairflow-bench-pipeline-")
 
@@ -258,17 +259,22 @@ def part_c(reps: int, cpus: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parts", default="a,b,c")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--records", type=int, default=600_000)
+    ap.add_argument("--quick", action="store_true",
+                    help="1 repetition, 60,000 records, the HEP file read twice")
+    ap.add_argument("--reps", type=int, default=None, help="default 3 (1 with --quick)")
+    ap.add_argument("--records", type=int, default=None, help="default 600,000")
     ap.add_argument("--batch", type=int, default=10_000)
-    ap.add_argument("--hep-repeat", type=int, default=20)
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "pipeline.json"))
+    ap.add_argument("--hep-repeat", type=int, default=None, help="default 20")
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/pipeline.json")
     args = ap.parse_args()
+    args.reps = args.reps or (1 if args.quick else 3)
+    args.records = args.records or (60_000 if args.quick else 600_000)
+    args.hep_repeat = args.hep_repeat or (2 if args.quick else 20)
     cpus = os.cpu_count() or 1
     t0 = time.time()
     init_ray(num_cpus=cpus)
-    results = {"cpus": cpus, "reps": args.reps, "command": " ".join(sys.argv),
-               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    results = {"cpus": cpus, "reps": args.reps, "records": args.records,
+               "hep_repeat": args.hep_repeat, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     parts = args.parts.split(",")
     if "a" in parts:
         results["a_synthetic"] = part_a(args.reps, args.records, args.batch)
@@ -277,10 +283,11 @@ def main() -> None:
     if "c" in parts:
         results["c_dsdp"] = part_c(args.reps, cpus)
     results["wall_s"] = time.time() - t0
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(results, fh, indent=1)
-    print(f"wrote {args.out} ({results['wall_s']:.0f} s)")
+    goals = [target(f"(a) adaptive / best static order, {name}",
+                    row["adaptive_over_best_static"], "<=", 1.1)
+             for name, row in results.get("a_synthetic", {}).items()]
+    write(out_path("pipeline.json", args.out), results, "pipeline", targets=goals,
+          quick=args.quick, started=t0)
 
 
 if __name__ == "__main__":

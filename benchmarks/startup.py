@@ -38,6 +38,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from _record import out_path, target, write  # noqa: E402
+
 PAIRFLOW = os.path.join(os.path.dirname(sys.executable), "pairflow")
 ENV = {**os.environ, "PYTHONPATH": ROOT, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -158,8 +160,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 repetition, 4 genomes")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out", "startup.json"))
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/startup.json")
     a = ap.parse_args()
+    started = time.time()
     reps = a.reps or (1 if a.quick else 3)
     pattern, paths = _genomes(a.quick)
     work = tempfile.mkdtemp(prefix="pairflow-startup-")
@@ -226,9 +229,14 @@ def main() -> None:
             "ge_3x_mash": out["speedup_vs_mash"] >= 3.0}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as fh:
-        json.dump(out, fh, indent=2)
+    a.out = write(out_path("startup.json", a.out), out, "startup", quick=a.quick,
+                  started=started, targets=[
+                      target("3-record FASTA, end to end", out["three_records"]["wall_s"],
+                             "<=", 1.5, "s"),
+                      target("default job: wall - compute", out["default_job"]["over_compute_s"],
+                             "<=", 2.0, "s"),
+                      target("default job: speed-up over exact mash, end to end",
+                             out["speedup_vs_mash"], ">=", 3.0, "x")])
     s, d, r = out["three_records"], out["default_job"], out["ray_job"]
     print(f"3-record FASTA: {s['wall_s']:.2f}s end to end, {s['cpu_s']:.2f}s of CPU "
           f"({s['executor']}; target <= 1.5s)")

@@ -11,7 +11,6 @@ also checked against a 32-bit striped run so a fast wrong answer cannot win.  Be
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _record import out_path, write  # noqa: E402
 
 from kernels.scoring import Scoring  # noqa: E402
 from kernels.smith_waterman import cells, sw_reference_batch, sw_scores, sw_traceback  # noqa: E402
@@ -75,8 +75,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("PAIRFLOW_DATA", ".data"))
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--json", "--out", dest="json",
+                    help="write the results here (default: benchmarks/out/sw_micro.json)")
+    ap.add_argument("--quick", action="store_true", help="--repeat 1")
     a = ap.parse_args()
+    started = time.time()
+    if a.quick:
+        a.repeat = 1
     res: dict = {"workloads": {}}
     for name, (qs, ts, scoring) in workloads(Path(a.data)).items():
         n_cells = cells([len(q) for q in qs], [len(t) for t in ts])
@@ -104,8 +109,7 @@ def main() -> None:
     res["traceback_ms_per_globin_pair"] = dt_tb / len(glob) * 1e3
     print(f"numpy reference (one globin vs 45, batched): {ref_rate:.0f} Mcells/s; "
           f"traceback: {res['traceback_ms_per_globin_pair']:.3f} ms per globin pair")
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=2))
+    write(out_path("sw_micro.json", a.json), res, "sw_micro", quick=a.quick, started=started)
 
 
 if __name__ == "__main__":
