@@ -200,20 +200,19 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _push(vals, idx, nums, dens, n, slot, v, x, c, u, k):
-    """Insert value ``v`` = c / u (times the sign) of index ``x`` into the k best of ``slot``,
-    kept best first: a later equal value ranks after the ones there, so ties keep the lower
-    index (indices come in increasing order). Returns whether ``slot`` holds k."""
+def _push(idx, nums, dens, n, slot, x, c, u, k, sign):
+    """Insert the cell of index ``x`` and J = c / u into the k best of ``slot``, kept best
+    first (by J times ``sign``, compared as fractions): a later equal J ranks after the ones
+    there, so ties keep the lower index (indices come in increasing order). Returns whether
+    ``slot`` holds k."""
     m = n[slot]
     p = m if m < k else k - 1
-    while p > 0 and vals[slot, p - 1] < v:
+    while p > 0 and sign * (c * dens[slot, p - 1] - nums[slot, p - 1] * u) > 0:
         if p < k:
-            vals[slot, p] = vals[slot, p - 1]
             idx[slot, p] = idx[slot, p - 1]
             nums[slot, p] = nums[slot, p - 1]
             dens[slot, p] = dens[slot, p - 1]
         p -= 1
-    vals[slot, p] = v
     idx[slot, p] = x
     nums[slot, p] = c
     dens[slot, p] = u
@@ -230,36 +229,34 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     column's (``do_cols``) by J times ``sign`` (-1: smallest first), ties to the lower index:
     (i, j, J, is_column) of every candidate, rows first then columns.
 
-    No tile-sized array is written, and J is divided out only for a cell that enters a top k:
-    a cell is compared with its row's and column's k-th best as fractions, c * u' against
-    c' * u (counts below 2^31: exact), which orders cells exactly as their J do (distinct
-    fractions of such small terms never round to one double). Cells are visited a cache block
+    No tile-sized array is written and no J is divided out until the end: a cell is compared
+    with its row's and column's k-th best as fractions, c * u' against c' * u (counts below
+    2^31: exact), which orders cells exactly as their J do (distinct fractions of such small
+    terms never round to one double); the kept ones are divided out as c / |A u B|, the very
+    double of :func:`bitset_jaccard`. Counts of a block of columns are taken first in a pass
+    of their own, without branches. Cells are visited a cache block
     of columns at a time, rows in order within it, so every row sees its columns, and every
     column its rows, in increasing order: ties go to the lower index."""
     na, nw = a.shape
     nb = b.shape[0]
     nr = na if do_rows else 0
     nc = nb if do_cols else 0
-    fsign = 1.0 if sign > 0 else -1.0
     # the k-th best so far as a fraction, "worse than any J" before a slot holds k:
     # -1/1 ranks below every J when the largest win, 2/1 above every J when the smallest do
     t_num = np.int64(-1) if sign > 0 else np.int64(2)
-    rv = np.empty((nr, k))
     rj = np.empty((nr, k), np.int64)
     rnum = np.empty((nr, k), np.int64)
     rden = np.empty((nr, k), np.int64)
     rn = np.zeros(nr, np.int64)
     row_num = np.full(nr, t_num)
     row_den = np.ones(nr, np.int64)
-    cv = np.empty((nc, k))
     ci = np.empty((nc, k), np.int64)
     cnum = np.empty((nc, k), np.int64)
     cden = np.empty((nc, k), np.int64)
     cn = np.zeros(nc, np.int64)
     col_num = np.full(nc, t_num)
     col_den = np.ones(nc, np.int64)
-    cnt = np.empty(jblock, np.int64)
-    flag = np.empty(jblock, np.bool_)
+    cnt = np.empty(jblock, np.uint64)
     for j0 in range(0, nb, jblock):
         j1 = min(nb, j0 + jblock)
         for i in range(na):
@@ -273,35 +270,25 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                 continue
             sa = size_a[i]
             tn, td = (row_num[i], row_den[i]) if do_rows else (t_num, np.int64(1))
-            # pass 1, branch-free so it vectorises across columns: the counts, and which cells
-            # may enter their row's or their column's k best (thresholds only rise in pass 2,
-            # so this is a superset)
+            # pass 1, branch-free so it vectorises across columns: the counts
             for j in range(lo, hi):
                 s = np.uint64(0)
                 for w in range(nw):
                     s += _popcount(a[i, w] & b[j, w])
-                c = np.int64(s)
-                u = max(sa + size_b[j] - c, np.int64(1))  # two empty sets: J = 0 = 0 / 1
-                cnt[j - lo] = c
-                f = False
-                if do_rows:
-                    f = sign * (c * td - tn * u) > 0
-                if do_cols:
-                    f = f | (sign * (c * col_den[j] - col_num[j] * u) > 0)
-                flag[j - lo] = f
-            # pass 2: the few flagged cells, in column order
+                cnt[j - lo] = s
+            # pass 2: a cell enters its row's or its column's k best only when it beats the
+            # k-th best so far (compared as fractions: no division until then)
             for j in range(lo, hi):
-                if not flag[j - lo] or (use_mask and not mask[i, j]):
+                if use_mask and not mask[i, j]:
                     continue
-                c = cnt[j - lo]
+                c = np.int64(cnt[j - lo])
                 union = sa + size_b[j] - c
-                u = union if union > 0 else np.int64(1)
-                v = (c / union if union > 0 else 0.0) * fsign
+                u = union if union > 0 else np.int64(1)  # two empty sets: J = 0 = 0 / 1
                 if do_rows and sign * (c * td - tn * u) > 0:
-                    if _push(rv, rj, rnum, rden, rn, i, v, j, c, u, k):
+                    if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
                         tn, td = rnum[i, k - 1], rden[i, k - 1]
                 if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
-                    if _push(cv, ci, cnum, cden, cn, j, v, i, c, u, k):
+                    if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
                         col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
             if do_rows:
                 row_num[i], row_den[i] = tn, td
@@ -315,13 +302,13 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
         for p in range(rn[i]):
             out_i[w] = i
             out_j[w] = rj[i, p]
-            out_v[w] = rv[i, p] * fsign
+            out_v[w] = rnum[i, p] / rden[i, p]  # = c / |A u B| (0 / 1: two empty sets)
             w += 1
     for j in range(nc):
         for p in range(cn[j]):
             out_i[w] = ci[j, p]
             out_j[w] = j
-            out_v[w] = cv[j, p] * fsign
+            out_v[w] = cnum[j, p] / cden[j, p]
             out_c[w] = True
             w += 1
     return out_i, out_j, out_v, out_c
