@@ -172,3 +172,13 @@ def test_validation_sample_is_a_reproducible_fraction():
     assert len(got) == math.ceil(0.1 * 25) and set(got) <= set(pending)
     assert got == sorted(got) == validation_sample(pending, 0.1, seed=3)
     assert validation_sample([4], 0.01, 0) == [4]
+
+
+def test_load_batch_hand_cases():
+    from engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
+    cfg = AllPairsConfig()
+    assert load_batch(cfg, 0.044) == 3            # ceil(0.1 s / 0.044 s)
+    assert load_batch(cfg, 0.5) == 1              # a slow parse: one item a task
+    assert load_batch(cfg, 1e-4) == 1000          # 0.1 s of 0.1 ms parses
+    assert load_batch(cfg, 2e-6) == LOAD_BATCH_MAX == 2048  # reads: capped, not 50,000
+    assert load_batch(AllPairsConfig(load_batch=7), 2e-6) == 7
