@@ -233,10 +233,10 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     with its row's and column's k-th best as fractions, c * u' against c' * u (counts below
     2^31: exact), which orders cells exactly as their J do (distinct fractions of such small
     terms never round to one double); the kept ones are divided out as c / |A u B|, the very
-    double of :func:`bitset_jaccard`. Counts of a block of columns are taken first in a pass
-    of their own, without branches. Cells are visited a cache block
-    of columns at a time, rows in order within it, so every row sees its columns, and every
-    column its rows, in increasing order: ties go to the lower index."""
+    double of :func:`bitset_jaccard`. A row's counts over a block of columns are taken first,
+    in a pass of their own without branches. Cells are visited a cache block of columns at a
+    time, rows in order within it, so every row sees its columns, and every column its rows,
+    in increasing order: ties go to the lower index."""
     na, nw = a.shape
     nb = b.shape[0]
     nr = na if do_rows else 0
