@@ -27,7 +27,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from engine import BasePairApp, InputError, url_digest
+from engine import (BasePairApp, InputError, ThresholdReduction, TileCandidates, TopKReduction,
+                    url_digest)
 from kernels.jaccard import intersection_counts, jaccard_from_counts
 from kernels.kmers import canonical_kmers, record_kmer_sets
 from operators.sequences import SequenceCatalog
@@ -230,6 +231,10 @@ class JaccardApp(BasePairApp):
             {"bits" if self.kernel == "bitset" else "kmers": one}
         one = self.preprocess("warmup", item, device)
         self.compare([one], [one], np.ones((1, 1), bool), device)
+        # and the kernels that keep only a top-k or a threshold (compare_reduced)
+        self.compare_reduced([one], [one], np.ones((1, 1), bool), device,
+                             [TopKReduction("similarity", 1, True, True, True),
+                              ThresholdReduction("similarity", 0.5, True)])
         if host and self.item == "record":
             # a loader builds the items of a file on its first record: before the clock
             # starts, and before the stage measurement times a parse
@@ -296,6 +301,27 @@ class JaccardApp(BasePairApp):
             size_r = np.array([len(x) for x in right], dtype=np.int64)
         sim = jaccard_from_counts(inter, size_l[:, None], size_r[None, :])
         return {"similarity": sim, "intersection": inter}
+
+    def compare_reduced(self, left, right, mask, device, reductions):
+        """A tile of the bitset kernel on the CPU straight to what its sinks keep of the
+        similarity (a top-k or a threshold of J): the kernel keeps each row's and column's
+        best as it goes and never writes the tile's matrices, which on short reads cost
+        several times the popcounts. Anything else (merge, a GPU, another field) declines."""
+        if self.kernel != "bitset" or device != "cpu" or \
+                any(r.field != "similarity" for r in reductions):
+            return None
+        out = []
+        for r in reductions:
+            if isinstance(r, TopKReduction):
+                i, j, v, col = _bits.bitset_jaccard_topk(left, right, mask, r.k, r.largest,
+                                                         r.rows, r.cols)
+                out.append(TileCandidates(i, j, v, col))
+            elif isinstance(r, ThresholdReduction):
+                i, j, v = _bits.bitset_jaccard_threshold(left, right, r.t, mask, r.above)
+                out.append(TileCandidates(i, j, v))
+            else:
+                return None
+        return out
 
     def postprocess(self, block, tile, mask):
         """The fields, ``distance`` computed only when a sink asks for it (a top-k of

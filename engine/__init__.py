@@ -13,12 +13,14 @@ _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 from .pairs.app import BasePairApp, FunctionApp, PairApp, url_digest
 from .errors import InputError, PairflowError
 from .pairs.space import PairList, PairWeights, Rectangle, Tile, Triangle, leaves, quadtree
-from .pairs.sinks import DenseMatrix, Threshold, TopK, make_sink
+from .pairs.sinks import (DenseMatrix, Threshold, ThresholdReduction, TileCandidates, TopK,
+                          TopKReduction, make_sink)
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PairApp", "InputError",
            "PairflowError", "url_digest", "PairList", "Rectangle", "Tile", "Triangle", "leaves",
            "quadtree",
-           "DenseMatrix", "Threshold", "TopK", "Pipeline", "Map", "Filter", "Batch",
+           "DenseMatrix", "Threshold", "TopK", "TopKReduction", "ThresholdReduction",
+           "TileCandidates", "Pipeline", "Map", "Filter", "Batch",
            "PairSource", "prefilter", "PairWeights", "make_sink", "fetch", "read_json",
            "write_json", "map_chunks", "RunDir", "farm", "FarmSpec", "gather", "Session",
            "session"]

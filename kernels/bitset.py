@@ -29,7 +29,8 @@ from .backend import is_numpy_namespace, to_numpy
 from .kmers import _TABLE, _check_k, _joined
 
 __all__ = ["MAX_BITSET_K", "bitset_words", "canonical_slots", "kmer_bitsets", "bitset_sizes",
-           "bitset_intersections", "bitset_jaccard", "prefer_bitset"]
+           "bitset_intersections", "bitset_jaccard", "bitset_jaccard_topk",
+           "bitset_jaccard_threshold", "prefer_bitset"]
 
 MAX_BITSET_K = 8  # 4^8 bits = 8 KiB per set; past that a set is mostly zero words
 
@@ -196,6 +197,207 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
                 inter[i, j] = c
                 union = sa + size_b[j] - c
                 sim[i, j] = c / union if union > 0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _push(idx, nums, dens, n, slot, x, c, u, k, sign):
+    """Insert the cell of index ``x`` and J = c / u into the k best of ``slot``, kept best
+    first (by J times ``sign``, compared as fractions): a later equal J ranks after the ones
+    there, so ties keep the lower index (indices come in increasing order). Returns whether
+    ``slot`` holds k."""
+    m = n[slot]
+    p = m if m < k else k - 1
+    while p > 0 and sign * (c * dens[slot, p - 1] - nums[slot, p - 1] * u) > 0:
+        if p < k:
+            idx[slot, p] = idx[slot, p - 1]
+            nums[slot, p] = nums[slot, p - 1]
+            dens[slot, p] = dens[slot, p - 1]
+        p -= 1
+    idx[slot, p] = x
+    nums[slot, p] = c
+    dens[slot, p] = u
+    if m < k:
+        n[slot] = m + 1
+        m += 1
+    return m == k
+
+
+@numba.njit(cache=True, nogil=True)
+def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, do_cols,
+                        jblock):
+    """J of every pair the mask allows, keeping only each row's k best (``do_rows``) and each
+    column's (``do_cols``) by J times ``sign`` (-1: smallest first), ties to the lower index:
+    (i, j, J, is_column) of every candidate, rows first then columns.
+
+    No tile-sized array is written and no J is divided out until the end: a cell is compared
+    with its row's and column's k-th best as fractions, c * u' against c' * u (counts below
+    2^31: exact), which orders cells exactly as their J do (distinct fractions of such small
+    terms never round to one double); the kept ones are divided out as c / |A u B|, the very
+    double of :func:`bitset_jaccard`. A row's counts over a block of columns are taken first,
+    in a pass of their own without branches. Cells are visited a cache block of columns at a
+    time, rows in order within it, so every row sees its columns, and every column its rows,
+    in increasing order: ties go to the lower index."""
+    na, nw = a.shape
+    nb = b.shape[0]
+    nr = na if do_rows else 0
+    nc = nb if do_cols else 0
+    # the k-th best so far as a fraction, "worse than any J" before a slot holds k:
+    # -1/1 ranks below every J when the largest win, 2/1 above every J when the smallest do
+    t_num = np.int64(-1) if sign > 0 else np.int64(2)
+    rj = np.empty((nr, k), np.int64)
+    rnum = np.empty((nr, k), np.int64)
+    rden = np.empty((nr, k), np.int64)
+    rn = np.zeros(nr, np.int64)
+    row_num = np.full(nr, t_num)
+    row_den = np.ones(nr, np.int64)
+    ci = np.empty((nc, k), np.int64)
+    cnum = np.empty((nc, k), np.int64)
+    cden = np.empty((nc, k), np.int64)
+    cn = np.zeros(nc, np.int64)
+    col_num = np.full(nc, t_num)
+    col_den = np.ones(nc, np.int64)
+    cnt = np.empty(jblock, np.uint64)
+    for j0 in range(0, nb, jblock):
+        j1 = min(nb, j0 + jblock)
+        for i in range(na):
+            lo, hi = j0, j1
+            if use_mask:  # the row's allowed columns lie within [lo, hi)
+                while lo < hi and not mask[i, lo]:
+                    lo += 1
+                while hi > lo and not mask[i, hi - 1]:
+                    hi -= 1
+            if lo >= hi:
+                continue
+            sa = size_a[i]
+            tn, td = (row_num[i], row_den[i]) if do_rows else (t_num, np.int64(1))
+            # pass 1, branch-free so it vectorises across columns: the counts
+            for j in range(lo, hi):
+                s = np.uint64(0)
+                for w in range(nw):
+                    s += _popcount(a[i, w] & b[j, w])
+                cnt[j - lo] = s
+            # pass 2: a cell enters its row's or its column's k best only when it beats the
+            # k-th best so far (compared as fractions: no division until then)
+            for j in range(lo, hi):
+                if use_mask and not mask[i, j]:
+                    continue
+                c = np.int64(cnt[j - lo])
+                union = sa + size_b[j] - c
+                u = union if union > 0 else np.int64(1)  # two empty sets: J = 0 = 0 / 1
+                if do_rows and sign * (c * td - tn * u) > 0:
+                    if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
+                        tn, td = rnum[i, k - 1], rden[i, k - 1]
+                if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
+                    if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
+                        col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
+            if do_rows:
+                row_num[i], row_den[i] = tn, td
+    total = rn.sum() + cn.sum()
+    out_i = np.empty(total, np.int64)
+    out_j = np.empty(total, np.int64)
+    out_v = np.empty(total)
+    out_c = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(nr):
+        for p in range(rn[i]):
+            out_i[w] = i
+            out_j[w] = rj[i, p]
+            out_v[w] = rnum[i, p] / rden[i, p]  # = c / |A u B| (0 / 1: two empty sets)
+            w += 1
+    for j in range(nc):
+        for p in range(cn[j]):
+            out_i[w] = ci[j, p]
+            out_j[w] = j
+            out_v[w] = cnum[j, p] / cden[j, p]
+            out_c[w] = True
+            w += 1
+    return out_i, out_j, out_v, out_c
+
+
+@numba.njit(cache=True, nogil=True)
+def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
+    """(i, j, J) of the cells the mask allows whose J is >= t (``above``) or <= t, in the
+    order visited (a cache block of columns at a time); nothing tile-sized is written."""
+    na, nw = a.shape
+    nb = b.shape[0]
+    cap = 1024
+    out_i = np.empty(cap, np.int64)
+    out_j = np.empty(cap, np.int64)
+    out_v = np.empty(cap)
+    n = 0
+    for j0 in range(0, nb, jblock):
+        j1 = min(nb, j0 + jblock)
+        for i in range(na):
+            sa = size_a[i]
+            for j in range(j0, j1):
+                if use_mask and not mask[i, j]:
+                    continue
+                s = np.uint64(0)
+                for w in range(nw):
+                    s += _popcount(a[i, w] & b[j, w])
+                c = np.int64(s)
+                union = sa + size_b[j] - c
+                v = c / union if union > 0 else 0.0
+                if (v >= t) if above else (v <= t):
+                    if n == cap:
+                        cap *= 2
+                        grown_i = np.empty(cap, np.int64)
+                        grown_j = np.empty(cap, np.int64)
+                        grown_v = np.empty(cap)
+                        grown_i[:n] = out_i[:n]
+                        grown_j[:n] = out_j[:n]
+                        grown_v[:n] = out_v[:n]
+                        out_i, out_j, out_v = grown_i, grown_j, grown_v
+                    out_i[n] = i
+                    out_j[n] = j
+                    out_v[n] = v
+                    n += 1
+    return out_i[:n], out_j[:n], out_v[:n]
+
+
+def _tile_args(lefts, rights, mask):
+    """The stacked rows, their sizes, the mask (or a dummy) and the column block of a tile."""
+    a, b = _stack(lefts), _stack(rights)
+    if a.shape[1] != b.shape[1] and len(a) and len(b):
+        raise ValueError(f"bitset rows differ in length: {a.shape[1]} and {b.shape[1]} words "
+                         "(sets of different k?)")
+    use_mask = mask is not None
+    m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
+    if use_mask and m.shape != (a.shape[0], b.shape[0]):
+        raise ValueError(f"mask has shape {m.shape}, expected {(a.shape[0], b.shape[0])}")
+    jblock = max(1, _BLOCK_BYTES // (8 * a.shape[1]))
+    return a, b, np.ascontiguousarray(m), use_mask, jblock
+
+
+def bitset_jaccard_topk(lefts, rights, mask=None, k: int = 10, largest: bool = True,
+                        rows: bool = True, cols: bool = False):
+    """Each row's (``rows``) and each column's (``cols``) k best Jaccard values of a tile, ties
+    to the lower index, without the tile's matrices: (i, j, J, is_column) arrays, a row's
+    candidates (is_column False) first, then a column's. J is bit for bit what
+    :func:`bitset_jaccard` gives for the same pair; cells where ``mask`` is False are no
+    candidates."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    a, b, m, use_mask, jblock = _tile_args(lefts, rights, mask)
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), np.zeros(0), np.zeros(0, bool)
+    use_mask = use_mask and not m.all()  # (an off-diagonal tile's mask holds every pair)
+    return _jaccard_topk_cells(a, b, bitset_sizes(a), bitset_sizes(b), m, use_mask, int(k),
+                               1 if largest else -1, bool(rows), bool(cols), jblock)
+
+
+def bitset_jaccard_threshold(lefts, rights, t: float, mask=None, above: bool = True):
+    """The pairs of a tile whose Jaccard is >= t (``above``) or <= t, without the tile's
+    matrices: (i, j, J) arrays in row-major order. J is bit for bit :func:`bitset_jaccard`'s."""
+    a, b, m, use_mask, jblock = _tile_args(lefts, rights, mask)
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), np.zeros(0)
+    i, j, v = _jaccard_above(a, b, bitset_sizes(a), bitset_sizes(b), m, use_mask, float(t),
+                             bool(above), jblock)
+    order = np.lexsort((j, i))
+    return i[order], j[order], v[order]
 
 
 def bitset_jaccard(lefts, rights, mask=None) -> tuple[np.ndarray, np.ndarray]:

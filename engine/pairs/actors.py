@@ -167,6 +167,23 @@ def device_options(device: str) -> dict:
     return {"num_gpus": 1} if device.startswith("cuda") else {}
 
 
+@dataclass
+class _Reduced:
+    """A tile's result as an app's ``compare_reduced`` gave it: one ``TileCandidates`` per
+    sink, in the sinks' order."""
+
+    found: list
+
+
+def _reductions(sinks: list, app) -> list | None:
+    """Every sink's reduction, when each has one and the app may take them (it has
+    ``compare_reduced``); else ``None``: tiles go through ``compare`` and ``postprocess``."""
+    if not sinks or not callable(getattr(app, "compare_reduced", None)):
+        return None
+    found = [sink.reduction() for sink in sinks]
+    return None if any(r is None for r in found) else found
+
+
 class DeviceWorker:
     ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
     def __init__(self, spec: DeviceSpec, app):
@@ -199,6 +216,7 @@ class DeviceWorker:
         self.preprocessed_on_host = spec.preprocessed_on_host
         self.ship_results = spec.ship_results
         self.heartbeat_s = spec.heartbeat_s
+        self.reductions = _reductions(self.sinks, app)
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
 
     def rebind(self, spec: DeviceSpec, app) -> None:
@@ -239,13 +257,23 @@ class DeviceWorker:
         keys = np.asarray(self.item_keys, dtype=object)
         return describe_tile(tile, list(keys[self.row_items]), list(keys[self.col_items]))
 
-    def _compute(self, tile: Tile, values: dict):
-        """compare -> postprocess, off the event loop (kernels release the GIL)."""
+    def _compute(self, tile: Tile, values: dict, reduce: bool = False):
+        """compare -> postprocess, off the event loop (kernels release the GIL); with
+        ``reduce``, when every sink offers a reduction and the app takes them, the app's
+        ``compare_reduced`` instead: then the fields are one ``TileCandidates`` per sink."""
         left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
         right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
         t0, c0 = time.time(), time.thread_time()
         try:
+            if reduce and self.reductions is not None:
+                found = self.app.compare_reduced(left, right, mask, self.device,
+                                                 self.reductions)
+                if found is not None:
+                    t1, c1 = time.time(), time.thread_time()
+                    self.events.span(self.id, "compare", f"tile {tile.id}", t0, t1,
+                                     cpu=c1 - c0)
+                    return _Reduced(found), mask
             block = self.app.compare(left, right, mask, self.device)
             t1, c1 = time.time(), time.thread_time()
             fields = self.app.postprocess(block, tile, mask)
@@ -261,8 +289,14 @@ class DeviceWorker:
     def _write(self, tile: Tile, fields: dict, mask):
         t2 = time.time()
         entries = []
-        for sink in self.sinks:
-            if self.ship_results:  # (sink, payload): the driver stores it and journals
+        for n, sink in enumerate(self.sinks):
+            if isinstance(fields, _Reduced):
+                found = fields.found[n]
+                if self.ship_results:
+                    entries.append((sink.name, sink.encode_reduced(tile, found)))
+                else:
+                    entries.extend(sink.write_reduced(tile, found))
+            elif self.ship_results:  # (sink, payload): the driver stores it and journals
                 entries.append((sink.name, sink.encode_tile(tile, fields, mask)))
             else:
                 entries.extend(sink.write_tile(tile, fields, mask))
@@ -294,8 +328,8 @@ class DeviceWorker:
         self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
         values = await self.l1.acquire(items)
         try:
-            async with self.compute_slot:
-                fields, mask = await asyncio.to_thread(self._compute, tile, values)
+            async with self.compute_slot:  # a kept tile's fields are validated: not reduced
+                fields, mask = await asyncio.to_thread(self._compute, tile, values, not keep)
         finally:
             self.l1.release(items)
         entries = await asyncio.to_thread(self._write, tile, fields, mask)

@@ -91,6 +91,16 @@ class BasePairApp:
             out[i, j] = self.compare_pair(left[i], right[j], device)
         return out
 
+    def compare_reduced(self, left: list, right: list, mask: np.ndarray, device: str,
+                        reductions: list) -> list | None:
+        """Optional: compare a tile keeping only what its sinks keep (``reductions``, one per
+        sink: ``TopKReduction``, ``ThresholdReduction``), one ``TileCandidates`` per reduction,
+        or ``None`` to decline (then ``compare`` and ``postprocess`` run as usual). A kernel
+        that keeps a tile's few best cells as it computes them never writes the tile's fields:
+        for pairs of nanoseconds, making, storing and re-reading those matrices costs several
+        times the pairs. The candidates must equal what each sink keeps of the full fields."""
+        return None
+
     def postprocess(self, block: Any, tile: Tile, mask: np.ndarray) -> dict[str, np.ndarray]:
         if isinstance(block, dict):
             return {k: np.asarray(v) for k, v in block.items()}

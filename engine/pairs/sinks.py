@@ -41,6 +41,43 @@ class SinkContext:
     fields: dict  # name -> dtype string
 
 
+@dataclass(frozen=True)
+class TopKReduction:
+    """What a ``TopK`` sink keeps of a tile: each row's (``rows``) and each column's (``cols``)
+    ``k`` best cells of ``field``, largest first (``largest``) or smallest, ties to the lower
+    index. An app whose kernel can keep these while it computes (``compare_reduced``) hands
+    back only them, as ``TileCandidates``, and no tile-sized field is ever made."""
+
+    field: str
+    k: int
+    largest: bool
+    rows: bool
+    cols: bool
+
+
+@dataclass(frozen=True)
+class ThresholdReduction:
+    """What a ``Threshold`` sink keeps of a tile: the cells of ``field`` >= ``t`` (``above``)
+    or <= ``t``, as ``TileCandidates`` in row-major order."""
+
+    field: str
+    t: float
+    above: bool
+
+
+@dataclass
+class TileCandidates:
+    """A tile reduced by an app's kernel: tile-local row and column indices of the kept cells,
+    their values, and (TopK) whether each was kept as a column's best rather than a row's.
+    Kept cells are cells of the space (the mask's), and exactly what the sink's own pass over
+    the full field would keep."""
+
+    i: np.ndarray
+    j: np.ndarray
+    values: np.ndarray
+    is_col: np.ndarray | None = None
+
+
 def _atomic_replace_dir(src: str, dst: str) -> None:
     if os.path.exists(dst):
         shutil.rmtree(dst)
@@ -66,6 +103,20 @@ class Sink:
     def store_tile(self, tile: Tile, payload) -> list[dict]:
         """Put an encoded tile into the output; returns its journal entries."""
         raise NotImplementedError
+
+    def reduction(self):
+        """What this sink keeps of a tile, when that is far less than the tile (a
+        ``TopKReduction``, a ``ThresholdReduction``), for an app that can keep it while it
+        computes; ``None``: the sink needs the tile's fields."""
+        return None
+
+    def encode_reduced(self, tile: Tile, found: "TileCandidates"):
+        """``encode_tile`` of a tile an app reduced to ``reduction()``'s candidates: the same
+        payload as from the full fields."""
+        raise NotImplementedError
+
+    def write_reduced(self, tile: Tile, found: "TileCandidates") -> list[dict]:
+        return self.store_tile(tile, self.encode_reduced(tile, found))
 
     def attach(self) -> None:
         """In the writing process, before its first tile: import and open what writing needs
@@ -368,6 +419,77 @@ def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
     return out_i, out_j, out_c, True
 
 
+def _topk_merge_py(q, t, v, k, sign):
+    """The k best (value times ``sign``, then lower target) of each query among candidates
+    in any order: (query, target, index into ``v``, rank) ordered by query then rank, what a
+    lexsort by (query, -value, target) cut at k gives. A counting sort by query, then an
+    insertion into each query's k best: linear, where the sort of a million candidates at
+    the end of a run of reads was most of its finalize."""
+    n = q.shape[0]
+    nq = 0
+    for x in range(n):
+        if q[x] + 1 > nq:
+            nq = q[x] + 1
+    start = np.zeros(nq + 1, np.int64)
+    for x in range(n):
+        start[q[x] + 1] += 1
+    for g in range(nq):
+        start[g + 1] += start[g]
+    pos = start[:nq].copy()
+    order = np.empty(n, np.int64)
+    for x in range(n):
+        order[pos[q[x]]] = x
+        pos[q[x]] += 1
+    total = 0
+    for g in range(nq):
+        total += min(k, start[g + 1] - start[g])
+    oq = np.empty(total, np.int64)
+    ot = np.empty(total, np.int64)
+    ox = np.empty(total, np.int64)
+    orank = np.empty(total, np.int64)
+    bs = np.empty(k)
+    bt = np.empty(k, np.int64)
+    bx = np.empty(k, np.int64)
+    w = 0
+    for g in range(nq):
+        m = 0
+        for y in range(start[g], start[g + 1]):
+            x = order[y]
+            sv = v[x] * sign
+            tx = t[x]
+            if m == k and not (sv > bs[k - 1] or (sv == bs[k - 1] and tx < bt[k - 1])):
+                continue
+            p = m if m < k else k - 1
+            while p > 0 and (sv > bs[p - 1] or (sv == bs[p - 1] and tx < bt[p - 1])):
+                bs[p] = bs[p - 1]
+                bt[p] = bt[p - 1]
+                bx[p] = bx[p - 1]
+                p -= 1
+            bs[p] = sv
+            bt[p] = tx
+            bx[p] = x
+            if m < k:
+                m += 1
+        for p in range(m):
+            oq[w] = g
+            ot[w] = bt[p]
+            ox[w] = bx[p]
+            orank[w] = p + 1
+            w += 1
+    return oq, ot, ox, orank
+
+
+_MERGE_KERNEL = None
+
+
+def _merge_kernel():
+    global _MERGE_KERNEL
+    if _MERGE_KERNEL is None:
+        import numba
+        _MERGE_KERNEL = numba.njit(cache=True, nogil=True)(_topk_merge_py)
+    return _MERGE_KERNEL
+
+
 _TOPK_KERNEL = None
 
 
@@ -404,6 +526,12 @@ class TopK(_PartsSink):
         """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
         ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work."""
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
+        if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
+            # (NaN ranks last in the sort below; the compiled merge takes every other float)
+            q, t, x, rank = _merge_kernel()(np.ascontiguousarray(q), np.ascontiguousarray(t),
+                                            np.ascontiguousarray(v), self.k,
+                                            1.0 if self.largest else -1.0)
+            return q, t, v[x], rank
         key = v
         if self.largest:
             key = -(v.astype(np.int64) if v.dtype.kind in "ub" else v)
@@ -440,11 +568,31 @@ class TopK(_PartsSink):
     def attach(self):
         # compile (or load from numba's cache) the tile pass before the clock starts
         self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
+        self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+
+    def before_finalize(self):
+        super().before_finalize()
+        self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
 
     def _compiled_cells(self, values, mask, both: bool = True):
         return _topk_kernel()(np.ascontiguousarray(values, dtype=np.float64),
                               np.ascontiguousarray(mask), not bool(mask.all()), self.k,
                               1.0 if self.largest else -1.0, both)
+
+    def reduction(self):
+        symmetric = bool(self.ctx.space.symmetric)
+        return TopKReduction(self.field, self.k, bool(self.largest),
+                             rows=symmetric or self.per == "row",
+                             cols=symmetric or self.per == "col")
+
+    def encode_reduced(self, tile, found):
+        """The candidates an app kept (``reduction()``) ranked as from the full field."""
+        col = np.asarray(found.is_col, bool)
+        i, j = np.asarray(found.i, np.int64), np.asarray(found.j, np.int64)
+        q = np.where(col, j + tile.c0, i + tile.r0)
+        t = np.where(col, i + tile.r0, j + tile.c0)
+        q, t, v, _ = self._select(q, t, np.asarray(found.values))
+        return self._encode_part({"qi": q, "ti": t, "score": v})
 
     def encode_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
@@ -490,11 +638,19 @@ class TopK(_PartsSink):
                                          np.zeros(0))
         else:
             q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
-        rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        rows, cols = self.ctx.row_keys, self.ctx.col_keys
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
-        out = pa.table({"query": rows[q] if len(q) else np.zeros(0, dtype=object),
-                        "target": cols[t] if len(t) else np.zeros(0, dtype=object),
+        if len(q) and all(isinstance(x, str) for x in (rows[0], cols[0])):
+            # keys taken in Arrow: no Python string made per output row
+            import pyarrow.compute as pc
+            query = pc.take(pa.array(list(rows), pa.string()), pa.array(q))
+            target = pc.take(pa.array(list(cols), pa.string()), pa.array(t))
+        elif len(q):
+            query, target = np.asarray(rows)[q], np.asarray(cols)[t]
+        else:
+            query = target = np.zeros(0, dtype=object)
+        out = pa.table({"query": query, "target": target,
                         "qi": q, "ti": t, "score": v, "rank": rank})
         tmp = self.path + ".tmp"
         pq.write_table(out, tmp)
@@ -510,6 +666,14 @@ class Threshold(_PartsSink):
 
     def __init__(self, t: float, field: str = "value", above: bool = True):
         self.t, self.field, self.above = float(t), field, above
+
+    def reduction(self):
+        return ThresholdReduction(self.field, self.t, bool(self.above))
+
+    def encode_reduced(self, tile, found):
+        return self._encode_part({"i": np.asarray(found.i, np.int64) + tile.r0,
+                                  "j": np.asarray(found.j, np.int64) + tile.c0,
+                                  "value": np.asarray(found.values)})
 
     def encode_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])

@@ -99,12 +99,18 @@ def device_cache_items(leaf: int, in_flight: int, configured: int | None = None)
     return configured or max(4, 2 * leaf * (in_flight + 1))
 
 
+LOAD_BATCH_MAX = 2048  # items of one load task at most (its infos travel as one list)
+
+
 def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
     """Items per load task: enough that one task carries ``load_batch_s`` of parsing
-    (a Ray task costs a few ms of CPU), or ``cfg.load_batch`` when set."""
+    (a Ray task costs a few ms of CPU), or ``cfg.load_batch`` when set. Items that parse in
+    microseconds (a read's bitset from its file's, built once per process) come a few
+    thousand a task: at 256 a task, the first tiles of a run of reads waited for tens of
+    tasks."""
     if cfg.load_batch:
         return int(cfg.load_batch)
-    return max(1, min(256, math.ceil(cfg.load_batch_s / max(t_parse, 1e-5))))
+    return max(1, min(LOAD_BATCH_MAX, math.ceil(cfg.load_batch_s / max(t_parse, 1e-6))))
 
 
 def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,

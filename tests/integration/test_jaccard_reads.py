@@ -123,3 +123,40 @@ def test_topk_threshold_and_dense_equal_the_full_matrix(ray_local, runs, reads, 
     want = [(i, j) for i in range(n) for j in range(i + 1, n) if full[i, j] >= t]
     assert list(zip(edges.i.tolist(), edges.j.tolist())) == want
     np.testing.assert_allclose(edges.value, [full[i, j] for i, j in want], atol=1e-12)
+
+
+def test_sinks_kept_in_the_kernel_equal_the_full_matrix(ray_local, runs, reads, tmp_path):
+    """TopK (largest and smallest) and Threshold alone: every tile goes through the kernel's
+    reduction (``compare_reduced``, no postprocess span in the trace) and the outputs equal a
+    sort of the Python-set matrix."""
+    import json
+
+    from apps.jaccard import JaccardApp
+    from engine import Threshold, TopK
+    pick = reads[200:520]
+    fq = tmp_path / "r.fq"
+    fq.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in pick))
+    k, top_k, t = 5, 3, 0.3
+    app = JaccardApp([str(fq)], k=k, item="record", kernel="bitset")
+    res = _run(app, runs, [TopK(top_k, field="similarity"),
+                           TopK(2, field="similarity", largest=False, per="col"),
+                           Threshold(t, field="similarity")], leaf_items=70)
+    with open(os.path.join(res.run_dir, "trace.jsonl")) as fh:
+        stages = {json.loads(line).get("stage") for line in fh}
+    assert "compare" in stages and "postprocess" not in stages
+    sets = [kmer_set(s, k) for _, s in pick]
+    sets = [s for s in sets if s]  # reads without a valid k-mer are skipped
+    n = len(sets)
+    assert n == res.summary["n_items"]
+    full = np.array([[jaccard(a, b) for b in sets] for a in sets])
+    for name, sign, kk in (("topk", -1, top_k), ("topk_cols", 1, 2)):
+        top = pd.read_parquet(res.outputs[name])
+        for q in range(n):
+            order = sorted((sign * full[q, c], c) for c in range(n) if c != q)[:kk]
+            mine = top[top.qi == q].sort_values("rank")
+            assert mine.ti.tolist() == [c for _, c in order], (name, q)
+            assert mine.score.tolist() == [full[q, c] for _, c in order]
+    edges = pd.read_parquet(res.outputs["threshold"])
+    want = [(i, j) for i in range(n) for j in range(i + 1, n) if full[i, j] >= t]
+    assert list(zip(edges.i.tolist(), edges.j.tolist())) == want
+    assert edges.value.tolist() == [full[i, j] for i, j in want]

@@ -193,3 +193,13 @@ def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cu
     assert len(resumed.deadlines) == len(first.tiles)
     # the case the saved plan is for: re-planned, the same tile ids would name other pairs
     assert [t.to_dict() for t in fresh.tiles] != [t.to_dict() for t in first.tiles]
+
+
+def test_load_batch_hand_cases():
+    from engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
+    cfg = AllPairsConfig()
+    assert load_batch(cfg, 0.044) == 3            # ceil(0.1 s / 0.044 s)
+    assert load_batch(cfg, 0.5) == 1              # a slow parse: one item a task
+    assert load_batch(cfg, 1e-4) == 1000          # 0.1 s of 0.1 ms parses
+    assert load_batch(cfg, 2e-6) == LOAD_BATCH_MAX == 2048  # reads: capped, not 50,000
+    assert load_batch(AllPairsConfig(load_batch=7), 2e-6) == 7
