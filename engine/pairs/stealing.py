@@ -65,11 +65,12 @@ class StealingPolicy:
         return list(self.shares)
 
     # -- hand-out -------------------------------------------------------------------------------
-    def take(self, node: str, want: int, least: int = 1) -> list[int]:
+    def take(self, node: str, want: int, least: int = 1, count: bool = True) -> list[int]:
         """Up to ``want`` tiles for ``node``'s frontier, in plan order. Near the end a grant is
         cut to this node's fair part of what is left (never below ``least``, the node's device
-        count), so the last tiles spread over the nodes."""
-        self.requests[node] = self.requests.get(node, 0) + 1
+        count), so the last tiles spread over the nodes. ``count``: a request of the node's
+        (False: the head looking again on its behalf)."""
+        self.requests[node] = self.requests.get(node, 0) + count
         share = self.shares.setdefault(node, [])  # a node joining mid-run starts empty
         if not share:
             if self.orphans:
