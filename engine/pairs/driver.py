@@ -590,13 +590,14 @@ class _Run:
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
+            "scheduling": scheduling,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
             "shared_fs": not self.ship,
             "shipped": None if not self.ship else {
                 "input_files": self.shipment.files,
                 "input_bytes": self.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
-            "executor": self.ex.name, "scheduling": scheduling,
+            "executor": self.ex.name,
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
