@@ -159,3 +159,32 @@ def test_a_device_lost_on_a_live_node_puts_its_tile_first_in_the_queue():
     assert f.actor_lost("a/0") == [4]
     assert f.upcoming() == [4, 6]
     assert f.counters()["local_handouts"] == 2 and f.counters()["head_round_trips"] == 1
+
+
+def test_the_scheduler_journals_each_tile_once_through_refills_and_a_lost_node(tmp_path):
+    """``Scheduler.refill`` (the head's side of a frontier's round trip): completions carried up
+    are recorded once, a lost node's held tiles and share go to the node still there."""
+    from engine.pairs.scheduler import Scheduler
+    from engine.pairs.space import Triangle, leaves
+
+    tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 8 x 9 / 2 = 36 tiles
+    n = len(tiles)
+    sch = Scheduler(str(tmp_path), tiles, list(range(16)), list(range(16)), list(range(n)),
+                    journal=False, hierarchical={"nodes": ["node-0", "node-1"], "seed": 0})
+    a = sch.refill("node-0", [], 4)["tiles"]
+    b = sch.refill("node-1", [], 4)["tiles"]
+    assert a == [0, 1, 2, 3] and b == [18, 19, 20, 21]  # the start of each node's share
+    sch.forget_node("node-1")  # node-1 is gone with its four tiles
+    seen, calls = [], 2
+    pending = a
+    while True:
+        calls += 1
+        reply = sch.refill("node-0", [(t, "node-0/dev-0", ([], None)) for t in pending], 8)
+        if reply.get("done"):
+            break
+        pending = reply["tiles"]
+        assert 0 < len(pending) <= 8
+        seen += pending
+    assert sorted(a + seen) == list(range(n))  # every tile, node-1's included, once
+    assert sch.completed == n and not sch.in_flight
+    assert sch.scheduling()["head_round_trips"] == calls
