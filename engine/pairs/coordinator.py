@@ -79,9 +79,14 @@ class CoordinatorCore:
         """A node frontier's round trip; when there is nothing to give it yet (the last tiles
         run elsewhere) the answer is held here up to ``hold_s``, checked in this process, until
         tiles come back or the run is done: idle nodes polling the head cost a round trip per
-        poll, and in a run's last seconds they were most of the round trips."""
+        poll, and in a run's last seconds they were most of the round trips. Never for a node
+        with tiles of its own under way: their completions come through the very frontier
+        waiting here."""
         sch = self.scheduler
         reply = sch.refill(node, completions, want, least)
+        holder = f"{node}/frontier"
+        if any(a == holder for a, _ in sch.in_flight.values()):
+            return reply  # its own tiles are under way: their completions come from it
         deadline = time.monotonic() + hold_s
         while "wait" in reply and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
