@@ -33,7 +33,7 @@ except ImportError:  # run as a plain script from a source checkout that is not 
     from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
                                   format_r, shared_view)
 
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm"]
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling"]
 MAX_RECTS = int(os.environ.get("PAIRFLOW_DASHBOARD_MAX_RECTS", "20000"))  # leaves drawn one by one
 STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
 STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#2ca02c"]
@@ -385,8 +385,51 @@ def view_farm(view: RunView, ov: dict) -> None:
         st.dataframe(f["failed_runs"], hide_index=True, width="stretch")
 
 
+def view_scheduling(view: RunView, ov: dict) -> None:
+    st.subheader("scheduling")
+    s = view.scheduling_frames()
+    if not s["known"]:
+        st.info("no scheduling counters yet (summary.json `scheduling`, written when the run ends)")
+        return
+    rtt = s["round_trips_per_tile"]
+    mode = "hierarchical (node frontiers, work stealing)" if s["hierarchical"] else "one pull queue on the head"
+    st.markdown(f"`scheduling: {mode}` · `steals: {_n(s['steals'])}` · "
+                f"`local hand-outs: {_n(s['local_handouts'])}` · "
+                f"`head round trips: {_n(s['head_round_trips'])}` · "
+                f"`round trips per tile: {'?' if rtt is None else format(rtt, '.3f')}`")
+    st.caption("a local hand-out is a tile a device actor got from its own node's frontier; a round trip to "
+               "the head carries a batch of completions up and a batch of tiles down")
+    nodes = s["nodes"]
+    if not nodes.empty:
+        st.dataframe(nodes, hide_index=True, width="stretch")
+        long = nodes.melt(id_vars="node", value_vars=["local_handouts", "head_round_trips"],
+                          var_name="hand-out", value_name="count").dropna()
+        cols = st.columns(2)
+        with cols[0]:
+            chart(alt.Chart(long, title="hand-outs per node: local vs round trips to the head")
+                  .mark_bar().encode(x=alt.X("count:Q"), y=alt.Y("node:N", sort=None), color="hand-out:N",
+                                     tooltip=["node", "hand-out", "count"])
+                  .properties(height=40 * len(nodes) + 40))
+        with cols[1]:
+            st_long = nodes.melt(id_vars="node", value_vars=["steals", "stolen_from"], var_name="role",
+                                 value_name="count").dropna()
+            chart(alt.Chart(st_long, title="steals per node (made / suffered)")
+                  .mark_bar().encode(x=alt.X("count:Q"), y=alt.Y("node:N", sort=None), color="role:N",
+                                     tooltip=["node", "role", "count"])
+                  .properties(height=40 * len(nodes) + 40))
+    log = s["steal_log"]
+    if log.empty:
+        st.caption("no steals in this run")
+    else:
+        chart(alt.Chart(log, title="steals over time").mark_line(point=True, interpolate="step-after")
+              .encode(x=alt.X("sec:Q", title="seconds since the scheduler started"),
+                      y=alt.Y("steals_so_far:Q", title="steals"),
+                      tooltip=["sec", "thief", "victim", "tiles"]).properties(height=200))
+
+
 RENDER = {"overview": view_overview, "devices": view_devices, "cache": view_cache, "matrix": view_matrix,
-          "timeline": view_timeline, "pipelines": view_pipelines, "farm": view_farm}
+          "timeline": view_timeline, "pipelines": view_pipelines, "farm": view_farm,
+          "scheduling": view_scheduling}
 
 
 def _palette(n: int) -> list[str]:

@@ -1107,6 +1107,35 @@ class RunView:
                     "node_bytes": summ.get("node_bytes") or {}}
         return self._cached("farm", self._versions("farm", "metrics", "summary"), build)
 
+    def scheduling_frames(self) -> dict:
+        """Hierarchical scheduling of a finished run (summary.json ``scheduling``): totals, a
+        row per node (tiles granted by the head, tiles handed out inside the node, round trips
+        to the head, steals made and suffered) and the steals in time order with their running
+        count. Empty frames before the summary exists or for a run without it."""
+        def build():
+            sch = self.summary.get("scheduling") or {}
+            ncols = ["node", "granted", "local_handouts", "head_round_trips", "steals",
+                     "stolen_from"]
+            rows = []
+            for node, v in sorted((sch.get("per_node") or {}).items()):
+                rows.append({"node": node, "granted": _int(v.get("granted")),
+                             "local_handouts": _int(v.get("local_handouts")),
+                             "head_round_trips": _int(v.get("head_round_trips")),
+                             "steals": _int(v.get("steals")),
+                             "stolen_from": _int(v.get("stolen_from"))})
+            nodes = pd.DataFrame(rows, columns=ncols)
+            steals = pd.DataFrame(sch.get("steal_log") or [],
+                                  columns=["t", "thief", "victim", "tiles"])
+            steals = steals.rename(columns={"t": "sec"}).sort_values("sec").reset_index(drop=True)
+            steals["steals_so_far"] = range(1, len(steals) + 1)
+            return {"hierarchical": sch.get("hierarchical"), "steals": _int(sch.get("steals")),
+                    "local_handouts": _int(sch.get("local_handouts")),
+                    "head_round_trips": _int(sch.get("head_round_trips")),
+                    "round_trips_per_tile": _num(sch.get("round_trips_per_tile")),
+                    "tiles": _int(sch.get("tiles")), "nodes": nodes, "steal_log": steals,
+                    "known": bool(sch)}
+        return self._cached("scheduling", self._versions("summary"), build)
+
     def has_farm(self) -> bool:
         return bool(self._farm) or self.meta.get("kind") == "farm"
 

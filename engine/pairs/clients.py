@@ -33,6 +33,13 @@ class SchedulerClient:
     def heartbeat(self, actor: str):
         return self.handle.heartbeat.remote(actor)
 
+    # node frontiers (hierarchical scheduling, frontier.py): completions up, tiles down
+    def refill(self, node: str, completions: list, want: int, least: int = 1):
+        return self.handle.refill.remote(node, completions, want, least)
+
+    def scheduling(self):
+        return self.handle.scheduling.remote()
+
     def fail(self, actor: str, message: str):
         return self.handle.fail.remote(actor, message)
 

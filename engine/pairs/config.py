@@ -24,6 +24,9 @@ class AllPairsConfig:
     plan: str = "auto"                   # auto | stripe | hilbert | zorder
     eviction: str = "auto"               # auto | next_use | lru (auto: the simulator picks)
     window: int = 8                      # pending tiles the scheduler looks at per request
+    hierarchical: str | bool = "auto"    # auto | true | false: node frontiers + work stealing
+    steal_batch: int = 32                #   (auto: on Ray with >1 node running device actors);
+                                         #   tiles a node frontier asks the head for at once
     preflight: bool = True
     progress: bool = True
     runs_root: str = "runs"
@@ -60,4 +63,9 @@ class AllPairsConfig:
         cfg = cls(**options)
         if cfg.in_flight < 1:
             raise ValueError("in_flight must be >= 1")
+        if str(cfg.hierarchical).lower() not in ("auto", "true", "false"):
+            raise ValueError(f"hierarchical must be auto, true or false, got "
+                             f"{cfg.hierarchical!r}")
+        if cfg.steal_batch < 1:
+            raise ValueError("steal_batch must be >= 1")
         return cfg

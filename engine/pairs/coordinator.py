@@ -14,6 +14,9 @@ so the scheduler's and the metrics' synchronous methods never run concurrently.
 """
 from __future__ import annotations
 
+import asyncio
+import time
+
 from ..run.metrics import Metrics
 from .actors import NodeCacheSpec, node_cache
 from .scheduler import Scheduler
@@ -71,6 +74,28 @@ class CoordinatorCore:
                                    advice):
         return self.scheduler.complete_and_request(actor, t, entries, fields, node, l1_added,
                                                    l1_removed, advice)
+
+    async def refill(self, node, completions, want, least, hold_s: float = 2.0):
+        """A node frontier's round trip; when there is nothing to give it yet (the last tiles
+        run elsewhere) the answer is held here up to ``hold_s``, checked in this process, until
+        tiles come back or the run is done: idle nodes polling the head cost a round trip per
+        poll, and in a run's last seconds they were most of the round trips. Never for a node
+        with tiles of its own under way: their completions come through the very frontier
+        waiting here."""
+        sch = self.scheduler
+        reply = sch.refill(node, completions, want, least)
+        holder = f"{node}/frontier"
+        if any(a == holder for a, _ in sch.in_flight.values()):
+            return reply  # its own tiles are under way: their completions come from it
+        deadline = time.monotonic() + hold_s
+        while "wait" in reply and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            if sch.stealing.remaining() or not sch.in_flight or sch.error is not None:
+                reply = sch.refill(node, [], want, least, count=False)
+        return reply
+
+    async def scheduling(self):
+        return self.scheduler.scheduling()
 
     async def heartbeat(self, actor):
         return self.scheduler.heartbeat(actor)

@@ -30,6 +30,7 @@ from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
+from .frontier import FrontierClient, FrontierSpec, start_frontier, use_hierarchical
 from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
                        ray_is_up)
 from .loading import check_items, measure_stages
@@ -68,6 +69,7 @@ class _Run:
         self.shipment: Shipment | None = None
         self.ship = False  # nothing shared between the driver and the workers (_ship_inputs)
         self.next_node_check = 0.0
+        self.frontiers: dict[int, Any] = {}    # node index -> its frontier (hierarchical)
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -250,6 +252,12 @@ class _Run:
             col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
             ship=self.ship, silent_after_s=plan.silent_after_s)
         metrics_kw["outbox"] = self.ship
+        self.hierarchical = use_hierarchical(cfg.hierarchical, self.ex.name,
+                                             sum(1 for n in plan.nodes if n.actors))
+        if self.hierarchical:  # engine/pairs/frontier.py
+            scheduler_kw["hierarchical"] = {
+                "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
+                "seed": cfg.seed}
         if self.ship:  # the driver writes what the workers ship (pairs/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,
@@ -303,11 +311,21 @@ class _Run:
                 actor = self.ex.node_cache(node, caches[n_idx], self.scheduler, self.metrics)
                 self.cache_actors.append(actor)
                 self.node_caches.append(NodeCacheClient(actor))
+            self._start_frontier(n_idx)
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
                                     "address": node["address"], "node_id": node["node_id"]})
         return actors_meta
+
+    def _start_frontier(self, n_idx: int) -> None:
+        node_plan = self.plan.nodes[n_idx]
+        if not self.hierarchical or not node_plan.actors:
+            return
+        self.frontiers[n_idx] = start_frontier(node_plan.node, FrontierSpec(
+            node=f"node-{n_idx}", scheduler=self.scheduler, tiles=self.tile_dicts,
+            row_items=self.items.row_items, col_items=self.items.col_items,
+            batch=self.cfg.steal_batch, devices=node_plan.actors))
 
     def _cache_spec(self, n_idx: int) -> NodeCacheSpec:
         cfg, plan, node_plan = self.cfg, self.plan, self.plan.nodes[n_idx]
@@ -330,7 +348,9 @@ class _Run:
             actor_id=actor_id, node=f"node-{n_idx}", space=self.space,
             row_items=self.items.row_items, col_items=self.items.col_items,
             item_keys=self.keys, tiles=self.tile_dicts, sinks=self.sinks,
-            node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
+            node_cache=self.node_caches[n_idx], metrics=self.metrics,
+            scheduler=FrontierClient(self.frontiers[n_idx], self.scheduler)
+            if n_idx in self.frontiers else self.scheduler,
             device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=self.plan.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
@@ -367,6 +387,9 @@ class _Run:
         if not node_alive:
             self.scheduler.forget_node(f"node-{n_idx}")
             return
+        if n_idx in self.frontiers:  # its tiles go first in its node's queue
+            self.lost_actors[-1]["tiles_requeued"] = self.ex.get(
+                self.frontiers[n_idx].actor_lost.remote(actor_id), timeout=30)
         if self.cfg.replace_lost_actors:
             base = actor_id.split("/", 1)[1].split(".", 1)[0]
             new_id = self._spawn(n_idx, f"{base}.{len(self.lost_actors)}")
@@ -405,6 +428,7 @@ class _Run:
                                        self.metrics)
             self.cache_actors.append(actor)
             self.node_caches.append(NodeCacheClient(actor))
+            self._start_frontier(n_idx)  # it joins the head's policy on its first refill
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 self.meta["actors"].append({
@@ -544,6 +568,7 @@ class _Run:
                 cache_stats.append(self.ex.get(cache.stats(), timeout=30))
             except Exception as exc:
                 cache_stats.append({"lost": f"{type(exc).__name__}"})
+        scheduling = self._scheduling()
         closed = self.ex.get(self.scheduler.close())
         snap = self.ex.get(self.metrics.close())
         if self.results is not None:  # the last payloads and records, then the journal
@@ -574,6 +599,7 @@ class _Run:
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
             "resumed": self.resume_report, "lost_actors": self.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
+            "scheduling": scheduling,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
             "shared_fs": not self.ship,
             "shipped": None if not self.ship else {
@@ -587,6 +613,21 @@ class _Run:
         self.recorder.finished()
         self.shutdown(None, keep=True)
         return AllPairsResult(self.recorder.path, summary, outputs)
+
+    def _scheduling(self) -> dict:
+        """Steals, hand-outs local to a node and round trips to the head (summary.json)."""
+        out = self.ex.get(self.scheduler.scheduling())
+        local = 0
+        for n_idx, frontier in self.frontiers.items():
+            try:
+                stats = self.ex.get(frontier.stats.remote(), timeout=30)
+            except Exception as exc:  # lost with its node
+                stats = {"lost": type(exc).__name__}
+            local += stats.get("local_handouts", 0)
+            out["per_node"].setdefault(f"node-{n_idx}", {}).update(stats)
+        out["local_handouts"] = local
+        out["round_trips_per_tile"] = out["head_round_trips"] / max(1, out["tiles"])
+        return out
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
         """Record the failure, stop every actor, and return the user's exception."""
@@ -619,10 +660,11 @@ class _Run:
         """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
         reuses actors (a session's) takes them back instead."""
         if self.ex is not None:
-            actors = list(self.handles.values()) + self.cache_actors + [self.coordinator]
+            actors = list(self.handles.values()) + self.cache_actors + [self.coordinator] + \
+                list(self.frontiers.values())
             if keep and hasattr(self.ex, "keep"):
                 actors = self.ex.keep(self.handles.values(), self.coordinator) + \
-                    self.cache_actors
+                    self.cache_actors + list(self.frontiers.values())
             for a in actors:
                 if a is not None:
                     try:

@@ -25,6 +25,7 @@ from ..run.rundir import JOURNAL, RunDir
 from .policy import ItemMap, TilePolicy
 from .shipped import ShippedJournal
 from .space import Tile
+from .stealing import StealingPolicy
 
 
 def describe_tile(tile: Tile, row_keys, col_keys, limit: int = 6) -> str:
@@ -42,7 +43,7 @@ class Scheduler:
                  done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
                  max_retries: int = 2, keep_fields: list[int] | None = None,
                  row_keys=(), col_keys=(), journal: bool = True, ship: bool = False,
-                 silent_after_s: float = float("inf")):
+                 silent_after_s: float = float("inf"), hierarchical: dict | None = None):
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
@@ -69,10 +70,18 @@ class Scheduler:
         self.silent_after_s = silent_after_s
         self.last_seen: dict[str, float] = {}
         self.finished_actors: set[str] = set()
+        # hierarchical scheduling (engine/pairs/frontier.py): node frontiers ``refill`` in
+        # batches; ``hierarchical``: {"nodes": [...], "seed": int}
+        self.stealing = None if hierarchical is None else StealingPolicy(
+            order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or ())
+        self.steal_times: list[float] = []
+        self.t0 = time.time()
+        self.handout_calls = 0  # round trips to the head that hand out tiles (either mode)
 
     def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
         """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
         since its previous call; ``advice``: items to return next-use advice for."""
+        self.handout_calls += 1
         l1 = self.l1.setdefault(actor, set())
         l1.difference_update(l1_removed)
         l1.update(l1_added)
@@ -105,6 +114,8 @@ class Scheduler:
         if self.journal is not None:
             self.journal.append(t, actor, entries)
         self.policy.complete(t)
+        if self.stealing is not None:
+            self.stealing.complete(t)
         self.in_flight.pop(t, None)
         self.completed += 1
 
@@ -115,6 +126,42 @@ class Scheduler:
         self.complete(actor, t, entries, fields)
         return self.request(actor, node, l1_added, l1_removed, advice)
 
+    def refill(self, node: str, completions: list, want: int, least: int = 1,
+               count: bool = True) -> dict:
+        """A node frontier's one round trip: the completions it buffered (each
+        ``(tile, actor, (entries, fields))``), then up to ``want`` tiles for it
+        (``StealingPolicy.take``: its share, lost nodes' work, or stolen work). ``count``:
+        False for the coordinator's re-checks of a held answer (not a round trip)."""
+        self.handout_calls += count
+        for t, actor, (entries, fields) in completions:
+            self.complete(actor, t, entries, fields)
+        if self.error is not None:
+            return {"done": True, "error": self.error}
+        before = len(self.stealing.steals)
+        tiles = self.stealing.take(node, want, least, count)
+        for s in self.stealing.steals[before:]:
+            s["t"] = time.time() - self.t0
+        now, holder = time.time(), f"{node}/frontier"
+        for t in tiles:
+            self.policy.assign(t)
+            self.in_flight[t] = (holder, now)
+        if tiles:
+            return {"tiles": tiles, "keep": [t for t in tiles if t in self.keep]}
+        if self.in_flight:  # a tile may still come back (its node lost): ask again later
+            return {"tiles": [], "wait": 0.25}
+        return {"tiles": [], "done": True}
+
+    def scheduling(self) -> dict:
+        """Hand-out counters for summary.json: steals, round trips to the head."""
+        out = {"hierarchical": self.stealing is not None, "head_round_trips": self.handout_calls,
+               "tiles": len(self.tiles)}
+        if self.stealing is not None:
+            c = self.stealing.counters()
+            out.update(steals=c["steals"], per_node=c["per_node"], steal_log=self.stealing.steals)
+        else:
+            out.update(steals=0, per_node={}, steal_log=[])
+        return out
+
     def fail(self, actor: str, message: str) -> None:
         if self.error is None:
             self.error = message
@@ -124,6 +171,8 @@ class Scheduler:
         self.excluded.add(actor)
         self.l1.pop(actor, None)
         lost = [t for t, (a, _) in self.in_flight.items() if a == actor]
+        if self.stealing is not None and lost:
+            self.stealing.give_back(lost)
         for t in lost:
             del self.in_flight[t]
             self.attempts[t] = self.attempts.get(t, 0) + 1
@@ -141,6 +190,8 @@ class Scheduler:
         """Actors still working that have not been heard of for ``silent_after_s``: stopped
         or wedged processes (a live actor beats while its compare runs)."""
         now = time.time()
+        if self.completed == len(self.tiles):  # frontiers tell no actor "done" here
+            return []
         return [(a, now - seen) for a, seen in self.last_seen.items()
                 if a not in self.finished_actors and a not in self.excluded
                 and now - seen > self.silent_after_s]
@@ -152,6 +203,9 @@ class Scheduler:
 
     def forget_node(self, node: str) -> None:
         self.l2.pop(node, None)
+        if self.stealing is not None:  # the tiles its frontier held, then its share, go back
+            self.actor_lost(f"{node}/frontier", f"node {node} lost")
+            self.stealing.lose(node)
 
     def l2_update(self, node: str, items: list[int]) -> None:
         self.l2[node] = set(items)

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import need_module
 AppTest = need_module("streamlit.testing.v1").AppTest
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm"]
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling"]
 
 
 def _run(monkeypatch, run_dir, view="overview", env=None):

@@ -1,0 +1,203 @@
+"""Hierarchical scheduling with work stealing: the policy, free of Ray.
+
+Why: with one pull queue on the head node every tile is a round trip to it, and every node draws
+from the same plan front, so a node's consecutive tiles are scattered over the plan and its host
+tier's reuse is lost. Here the run's plan is cut into runs of consecutive tiles (subtrees: in
+Z- or Hilbert order an aligned run of leaves is a quadtree subtree; in the stripe plan a run is a
+stretch of one stripe's stream), which are dealt to nodes:
+
+* ``StealingPolicy`` (head side) deals each node an equal contiguous share of the plan at the
+  start, so the stripe plan's reuse holds inside each share. A node asks for a batch of tiles at
+  once (``take``): from its own share first, then from the shares of lost nodes (``orphans``),
+  then by stealing the LARGEST remaining run from a RANDOM other node (seeded), cut in half when
+  it is more than one tile (the thief takes the back half, the victim keeps the front it is
+  working towards). A node unknown to the policy joins on its first ``take`` (it receives work by
+  stealing); ``lose`` gives a lost node's share and its unfinished tiles back. Grants shrink near
+  the end of the run so that no node hoards the last tiles while another idles.
+* ``Frontier`` (node side) holds the tiles granted to one node and hands them to that node's
+  device actors without a round trip to the head; it buffers their completions and sends them with
+  its next refill, so one round trip carries a batch of completions and brings a batch of tiles.
+
+Counters: steals (per thief and victim), tiles granted per node, tiles handed out locally, round
+trips to the head.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from typing import Iterable, Sequence
+
+
+class StealingPolicy:
+    """Which tiles a node gets next: its share, then lost nodes' work, then stolen work."""
+
+    def __init__(self, order: Sequence[int], nodes: Sequence[str] = (), seed: int = 0,
+                 done: Iterable[int] = ()):
+        done = set(done)
+        pending = [int(t) for t in order if t not in done]
+        self.rng = random.Random(seed)
+        self.shares: dict[str, list[list[int]]] = {}
+        self.orphans: list[list[int]] = []
+        self.held: dict[int, str] = {}  # tile -> the node it was granted to, until completed
+        self.steals: list[dict] = []    # {"thief", "victim", "tiles"} in the order they happened
+        self.granted: dict[str, int] = {}
+        self.requests: dict[str, int] = {}
+        self.completed: set[int] = set()
+        nodes = list(dict.fromkeys(nodes))
+        if not nodes:
+            if pending:
+                self.orphans.append(pending)
+            return
+        for i, node in enumerate(nodes):  # equal contiguous shares of the plan
+            lo, hi = len(pending) * i // len(nodes), len(pending) * (i + 1) // len(nodes)
+            self.shares[node] = [pending[lo:hi]] if hi > lo else []
+
+    # -- state --------------------------------------------------------------------------------
+    def remaining(self, node: str | None = None) -> int:
+        """Tiles not yet granted: of one node's share, or of the whole run."""
+        if node is not None:
+            return sum(len(s) for s in self.shares.get(node, ()))
+        return sum(len(s) for segs in self.shares.values() for s in segs) + \
+            sum(len(s) for s in self.orphans)
+
+    def nodes(self) -> list[str]:
+        return list(self.shares)
+
+    # -- hand-out -------------------------------------------------------------------------------
+    def take(self, node: str, want: int, least: int = 1, count: bool = True) -> list[int]:
+        """Up to ``want`` tiles for ``node``'s frontier, in plan order. Near the end a grant is
+        cut to this node's fair part of what is left (never below ``least``, the node's device
+        count), so the last tiles spread over the nodes. ``count``: a request of the node's
+        (False: the head looking again on its behalf)."""
+        self.requests[node] = self.requests.get(node, 0) + count
+        share = self.shares.setdefault(node, [])  # a node joining mid-run starts empty
+        if not share:
+            if self.orphans:
+                self.orphans.sort(key=len)
+                share.append(self.orphans.pop())
+            else:
+                self._steal(node)
+        if not share:
+            return []
+        fair = math.ceil(self.remaining() / max(1, len(self.shares)))
+        n = max(1, min(want, max(least, fair)))
+        out: list[int] = []
+        while share and len(out) < n:
+            seg = share[0]
+            k = n - len(out)
+            out.extend(seg[:k])
+            del seg[:k]
+            if not seg:
+                share.pop(0)
+        for t in out:
+            self.held[t] = node
+        self.granted[node] = self.granted.get(node, 0) + len(out)
+        return out
+
+    def _steal(self, thief: str) -> None:
+        victims = sorted(n for n in self.shares if n != thief and self.remaining(n) > 0)
+        if not victims:
+            return
+        victim = self.rng.choice(victims)
+        segs = self.shares[victim]
+        big = max(range(len(segs)), key=lambda i: len(segs[i]))
+        seg = segs[big]
+        if len(seg) > 1:  # the thief takes the back half: the victim works from the front
+            half = len(seg) // 2
+            stolen = seg[half:]
+            del seg[half:]
+        else:
+            stolen = segs.pop(big)
+        self.shares[thief].append(stolen)
+        self.steals.append({"thief": thief, "victim": victim, "tiles": len(stolen)})
+
+    # -- completion and loss --------------------------------------------------------------------
+    def complete(self, t: int) -> None:
+        self.held.pop(int(t), None)
+        self.completed.add(int(t))
+
+    def give_back(self, tiles: Iterable[int]) -> None:
+        """Tiles granted but not done (their actor or frontier lost): handed out again first."""
+        back = [int(t) for t in tiles if int(t) not in self.completed]
+        for t in back:
+            self.held.pop(t, None)
+        if back:
+            self.orphans.append(back)
+
+    def lose(self, node: str) -> list[int]:
+        """A node is gone: its share and the tiles it held go back to be granted elsewhere.
+        Returns the held tiles (for the scheduler's in-flight bookkeeping)."""
+        for seg in self.shares.pop(node, []):
+            if seg:
+                self.orphans.append(seg)
+        held = sorted(t for t, n in self.held.items() if n == node)
+        self.give_back(held)
+        return held
+
+    def counters(self) -> dict:
+        per_node: dict[str, dict] = {}
+        for n in set(self.granted) | set(self.shares) | set(self.requests):
+            per_node[n] = {"granted": self.granted.get(n, 0), "requests": self.requests.get(n, 0),
+                           "steals": sum(1 for s in self.steals if s["thief"] == n),
+                           "stolen_from": sum(1 for s in self.steals if s["victim"] == n)}
+        return {"steals": len(self.steals), "tiles_granted": sum(self.granted.values()),
+                "head_round_trips": sum(self.requests.values()), "per_node": per_node}
+
+
+class Frontier:
+    """One node's granted tiles, handed to its device actors without a round trip to the head.
+
+    ``next_tile`` answers from the local queue; when it is empty the node's mechanism makes one
+    round trip to the head (``refill``), carrying the completions buffered since the last one
+    (``take_completions``). A device actor lost on a live node gives its tiles back to the front
+    of the queue (``actor_lost``).
+    """
+
+    def __init__(self, node: str, batch: int = 16):
+        self.node = node
+        self.batch = max(1, batch)
+        self.queue: deque[int] = deque()
+        self.running: dict[int, str] = {}   # tile -> device actor
+        self.buffered: list = []            # completions not yet sent to the head
+        self.local_handouts = 0
+        self.head_round_trips = 0
+        self.tiles_received = 0
+        self.finished = False               # the head said every tile is granted and done
+
+    def next_tile(self, actor: str) -> int | None:
+        if not self.queue:
+            return None
+        t = self.queue.popleft()
+        self.running[t] = actor
+        self.local_handouts += 1
+        return t
+
+    def complete(self, actor: str, t: int, payload=None) -> None:
+        self.running.pop(t, None)
+        self.buffered.append((t, actor, payload))
+
+    def take_completions(self) -> list:
+        out, self.buffered = self.buffered, []
+        return out
+
+    def refill(self, tiles: Sequence[int]) -> None:
+        """Tiles from one round trip to the head."""
+        self.head_round_trips += 1
+        self.tiles_received += len(tiles)
+        self.queue.extend(int(t) for t in tiles)
+
+    def actor_lost(self, actor: str) -> list[int]:
+        lost = sorted(t for t, a in self.running.items() if a == actor)
+        for t in lost:
+            del self.running[t]
+        self.queue.extendleft(reversed(lost))
+        return lost
+
+    def upcoming(self) -> list[int]:
+        """Queued tiles in the order they will be handed out (next-use advice)."""
+        return list(self.queue)
+
+    def counters(self) -> dict:
+        return {"node": self.node, "local_handouts": self.local_handouts,
+                "head_round_trips": self.head_round_trips, "tiles_received": self.tiles_received}

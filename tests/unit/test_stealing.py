@@ -1,0 +1,190 @@
+"""Hierarchical scheduling with work stealing (engine/pairs/stealing.py), without Ray.
+
+A small discrete-time cluster drives the policy: each node has device slots and a speed (ticks
+per tile); a slot that is free asks its node's frontier, which refills from the head's policy
+when empty. The oracle is the set of tile ids itself: every tile must be completed exactly once,
+whatever joins, losses and steals happen.
+"""
+from __future__ import annotations
+
+from engine.pairs.stealing import Frontier, StealingPolicy
+
+
+def simulate(n_tiles, speeds, devices=1, batch=4, seed=0, join=None, lose=None, max_ticks=10_000):
+    """``speeds``: node -> ticks per tile; ``join``: (tick, node, speed) added mid-run;
+    ``lose``: (tick, node) removed mid-run (its running and queued tiles are lost).
+    Returns (policy, frontiers, completions per tile, hand-outs per tile)."""
+    order = list(range(n_tiles))
+    speeds = dict(speeds)
+    policy = StealingPolicy(order, list(speeds), seed=seed)
+    frontiers = {n: Frontier(n, batch) for n in speeds}
+    slots = {n: [None] * devices for n in speeds}  # (tile, ticks left) or None
+    completions: dict[int, int] = {}
+    handouts: dict[int, int] = {}
+    quiet: dict[str, int] = {}  # a node the head had nothing for asks again after 5 ticks
+    for tick in range(max_ticks):
+        if join and tick == join[0]:
+            speeds[join[1]] = join[2]
+            frontiers[join[1]] = Frontier(join[1], batch)
+            slots[join[1]] = [None] * devices
+        if lose and tick == lose[0]:
+            node = lose[1]
+            del speeds[node], frontiers[node], slots[node]
+            policy.lose(node)
+        for node in list(speeds):
+            fr = frontiers[node]
+            for d in range(devices):
+                cur = slots[node][d]
+                if cur is not None:
+                    t, left = cur
+                    if left > 1:
+                        slots[node][d] = (t, left - 1)
+                        continue
+                    fr.complete(f"{node}/{d}", t)
+                    slots[node][d] = None
+                t = fr.next_tile(f"{node}/{d}")
+                if t is None and quiet.get(node, -1) < tick:  # one round trip: completions
+                    # up, a batch down
+                    for done, _, _ in fr.take_completions():
+                        policy.complete(done)
+                        completions[done] = completions.get(done, 0) + 1
+                    fr.refill(policy.take(node, fr.batch, least=devices))
+                    t = fr.next_tile(f"{node}/{d}")
+                    if t is None:
+                        quiet[node] = tick + 5
+                if t is not None:
+                    handouts[t] = handouts.get(t, 0) + 1
+                    slots[node][d] = (t, speeds[node])
+        busy = any(s is not None for ss in slots.values() for s in ss)
+        if not busy and policy.remaining() == 0 and not any(f.queue for f in frontiers.values()) \
+                and not policy.held.keys() - {t for f in frontiers.values()
+                                              for t, _, _ in f.buffered}:
+            for node, fr in frontiers.items():
+                for done, _, _ in fr.take_completions():
+                    policy.complete(done)
+                    completions[done] = completions.get(done, 0) + 1
+            return policy, frontiers, completions, handouts
+    raise AssertionError("the simulated run did not finish")
+
+
+def test_shares_are_contiguous_runs_of_the_plan_dealt_equally():
+    p = StealingPolicy([5, 3, 8, 1, 0, 2, 7, 4, 6], ["a", "b", "c"])
+    assert p.shares == {"a": [[5, 3, 8]], "b": [[1, 0, 2]], "c": [[7, 4, 6]]}
+    assert p.take("a", 2) == [5, 3]  # plan order inside a share: the stripe's reuse is kept
+    assert p.steals == []
+
+
+def test_done_tiles_are_not_dealt():
+    p = StealingPolicy(range(6), ["a", "b"], done=[0, 1, 4])
+    assert p.shares == {"a": [[2]], "b": [[3, 5]]}
+
+
+def test_an_idle_node_steals_the_back_half_of_the_largest_run_of_a_random_node():
+    p = StealingPolicy(range(12), ["a", "b"], seed=1)
+    assert p.take("a", 6, least=6) == [0, 1, 2, 3, 4, 5]  # a's whole share
+    got = p.take("a", 2, least=2)
+    # b's share 6..11 is cut: a takes the back half, b keeps the front it works towards
+    assert p.steals == [{"thief": "a", "victim": "b", "tiles": 3}]
+    assert got == [9, 10]
+    assert p.shares["b"] == [[6, 7, 8]]
+    assert p.take("b", 10, least=3) == [6, 7, 8]
+
+
+def test_the_victim_is_random_and_seeded():
+    def victims(seed):
+        p = StealingPolicy(range(40), ["a", "b", "c", "d"], seed=seed)
+        p.take("a", 10, least=10)
+        out = []
+        for _ in range(3):
+            p.take("a", 1)
+            out.append(p.steals[-1]["victim"])
+            p.shares["a"].clear()  # forget the stolen work: steal again
+        return out
+    assert victims(3) == victims(3)
+    assert {v for s in range(10) for v in victims(s)} == {"b", "c", "d"}
+
+
+def test_every_tile_once_and_steals_when_nodes_are_unequal():
+    policy, frontiers, completions, handouts = simulate(
+        200, {"n1": 1, "n2": 1, "n3": 1, "slow": 6}, devices=2, batch=8)
+    assert sorted(completions) == list(range(200))
+    assert set(completions.values()) == {1} and set(handouts.values()) == {1}
+    c = policy.counters()
+    assert c["steals"] > 0
+    assert c["per_node"]["slow"]["stolen_from"] > 0  # the fast nodes took the slow one's work
+    assert c["per_node"]["slow"]["steals"] == 0 or c["per_node"]["slow"]["granted"] < 50
+    local = sum(f.local_handouts for f in frontiers.values())
+    trips = sum(f.head_round_trips for f in frontiers.values())
+    assert local == 200 and trips == c["head_round_trips"]
+    assert trips * 4 < local  # batches of 8: a round trip carries several tiles
+
+
+def test_equal_nodes_finish_their_shares_without_many_steals():
+    policy, _, completions, _ = simulate(96, {"a": 2, "b": 2, "c": 2, "d": 2}, batch=4)
+    assert sorted(completions) == list(range(96))
+    # equal speeds: each node works its own share; a steal only happens in the last grants
+    assert all(v["granted"] >= 20 for v in policy.counters()["per_node"].values())
+
+
+def test_a_node_joining_mid_run_receives_work_by_stealing():
+    policy, _, completions, handouts = simulate(120, {"a": 3, "b": 3}, batch=4,
+                                                join=(10, "new", 1))
+    assert sorted(completions) == list(range(120)) and set(handouts.values()) == {1}
+    c = policy.counters()["per_node"]["new"]
+    assert c["granted"] > 0 and c["steals"] > 0
+
+
+def test_a_lost_nodes_share_and_tiles_are_granted_again_elsewhere():
+    policy, _, completions, handouts = simulate(120, {"a": 2, "b": 2, "c": 2}, devices=2,
+                                                batch=6, lose=(8, "b"))
+    # completions buffered on the lost node never reached the head: those tiles run again
+    assert sorted(completions) == list(range(120))
+    assert set(completions.values()) == {1}
+    assert "b" not in policy.counters()["per_node"] or policy.remaining("b") == 0
+    assert any(n > 1 for n in handouts.values())  # the lost node's tiles were rerun
+
+
+def test_grants_shrink_at_the_end_so_no_node_hoards_the_last_tiles():
+    p = StealingPolicy(range(8), ["a", "b"])
+    p.take("a", 3)
+    p.take("b", 3)
+    # 2 tiles left over 2 nodes: a fair part is one tile
+    assert len(p.take("a", 3)) == 1
+
+
+def test_a_device_lost_on_a_live_node_puts_its_tile_first_in_the_queue():
+    f = Frontier("a", batch=4)
+    f.refill([4, 5, 6])
+    assert f.next_tile("a/0") == 4 and f.next_tile("a/1") == 5
+    assert f.actor_lost("a/0") == [4]
+    assert f.upcoming() == [4, 6]
+    assert f.counters()["local_handouts"] == 2 and f.counters()["head_round_trips"] == 1
+
+
+def test_the_scheduler_journals_each_tile_once_through_refills_and_a_lost_node(tmp_path):
+    """``Scheduler.refill`` (the head's side of a frontier's round trip): completions carried up
+    are recorded once, a lost node's held tiles and share go to the node still there."""
+    from engine.pairs.scheduler import Scheduler
+    from engine.pairs.space import Triangle, leaves
+
+    tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 8 x 9 / 2 = 36 tiles
+    n = len(tiles)
+    sch = Scheduler(str(tmp_path), tiles, list(range(16)), list(range(16)), list(range(n)),
+                    journal=False, hierarchical={"nodes": ["node-0", "node-1"], "seed": 0})
+    a = sch.refill("node-0", [], 4)["tiles"]
+    b = sch.refill("node-1", [], 4)["tiles"]
+    assert a == [0, 1, 2, 3] and b == [18, 19, 20, 21]  # the start of each node's share
+    sch.forget_node("node-1")  # node-1 is gone with its four tiles
+    seen, calls = [], 2
+    pending = a
+    while True:
+        calls += 1
+        reply = sch.refill("node-0", [(t, "node-0/dev-0", ([], None)) for t in pending], 8)
+        if reply.get("done"):
+            break
+        pending = reply["tiles"]
+        assert 0 < len(pending) <= 8
+        seen += pending
+    assert sorted(a + seen) == list(range(n))  # every tile, node-1's included, once
+    assert sch.completed == n and not sch.in_flight
+    assert sch.scheduling()["head_round_trips"] == calls
