@@ -27,6 +27,8 @@ class AllPairsConfig:
     preflight: bool = True
     progress: bool = True
     runs_root: str = "runs"
+    result_store: str | None = None      # an fsspec URL (s3://bucket/prefix ...): the driver
+                                         #   copies the finished outputs there (io.publish)
     executor: str = "auto"               # auto | inprocess | ray (executor.py: auto runs small
     inprocess_max_s: float = 20.0        #   runs, up to this many probed seconds of work per
                                          #   CPU, on threads here without Ray)

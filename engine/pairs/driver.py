@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
+from ..run.io import check_store, publish
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
@@ -80,6 +81,8 @@ class _Run:
             write_files(self.recorder.path)
         self.recorder.starting()
         try:
+            if cfg.result_store:  # before any compute: a store that cannot be written
+                check_store(cfg.result_store)
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
             self.plan = plan_run(
@@ -544,6 +547,13 @@ class _Run:
         outputs = {}
         for sink in self.sinks:
             outputs[sink.name] = sink.finalize()
+        published = None
+        if self.cfg.result_store:  # the driver copies the outputs; the run directory keeps them
+            try:
+                published = publish(outputs, self.recorder.rundir.result_dir,
+                                    self.cfg.result_store)
+            except PairflowError as exc:
+                raise self._failed(exc) from None
         self.phases["drain_s"] = t_finalize - t_drain  # counters and journal closed
         self.phases["finalize_s"] = time.time() - t_finalize  # sinks merged and written
         wall = time.time() - self.t_start
@@ -571,7 +581,7 @@ class _Run:
                 "input_files": self.shipment.files,
                 "input_bytes": self.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
-            "executor": self.ex.name,
+            "executor": self.ex.name, "published": published,
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
