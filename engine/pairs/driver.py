@@ -293,7 +293,7 @@ class _Run:
         self.scheduler = SchedulerClient(self.coordinator)
         self.metrics = MetricsClient(self.coordinator)
         for n_idx, node_plan in enumerate(plan.nodes):
-            node, dev = node_plan.node, node_plan.device
+            node = node_plan.node
             if n_idx == 0 and head_cache:
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
@@ -302,7 +302,8 @@ class _Run:
                 self.node_caches.append(NodeCacheClient(actor))
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
-                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
+                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}",
+                                    "device": node_plan.device_of(d),
                                     "address": node["address"], "node_id": node["node_id"]})
         return actors_meta
 
@@ -328,7 +329,9 @@ class _Run:
             row_items=self.items.row_items, col_items=self.items.col_items,
             item_keys=self.keys, tiles=self.tile_dicts, sinks=self.sinks,
             node_cache=self.node_caches[n_idx], scheduler=self.scheduler, metrics=self.metrics,
-            device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
+            device=node_plan.device_of(int(name.split("-")[1].split(".")[0])
+                                       if name.startswith("dev-") else 0),
+            in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=self.plan.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
             heartbeat_s=self.plan.heartbeat_s)
@@ -405,7 +408,7 @@ class _Run:
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 self.meta["actors"].append({
-                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device,
+                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device_of(d),
                     "address": node_plan.node["address"], "node_id": node_plan.node["node_id"],
                     "joined": time.time()})
                 handle = self.handles[actor_id]
