@@ -14,7 +14,8 @@ class AllPairsConfig:
     load_batch: int | None = None        # items per load task; None: from the measured parse
     load_batch_s: float = 0.1            #   time, so one task carries about this much work
     in_flight: int = 2                   # tiles under way per device actor (prefetch depth)
-    devices: str = "auto"                # auto | cpu | torch-cpu | cuda
+    devices: str = "auto"                # auto | cpu | torch-cpu | cuda | cuda,cpu (side by
+                                         #   side: sizing.plan_nodes)
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
     host_cache_items: int | None = None  # S: items one node's host tier holds
     host_cache_bytes: int | None = None  # default: half the node's object store
