@@ -127,3 +127,26 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
         oracle, _ = jaccard_matrix([sets[key] for key in keys])
         off = ~np.eye(len(keys), dtype=bool)
         assert np.allclose(got[off], oracle[off], rtol=0, atol=1e-12), k
+
+
+def test_a_failed_job_fails_the_sweep_naming_it(tmp_path):
+    """Without a cluster address the launcher starts a local Ray; one job at a time
+    (max_concurrent=1). A job whose run fails (k=0 is refused) fails the sweep, named, while
+    the other job's run finishes."""
+    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", TMPDIR=scratch,
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("RAY_ADDRESS", None)
+    work = tmp_path / "work"
+    _genomes(str(work / "inputs"), n=3, length=500)
+    out = subprocess.run(
+        [sys.executable, "-m", "apps.cli", "-m", "data.k=15,0", "hydra/launcher=ray",
+         "hydra.launcher.max_concurrent=1", "cluster.num_cpus=2", "cluster.object_store_mb=256",
+         "data.inputs=inputs/*.fa", "runs_root=runs", "progress=false"],
+        cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode != 0, out.stderr[-4000:]
+    assert "1 of 2 jobs of the sweep failed: #1 (data.k=0 " in out.stderr, out.stderr[-4000:]
+    assert "): exit code 2" in out.stderr and "k must be an integer" in out.stderr
+    import json
+    (first,) = glob.glob(str(work / "runs" / "jaccard" / "multirun-*" / "0"))
+    assert json.load(open(os.path.join(first, "status.json")))["state"] == "finished"
