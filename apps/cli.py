@@ -188,7 +188,7 @@ def check_keys(argv: list[str]) -> None:
     chosen = [o.input_line for o in overrides if o.key_or_group in groups]
     values = [o for o in overrides if o.key_or_group not in groups and not o.is_force_add()
               and not o.is_delete() and o.package is None
-              and not o.key_or_group.startswith("hydra.")]
+              and not o.key_or_group.startswith(("hydra.", "hydra/"))]
     _register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         known = _config_keys(compose(config_name="config", overrides=chosen))
@@ -269,8 +269,12 @@ def _hydra_main(argv: list[str], verbose: bool = False) -> int:
             print("pairflow: error: resume=true needs run_dir=<the run directory to resume>",
                   file=sys.stderr)
             outcome["code"] = 2
-            return None
-        outcome["code"] = _run_and_report(cfg, run_dir, verbose)
+            return 2
+        code = _run_and_report(cfg, run_dir, verbose)
+        # a sweep's exit code is its worst job's; the code is also returned, for a launcher
+        # that runs the job in another process (hydra/launcher=ray)
+        outcome["code"] = max(outcome["code"], code)
+        return code
 
     sys.argv = ["pairflow"] + argv
     _main()
@@ -363,4 +367,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m apps.cli`: run the importable module's main, not this __main__ copy's, so a
+    # launcher that ships the job to another process (hydra/launcher=ray) pickles functions
+    # by reference to apps.cli instead of by value with this module's state
+    from apps.cli import main as _main
+    sys.exit(_main())

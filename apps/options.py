@@ -40,4 +40,6 @@ def allpairs_options(cfg) -> dict:
                    runs_root=str(cfg.runs_root), resume=bool(cfg.resume),
                    validate=float(cfg.validate), max_retries=int(cfg.max_retries),
                    seed=int(cfg.seed))
+    if cfg.get("result_store"):
+        options["result_store"] = str(cfg.result_store)
     return options

@@ -26,10 +26,12 @@ class SyntheticApp(BasePairApp):
 
     def __init__(self, n: int, t_parse: float = 0.0, t_pre: float = 0.0, t_cmp: float = 0.0,
                  io_sleep: float = 0.0, item_floats: int = 1024, targets: int | None = None,
-                 slow: dict[str, float] | None = None):
+                 slow: dict[str, float] | None = None, wait: bool = False):
         """``slow``: device actor id ("node-0/dev-1") -> factor its compares take longer, to
-        model devices of unequal speed."""
-        self.n, self.targets = n, targets
+        model devices of unequal speed. ``wait``: a compare waits (sleeps) for its cost instead
+        of burning it, as a host waits on a GPU kernel: devices of unequal speed can then be
+        modelled on a machine with fewer cores than device actors."""
+        self.n, self.targets, self.wait = n, targets, wait
         self.slow = dict(slow or {})
         self.t_parse, self.t_pre, self.t_cmp, self.io_sleep = t_parse, t_pre, t_cmp, io_sleep
         self.item_floats = item_floats
@@ -66,7 +68,11 @@ class SyntheticApp(BasePairApp):
 
     def compare(self, left, right, mask, device):
         factor = self.slow.get(os.environ.get("PAIRFLOW_ACTOR_ID", ""), 1.0)
-        burn(self.t_cmp * int(mask.sum()) * factor, self.rate)
+        cost = self.t_cmp * int(mask.sum()) * factor
+        if self.wait:
+            time.sleep(cost)
+        else:
+            burn(cost, self.rate)
         li = np.array([x[0] for x in left], dtype=np.int64)[:, None]
         ri = np.array([x[0] for x in right], dtype=np.int64)[None, :]
         return ((li * 7919 + ri) % 1000).astype(np.float64)
@@ -77,7 +83,7 @@ class SyntheticApp(BasePairApp):
 
     def describe(self):
         return {"app": self.name, "n": self.n, "t_parse": self.t_parse, "t_pre": self.t_pre,
-                "t_cmp": self.t_cmp, "io_sleep": self.io_sleep}
+                "t_cmp": self.t_cmp, "io_sleep": self.io_sleep, "wait": self.wait}
 
 
 def build(cfg):

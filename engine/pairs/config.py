@@ -14,7 +14,8 @@ class AllPairsConfig:
     load_batch: int | None = None        # items per load task; None: from the measured parse
     load_batch_s: float = 0.1            #   time, so one task carries about this much work
     in_flight: int = 2                   # tiles under way per device actor (prefetch depth)
-    devices: str = "auto"                # auto | cpu | torch-cpu | cuda
+    devices: str = "auto"                # auto | cpu | torch-cpu | cuda | cuda,cpu (side by
+                                         #   side: sizing.plan_nodes)
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
     host_cache_items: int | None = None  # S: items one node's host tier holds
     host_cache_bytes: int | None = None  # default: half the node's object store
@@ -30,6 +31,8 @@ class AllPairsConfig:
     preflight: bool = True
     progress: bool = True
     runs_root: str = "runs"
+    result_store: str | None = None      # an fsspec URL (s3://bucket/prefix ...): the driver
+                                         #   copies the finished outputs there (io.publish)
     executor: str = "auto"               # auto | inprocess | ray (executor.py: auto runs small
     inprocess_max_s: float = 20.0        #   runs, up to this many probed seconds of work per
                                          #   CPU, on threads here without Ray)

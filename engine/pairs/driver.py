@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
+from ..run.io import check_store, publish
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
@@ -83,6 +84,8 @@ class _Run:
             write_files(self.recorder.path)
         self.recorder.starting()
         try:
+            if cfg.result_store:  # before any compute: a store that cannot be written
+                check_store(cfg.result_store)
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
             self.plan = plan_run(
@@ -304,7 +307,7 @@ class _Run:
         self.scheduler = SchedulerClient(self.coordinator)
         self.metrics = MetricsClient(self.coordinator)
         for n_idx, node_plan in enumerate(plan.nodes):
-            node, dev = node_plan.node, node_plan.device
+            node = node_plan.node
             if n_idx == 0 and head_cache:
                 self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
             else:
@@ -314,7 +317,8 @@ class _Run:
             self._start_frontier(n_idx)
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
-                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}", "device": dev,
+                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}",
+                                    "device": node_plan.device_of(d),
                                     "address": node["address"], "node_id": node["node_id"]})
         return actors_meta
 
@@ -351,7 +355,9 @@ class _Run:
             node_cache=self.node_caches[n_idx], metrics=self.metrics,
             scheduler=FrontierClient(self.frontiers[n_idx], self.scheduler)
             if n_idx in self.frontiers else self.scheduler,
-            device=node_plan.device, in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
+            device=node_plan.device_of(int(name.split("-")[1].split(".")[0])
+                                       if name.startswith("dev-") else 0),
+            in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
             l1_items=self.plan.l1_items, eviction=self.plan.eviction,
             preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
             heartbeat_s=self.plan.heartbeat_s)
@@ -432,7 +438,7 @@ class _Run:
             for d in range(node_plan.actors):
                 actor_id = self._spawn(n_idx, f"dev-{d}")
                 self.meta["actors"].append({
-                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device,
+                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device_of(d),
                     "address": node_plan.node["address"], "node_id": node_plan.node["node_id"],
                     "joined": time.time()})
                 handle = self.handles[actor_id]
@@ -578,6 +584,13 @@ class _Run:
         outputs = {}
         for sink in self.sinks:
             outputs[sink.name] = sink.finalize()
+        published = None
+        if self.cfg.result_store:  # the driver copies the outputs; the run directory keeps them
+            try:
+                published = publish(outputs, self.recorder.rundir.result_dir,
+                                    self.cfg.result_store)
+            except PairflowError as exc:
+                raise self._failed(exc) from None
         self.phases["drain_s"] = t_finalize - t_drain  # counters and journal closed
         self.phases["finalize_s"] = time.time() - t_finalize  # sinks merged and written
         wall = time.time() - self.t_start
@@ -606,7 +619,7 @@ class _Run:
                 "input_files": self.shipment.files,
                 "input_bytes": self.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
-            "executor": self.ex.name,
+            "executor": self.ex.name, "published": published,
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)

@@ -35,6 +35,11 @@ class NodePlan:
     # on a CPU the device *is* host memory: preprocess once per node in the load task, not
     # once per device actor (which would repeat the work for every actor needing an item)
     preprocess_on_host: bool = False
+    mixed: tuple[str, ...] = ()  # devices="cuda,cpu": each actor's device, GPUs first
+
+    def device_of(self, d: int) -> str:
+        """The device of the node's ``d``-th actor."""
+        return self.mixed[d] if self.mixed else self.device
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
     for node in nodes:
         if node["cpus"] <= 0 and node["gpus"] <= 0:
             continue
+        if "," in cfg.devices:
+            out.extend(_mixed(node, cfg))
+            continue
         if cfg.devices in ("auto", "cuda") and node["gpus"] > 0:
             count, dev = node["gpus"], "cuda"
         else:
@@ -91,6 +99,27 @@ def plan_nodes(nodes: list[dict], cfg: AllPairsConfig) -> tuple[NodePlan, ...]:
         raise PairflowError("no node of the Ray cluster has a CPU or a GPU to run device actors "
                             f"on (nodes: {[(n['address'], n['cpus'], n['gpus']) for n in nodes]})")
     return tuple(out)
+
+
+def _mixed(node: dict, cfg: AllPairsConfig) -> list[NodePlan]:
+    """``devices="cuda,cpu"`` (or ``cuda,torch-cpu``): GPU actors and CPU actors side by side,
+    one actor per GPU and one per CPU slot not feeding a GPU (a GPU actor's host thread takes a
+    core); ``actors_per_node`` caps the CPU actors. Preprocessing stays with each actor: the
+    node's load task cannot preprocess for two kinds of device."""
+    kinds = [d.strip() for d in cfg.devices.split(",")]
+    gpu = [d for d in kinds if d.startswith("cuda")]
+    cpu = [d for d in kinds if not d.startswith("cuda")]
+    if len(gpu) != 1 or len(cpu) != 1 or cpu[0] not in ("cpu", "torch-cpu"):
+        raise PairflowError(f"devices={cfg.devices!r}: a mixed list names one GPU device and one "
+                            "CPU device (cuda,cpu or cuda,torch-cpu)")
+    gpus = node["gpus"]
+    cpu_actors = max(0, node["cpus"] - gpus) if gpus else max(1, node["cpus"])
+    if cfg.actors_per_node:
+        cpu_actors = min(cpu_actors, cfg.actors_per_node)
+    devices = (gpu[0],) * gpus + (cpu[0],) * cpu_actors
+    if not devices:
+        return []
+    return [NodePlan(node, len(devices), devices[0], False, devices)]
 
 
 def device_cache_items(leaf: int, in_flight: int, configured: int | None = None) -> int:

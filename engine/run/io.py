@@ -69,3 +69,54 @@ def fetch(url: str) -> bytes:
         raise InputError(url, f"cannot read: {exc}") from None
     _count(scheme(url), len(raw))
     return raw
+
+
+def _store(url: str):
+    """(filesystem, root path) of a result store URL, or a PairflowError naming it."""
+    import fsspec
+    from ..errors import PairflowError
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise PairflowError(f"result store {url}: {exc}") from None
+
+
+def check_store(url: str) -> None:
+    """Fail before any compute when the result store cannot be written: its scheme has no
+    fsspec backend, or its root cannot be made."""
+    from ..errors import PairflowError
+    fs, root = _store(url)
+    try:
+        fs.makedirs(root, exist_ok=True)
+    except Exception as exc:
+        raise PairflowError(f"result store {url}: cannot create it: "
+                            f"{type(exc).__name__}: {exc}") from None
+
+
+def publish(outputs: dict, result_dir: str, url: str) -> dict:
+    """Copy a run's finished outputs (files or directory trees under ``result_dir``) to the
+    result store ``url``, keeping their paths relative to ``result_dir``; an output already
+    there (a resumed run published again) is replaced whole. Returns sink name -> URL. Only
+    the driver calls this, after the sinks finalized: workers never write to the store."""
+    import os
+
+    from ..errors import PairflowError
+    fs, root = _store(url)
+    out = {}
+    for name, path in outputs.items():
+        if not isinstance(path, str) or not os.path.exists(path):
+            continue
+        rel = os.path.relpath(path, result_dir).replace(os.sep, "/")
+        target = f"{root.rstrip('/')}/{rel}"
+        try:
+            if fs.exists(target):
+                fs.rm(target, recursive=True)
+            if os.path.isdir(path):
+                fs.put(path.rstrip(os.sep) + "/", target + "/", recursive=True)
+            else:
+                fs.put_file(path, target)
+        except Exception as exc:
+            raise PairflowError(f"result store {url}: writing {rel} failed: "
+                                f"{type(exc).__name__}: {exc}") from None
+        out[name] = url.rstrip("/") + "/" + rel
+    return out

@@ -165,6 +165,20 @@ def test_plan_nodes_one_actor_per_cpu_or_gpu():
         [(3, "torch-cpu", False)]
 
 
+def test_plan_nodes_mixed_gpu_and_cpu_actors_on_one_node():
+    # 3 CPUs and 2 GPUs: one actor per GPU, one per CPU slot not feeding a GPU (3 - 2 = 1)
+    node = {**NODE, "cpus": 3, "gpus": 2}
+    (plan,) = plan_nodes([node], AllPairsConfig(devices="cuda,cpu"))
+    assert plan.actors == 3 and [plan.device_of(d) for d in range(3)] == ["cuda", "cuda", "cpu"]
+    assert plan.device == "cuda" and not plan.preprocess_on_host
+    # a node without GPUs keeps one CPU actor per CPU; actors_per_node caps the CPU actors
+    (cpu_only,) = plan_nodes([{**NODE, "cpus": 4}], AllPairsConfig(devices="cuda,torch-cpu",
+                                                                  actors_per_node=2))
+    assert [cpu_only.device_of(d) for d in range(cpu_only.actors)] == ["torch-cpu"] * 2
+    with pytest.raises(PairflowError, match="one GPU device and one CPU device"):
+        plan_nodes([node], AllPairsConfig(devices="cuda,cuda"))
+
+
 def test_validation_sample_is_a_reproducible_fraction():
     pending = list(range(0, 50, 2))
     assert validation_sample(pending, 0.0, 0) == []
