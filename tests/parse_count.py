@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from apps.align import AlignApp
 from apps.jaccard import JaccardApp
+from engine.pairs.app import BasePairApp
 
 
 def _record(path: str, key: str) -> None:
@@ -47,3 +50,33 @@ class CountedAlign(AlignApp):
     def parse(self, key, raw):
         _record(self.count_path, key)
         return super().parse(key, raw)
+
+
+
+class CountedBytes(BasePairApp):
+    """Items are files of bytes (one per key, read through ``url``); a pair's value is the dot
+    product of the two byte vectors (exact in int64, so any run's result can be checked against
+    a brute force). Every parse is a load from storage: counted in ``count_path``."""
+
+    name = "bytes"
+
+    def __init__(self, paths: list[str], count_path: str):
+        self.paths = {os.path.basename(p).split(".")[0]: p for p in paths}
+        self.count_path = count_path
+
+    def keys(self):
+        return list(self.paths)
+
+    def url(self, key):
+        return self.paths[key]
+
+    def parse(self, key, raw):
+        _record(self.count_path, key)
+        return np.frombuffer(raw, np.uint8).astype(np.int64)
+
+    def compare(self, left, right, mask, device):
+        out = np.stack(left) @ np.stack(right).T
+        return {"dot": np.where(mask, out, 0)}
+
+    def fields(self):
+        return {"dot": "int64"}
