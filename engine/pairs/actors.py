@@ -150,8 +150,8 @@ class NodeCacheWorker:
         connect_l3(self.cache, index, peers, hops)
         return True
 
-    def take(self, items: list[int]) -> dict:
-        return self.cache.take(items)
+    async def take(self, items: list[int]) -> dict:
+        return await self.cache.take(items)
 
     def dir_lookup(self, items: list[int]) -> dict:
         return self.cache.peers.shard_lookup(items)

@@ -138,7 +138,7 @@ class CoordinatorCore:
         return True
 
     async def cache_take(self, items):
-        return self.cache.take(items)
+        return await self.cache.take(items)
 
     async def cache_dir_lookup(self, items):
         return self.cache.peers.shard_lookup(items)

@@ -273,6 +273,7 @@ class NodeCache:
         self._pending: dict[int, asyncio.Future] = {}  # item -> its load's accounting
         self.peers = None  # L3 (directory.Peers), when the run has it
         self._settled = 0  # items that became usable here (loaded or taken from a peer)
+        self._asking: set = set()  # items this node is asking its peers for (L3)
 
     async def get(self, items: list[int]) -> dict:
         """``{item: ("value", item) | ("ref", handle)}`` once every item is loaded: small
@@ -337,6 +338,7 @@ class NodeCache:
         for item in items:
             self.cache.put(item, ("pending", None), 0, pin=True, shrink=False)
             self._pending[item] = asked
+            self._asking.add(item)
         try:
             found = await self.peers.find(items)
         except Exception:  # L3 is an optimisation: anything wrong there means load
@@ -344,6 +346,7 @@ class NodeCache:
         taken, rest = {}, []
         for item in items:
             self._pending.pop(item, None)
+            self._asking.discard(item)
             if item in self.cache:
                 self.cache.unpin(item)  # the load below pins it again
             if item not in found:
@@ -358,9 +361,15 @@ class NodeCache:
                 self.cache.put(item, entry, nbytes, shrink=False)
         return taken, rest, asked
 
-    def take(self, items: list[int]) -> dict:
-        """L3, a peer asking: ``{item: (entry, nbytes)}`` for the items held here and settled
-        (none under way). Not counted as hits: this node's own use is what L2 counts."""
+    async def take(self, items: list[int]) -> dict:
+        """L3, a peer asking: ``{item: (entry, nbytes)}`` for the items held here, once those
+        being loaded from storage here have settled (the directory lists a node from the start
+        of its load, so nodes working through the same items load each once, not each). Not
+        counted as hits: this node's own use is what L2 counts."""
+        loading = {id(f): f for f in (self._pending.get(i) for i in items
+                                      if i not in self._asking) if f is not None}
+        if loading:
+            await asyncio.gather(*loading.values(), return_exceptions=True)
         out = {}
         for item in items:
             if item in self._pending or item not in self.cache:
@@ -430,8 +439,9 @@ class NodeCache:
         if force or state != self._reported:
             self._reported = state
             self.scheduler.l2_update(self.node, self.cache.keys())
-            if self.peers is not None:  # the directory learns settled items only
-                self.peers.tell(k for k in self.cache.keys() if k not in self._pending)
+            if self.peers is not None:  # the directory learns loads as they start (a peer
+                # waits for them: take), never what this node is itself asking the peers for
+                self.peers.tell(k for k in self.cache.keys() if k not in self._asking)
         self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
                          "stats": self.cache.stats.to_dict()})
         self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,

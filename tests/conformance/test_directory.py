@@ -45,7 +45,7 @@ class Client:
             async def lost():
                 raise ConnectionError("peer lost")
             return lost()
-        return self._answer(self.cache.take(items))
+        return self.cache.take(items)
 
     def dir_lookup(self, items):
         self.calls.append(("lookup", self.cache.node, list(items)))
@@ -157,4 +157,21 @@ def test_concurrent_requests_for_an_item_asked_of_the_peers_get_it_once():
         assert all(v[0] in ("ref", "value") for v in list(a.values()) + list(b.values()))
         assert sorted(loads[1].loaded) == [4, 5, 6]  # each missing item loaded once
         assert a[4] == b[4] and a[2] == b[2]
+    asyncio.run(go())
+
+
+def test_a_node_waits_for_a_peers_load_under_way_instead_of_loading_again():
+    """The directory lists a node from the start of its load: a peer asking meanwhile waits for
+    that load (nodes working through the same items load each once, not once per node)."""
+    async def go():
+        caches, loads, _ = cluster(2)
+        for load in loads:
+            load.delay = 0.2
+        first = asyncio.ensure_future(caches[0].get(list(range(6))))
+        await asyncio.sleep(0.05)  # node 0's loads are under way, not finished
+        assert sorted(loads[0].loaded) == list(range(6)) and not first.done()
+        second = await caches[1].get(list(range(6)))
+        assert first.done() and set(second) == set(range(6))
+        assert loads[1].loaded == []
+        assert caches[1].peers.stats()["hits_per_hop"] == [6]
     asyncio.run(go())
