@@ -100,11 +100,15 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
                     "bytes_from_storage": s["tiers"]["source"]["bytes"],
                     "l3_hits_per_hop": s["l3"]["hits_per_hop"], "l3_misses": s["l3"]["misses"],
                     "l3_failed": s["l3"]["failed"], "tiles": s["tiles_total"],
+                    # how the work fell on the nodes decides loads as much as L3 does: a node
+                    # that joins late takes few tiles, and the run is then nearly one node's
+                    "loads_per_node": {c["node"]: c.get("loads") for c in s["node_caches"]},
                     "exact": exact, "wall_s": time.time() - t0, "run_dir": res.run_dir,
                     "scheduling": dict(SCHEDULING)})
                 print(f"  {k} node(s), L3 {'on ' if l3 else 'off'}: R {s['R']:.2f}, "
                       f"{s['tiers']['source']['bytes'] / 1e6:.1f} MB from storage, "
-                      f"L3 hits per hop {s['l3']['hits_per_hop']}, exact {exact}", flush=True)
+                      f"L3 hits per hop {s['l3']['hits_per_hop']}, loads per node "
+                      f"{[c.get('loads') for c in s['node_caches']]}, exact {exact}", flush=True)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -147,9 +151,9 @@ def main() -> None:
     args = ap.parse_args()
     print(NO_SPEEDUP)
     if args.quick:
-        real_kw = dict(n=24, nbytes=50_000, host=5, leaf=4)
+        real_kw = dict(n=32, nbytes=50_000, host=8, leaf=4)  # S: two leaves of rows
     else:
-        real_kw = dict(n=96, nbytes=200_000, host=12, leaf=4)
+        real_kw = dict(n=96, nbytes=200_000, host=16, leaf=4)
     sim_kw = dict(n=256, leaf=4, host=24)  # one node's R near Rocket's 6.7
     t0 = time.time()
     real = [] if args.no_real else real_runs(**real_kw)
