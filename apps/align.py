@@ -473,6 +473,14 @@ class AlignApp(BasePairApp):
                 "filters": [f.describe() for f in self.filters], "mode": self.mode,
                 "evalue": self.evalue, "evalue_method": self.evalue_method}
 
+    def store_source(self, key):
+        """A record's file (L4 store: the record is digested by its file's bytes)."""
+        return self.catalog.url(key)
+
+    def parse_params(self):
+        """A sequence depends only on its record's bytes and the input format (L4 store)."""
+        return {"fmt": self.fmt}
+
     def fingerprint(self):
         return {**self.describe(),
                 "inputs": {u: url_digest(u) for u in dict.fromkeys(self.query_urls +

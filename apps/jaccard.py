@@ -336,6 +336,15 @@ class JaccardApp(BasePairApp):
                 "kernel": self.kernel, "canonical": self.canonical,
                 "on_bad_record": self.on_bad_record, "skipped_records": self._skipped_count()}
 
+    def store_source(self, key):
+        """A record's file (L4 store: the record is digested by its file's bytes)."""
+        return self.catalog.url(key)
+
+    def parse_params(self):
+        """What an item's k-mer set depends on beside its bytes (the L4 store's key)."""
+        return {"k": self.k, "item": self.item, "canonical": self.canonical,
+                "kernel": self.kernel}
+
     def fingerprint(self):
         """What decides the result: a resumed run with a different fingerprint is refused.
         The kernel does not (both give the same counts); which records were skipped does."""

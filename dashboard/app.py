@@ -220,6 +220,7 @@ def view_cache(view: RunView, ov: dict) -> None:
                 .encode(y="bound:Q", tooltip=["bound"])
             base = base + rule
         chart(base.properties(height=200))
+    view_l3(view)
     ts = view.tier_series()
     if ts.empty:
         st.info("no per-tier counters yet (metrics.jsonl `tiers`)")
@@ -240,6 +241,26 @@ def view_cache(view: RunView, ov: dict) -> None:
                 chart(alt.Chart(d, title=title).mark_line().encode(
                     x=alt.X("sec:Q", title="seconds since start"), y=alt.Y(f"{y}:Q", title=counter, scale=yscale),
                     color="tier:N", tooltip=["tier", "sec", y]).properties(height=180))
+
+
+def view_l3(view: RunView) -> None:
+    """The L3 directory panel: items taken from a peer node's cache, per hop and node
+    (summary.json ``l3``, written when the run finishes)."""
+    totals = view.l3_totals()
+    if not totals:
+        st.caption("L3 directory: off for this run (`cache.l3=true` on a cluster), or the run "
+                   "has not finished")
+        return
+    hops = totals.get("hits_per_hop") or []
+    st.markdown("**L3 directory** · " + " · ".join(f"`hop {k + 1}: {_n(h)}`" for k, h in enumerate(hops))
+                + f" · `misses: {_n(totals.get('misses'))}` · `failed: {_n(totals.get('failed'))}`")
+    st.caption("hits: items taken from the k-th most recent holder's cache instead of storage; "
+               "misses: items no peer handed over (loaded); failed: hand-overs that broke off")
+    df = view.l3_hops()
+    if not df.empty:
+        chart(alt.Chart(df, title="L3 hits per hop").mark_bar().encode(
+            x=alt.X("hop:N", title="hop"), y=alt.Y("hits:Q", title="items"),
+            color="node:N", xOffset="node:N", tooltip=["node", "hop", "hits"]).properties(height=200))
 
 
 def view_matrix(view: RunView, ov: dict) -> None:

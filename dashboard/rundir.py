@@ -882,6 +882,35 @@ class RunView:
             return df[first + [c for c in df.columns if c not in first]]
         return self._cached("tier_totals", self._versions("metrics", "summary"), build)
 
+    def l3_hops(self) -> pd.DataFrame:
+        """The L3 directory's hits per hop, per node, from summary.json (``l3``): node, hop
+        (1 = the most recent holder), hits; plus one row per node with hop ``miss`` (items no
+        peer handed over: loaded from storage) and ``failed`` (hand-overs that failed). Empty
+        when the run had no L3 (or has not finished)."""
+        def build():
+            cols = ["node", "hop", "hits"]
+            l3 = self.summary.get("l3")
+            if not isinstance(l3, dict) or not l3.get("enabled"):
+                return pd.DataFrame(columns=cols)
+            rows = []
+            for node, part in sorted((l3.get("nodes") or {}).items()):
+                if not isinstance(part, dict):
+                    continue
+                for k, hits in enumerate(part.get("hits_per_hop") or []):
+                    rows.append({"node": str(node), "hop": str(k + 1), "hits": _num(hits)})
+                rows.append({"node": str(node), "hop": "miss", "hits": _num(part.get("misses"))})
+                rows.append({"node": str(node), "hop": "failed", "hits": _num(part.get("failed"))})
+            return pd.DataFrame(rows, columns=cols)
+        return self._cached("l3_hops", self._versions("summary"), build)
+
+    def l3_totals(self) -> dict:
+        """summary.json's ``l3`` totals: hops, hits_per_hop, hits, misses, failed (or {})."""
+        l3 = self.summary.get("l3")
+        if not isinstance(l3, dict) or not l3.get("enabled"):
+            return {}
+        return {k: l3.get(k) for k in ("hops", "hits_per_hop", "hits", "misses", "failed",
+                                       "stale", "lookup_calls", "take_calls")}
+
     def r_series(self) -> pd.DataFrame:
         """sec, R over time (from snapshots; R = loads / n_items when R is absent)."""
         df = self.metrics_frame()

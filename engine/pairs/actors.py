@@ -75,6 +75,7 @@ class NodeCacheSpec:
     inline_bytes: int = 64 * 1024
     expected_item_bytes: float | None = None
     shipment: object = None              # the driver's local files (run/shipping.py)
+    store: object = None                 # the run's L4 item store (store.py), or None
 
 
 class _LoadTasks:
@@ -87,6 +88,7 @@ class _LoadTasks:
         self.shipment = ray.put(spec.shipment) if spec.shipment is not None else None
         self.item_keys = spec.item_keys
         self.preprocess_on, self.inline_bytes = spec.preprocess_on, spec.inline_bytes
+        self.store = spec.store
         # items measured far below the inline size all travel by value: one return per task
         self.all_inline = spec.expected_item_bytes is not None and \
             4 * spec.expected_item_bytes <= spec.inline_bytes
@@ -103,10 +105,11 @@ class _LoadTasks:
         if self.all_inline:
             ref = load_items_task.options(num_returns=1, **self.options).remote(
                 self.app_ref, keys, self.preprocess_on, self.inline_bytes, True,
-                shipment=self.shipment)
+                shipment=self.shipment, store=self.store)
             return [ref] * len(batch), ref  # a failed load's error travels in every item
         refs = load_items_task.options(num_returns=len(batch) + 1, **self.options).remote(
-            self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment)
+            self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment,
+            store=self.store)
         return list(refs[:-1]), refs[-1]
 
 
@@ -119,6 +122,20 @@ def node_cache(spec: NodeCacheSpec, scheduler, metrics, loader=None) -> NodeCach
                      EventBuffer(metrics), spec.load_batch, spec.load_slots)
 
 
+async def own_object(entry: tuple) -> tuple:
+    """L3: a peer's object pulled into this node's object store and put there again, so this
+    node owns its copy (the peer may evict its own, or be lost, without breaking this one)."""
+    import ray
+    value = await entry[1]
+    return ("ref", ray.put(value))
+
+
+def connect_l3(cache: NodeCache, index: int, peers: list, hops: int) -> None:
+    """Give a node cache its L3 side: the shard it hosts and the other nodes' caches."""
+    from .directory import Peers
+    cache.peers = Peers(index, peers, hops, own=own_object)
+
+
 class NodeCacheWorker:
     """A node's cache where no coordinator is: on every node but the head."""
 
@@ -127,6 +144,20 @@ class NodeCacheWorker:
 
     async def get(self, items: list[int]) -> dict:
         return await self.cache.get(items)
+
+    # L3 (directory.py): the shard hosted here, and what this node hands to its peers
+    def connect(self, index: int, peers: list, hops: int) -> bool:
+        connect_l3(self.cache, index, peers, hops)
+        return True
+
+    async def take(self, items: list[int]) -> dict:
+        return await self.cache.take(items)
+
+    def dir_lookup(self, items: list[int]) -> dict:
+        return self.cache.peers.shard_lookup(items)
+
+    def dir_record(self, node: int, added: list, removed: list) -> None:
+        self.cache.peers.shard_record(node, added, removed)
 
     async def stats(self) -> dict:
         return await self.cache.stats()

@@ -116,6 +116,19 @@ class BasePairApp:
     def describe(self) -> dict:
         return {"app": self.name}
 
+    def parse_params(self) -> dict:
+        """The settings ``parse`` (and a host-side ``preprocess``) depends on, beside the item's
+        bytes: the L4 store (store.py) keys parsed items by them. The default takes every public
+        scalar attribute; an app whose parse reads anything else says so here."""
+        from .store import default_parse_params
+        return default_parse_params(self)
+
+    def store_source(self, key: Key) -> str | None:
+        """The URL whose bytes item ``key`` is parsed from, for the L4 store's content digest:
+        ``url(key)`` by default; an app that reads records of a file itself (``url`` is None)
+        names the file."""
+        return self.url(key)
+
     def fingerprint(self) -> dict:
         """What decides the results (compared on resume). Apps add their parameters and the
         digests of their inputs (``url_digest``)."""

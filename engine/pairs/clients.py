@@ -117,3 +117,21 @@ class NodeCacheClient:
     def ready(self):
         h = self.handle
         return (h.cache_ready if self.in_coordinator else h.ready).remote()
+
+    # L3 (directory.py): one call per shard or peer per batch of items
+    def connect(self, index: int, peers: list, hops: int):
+        h = self.handle
+        return (h.cache_connect if self.in_coordinator else h.connect).remote(index, peers, hops)
+
+    def take(self, items: list):
+        h = self.handle
+        return (h.cache_take if self.in_coordinator else h.take).remote(items)
+
+    def dir_lookup(self, items: list):
+        h = self.handle
+        return (h.cache_dir_lookup if self.in_coordinator else h.dir_lookup).remote(items)
+
+    def dir_record(self, node: int, added: list, removed: list):
+        h = self.handle
+        return (h.cache_dir_record if self.in_coordinator else h.dir_record).remote(
+            node, added, removed)

@@ -22,6 +22,10 @@ class AllPairsConfig:
     device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1)
     device_cache_bytes: int | None = None
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
+    l3: bool = False                     # L3: take items from peer nodes' caches (directory.py)
+    l3_hops: int = 1                     #   through a directory of the h latest holders
+    store: str | None = None             # L4: parsed items kept across runs at this directory
+                                         #   or fsspec URL (store.py); None: off
     plan: str = "auto"                   # auto | stripe | hilbert | zorder
     eviction: str = "auto"               # auto | next_use | lru (auto: the simulator picks)
     window: int = 8                      # pending tiles the scheduler looks at per request

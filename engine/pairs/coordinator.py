@@ -156,6 +156,21 @@ class CoordinatorCore:
     async def cache_ready(self):
         return True
 
+    # L3 (directory.py), for the head node's cache: as NodeCacheWorker's methods
+    async def cache_connect(self, index, peers, hops):
+        from .actors import connect_l3
+        connect_l3(self.cache, index, peers, hops)
+        return True
+
+    async def cache_take(self, items):
+        return await self.cache.take(items)
+
+    async def cache_dir_lookup(self, items):
+        return self.cache.peers.shard_lookup(items)
+
+    async def cache_dir_record(self, node, added, removed):
+        return self.cache.peers.shard_record(node, added, removed)
+
 
 _made: dict = {}
 

@@ -41,6 +41,8 @@ from .scheduler import describe_tile
 from .shipped import ResultWriter, check_sinks
 from .sinks import Sink, SinkContext, make_sink
 from .sizing import plan_nodes, plan_run, validation_sample, weighted_probe
+from .directory import l3_summary
+from .store import open_store, store_summary
 
 
 class _Run:
@@ -117,6 +119,7 @@ class _Run:
         chooses the executor (executor.choose). Returns the run's fingerprint and the probe's
         pair weight (weighted apps)."""
         cfg, app = self.cfg, self.app
+        self.store = open_store(cfg.store, app)  # L4, read by the probe and the load tasks
         runtime = (cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
         if self.ex is not None and cfg.executor == "inprocess":  # forced, even in a session
             self.ex = None
@@ -126,7 +129,8 @@ class _Run:
         if self.ex is not None:
             self.ex.start()  # Ray starts while the inputs are measured and checked
         local = local_node(cfg.num_cpus, cfg.object_store_mb)
-        device = plan_nodes([local], cfg)[0].device
+        local_plan = plan_nodes([local], cfg)[0]
+        device = local_plan.device
         measure_here = True
         if self.ex is not None and (cfg.ray_address or ray_is_up()):
             # a cluster already up: when its actors use another device (its GPUs), the stages
@@ -144,7 +148,11 @@ class _Run:
                                                       self.col_keys)
         if previous is None and measure_here:
             try:
-                self.measured = {**measure_stages(app, sample, device), "device": device}
+                self.measured = {**measure_stages(
+                    app, sample, device, store=self.store,
+                    preprocess_on=device if local_plan.preprocess_on_host else None),
+                    "device": device}
+                self.probe_store = self.measured.pop("store", None)
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
                     problems = check_items(app, self.keys)
@@ -266,6 +274,10 @@ class _Run:
                                         self.recorder.file(JOURNAL) if cfg.journal else None,
                                         cfg.journal_fsync_s)
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
+        if cfg.l3 and len(self.node_caches) > 1 and self.ex.name == "ray":
+            # L3: every node cache hosts its directory shard and reaches the others
+            self.ex.get([c.connect(i, self.node_caches, cfg.l3_hops)
+                         for i, c in enumerate(self.node_caches)])
         meta = {"kind": "allpairs", "app": self.app.name, "space": self.space.describe(),
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
@@ -342,7 +354,8 @@ class _Run:
             preprocess_on=node_plan.device if node_plan.preprocess_on_host else None,
             load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),
             inline_bytes=cfg.inline_item_bytes,
-            expected_item_bytes=self.measured.get("item_bytes"), shipment=self.shipment)
+            expected_item_bytes=self.measured.get("item_bytes"), shipment=self.shipment,
+            store=self.store)
 
     def _spawn(self, n_idx: int, name: str) -> str:
         """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
@@ -620,6 +633,8 @@ class _Run:
                 "input_bytes": self.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
             "executor": self.ex.name, "published": published,
+            "l3": l3_summary(self.cfg.l3, self.cfg.l3_hops, cache_stats),
+            "store": store_summary(self.store, cache_stats, getattr(self, "probe_store", None)),
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)

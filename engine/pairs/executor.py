@@ -168,7 +168,8 @@ class _LoadThreads:
         from .loading import load_items
         keys = [self.spec.item_keys[i] for i in batch]
         ref = LocalRef(self.pool.submit(load_items, self.spec.app, keys, self.spec.preprocess_on,
-                                        self.spec.inline_bytes, True))
+                                        self.spec.inline_bytes, True,
+                                        store=getattr(self.spec, "store", None)))
         return [ref] * len(batch), ref  # a failed load's error travels in every item
 
 

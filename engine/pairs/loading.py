@@ -14,27 +14,55 @@ import numpy as np
 from ..errors import InputError
 from ..run.io import fetch, io_stats
 from ..run.shipping import install
+from .store import StoreStats, add_stats, content_digest, source_digest
 
 
-def load_and_parse(app, key: str, preprocess_on: str | None = None):
+def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None):
     """Fetch and parse one item; with ``preprocess_on`` (a host-memory device such as "cpu")
-    also preprocess it here, once per node, instead of once in every device actor's L1."""
+    also preprocess it here, once per node, instead of once in every device actor's L1.
+
+    ``store`` (an ``ItemStore``, L4): the item comes from the store when it holds an entry for
+    these bytes and parse parameters, and goes into it after a parse; ``info["store"]`` counts
+    what happened (``store.StoreStats``)."""
     t0 = time.time()
     url = app.url(key)
     raw = fetch(url) if url else None
     t1 = time.time()
+    info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1)}
+    digest = None
+    if store is not None:
+        stats = StoreStats()
+        info["store"] = stats
+        source = getattr(app, "store_source", None)
+        source = source(key) if raw is None and callable(source) else None
+        if raw is None and not source:
+            stats.bypassed += 1
+        else:
+            content = content_digest(raw) if raw is not None else source_digest(source)
+            digest = store.digest(key, content, preprocess_on)
+            found, item = store.get(digest, stats)
+            if found:
+                info["store_read"] = (t1, time.time())
+                info["nbytes"] = int(app.item_nbytes(item))
+                info["store"] = stats.to_dict()
+                return item, info
+    t1 = time.time()
     item = app.parse(key, raw)
     t2 = time.time()
-    info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1), "parse": (t1, t2)}
+    info["parse"] = (t1, t2)
     if preprocess_on is not None:
         item = app.preprocess(key, item, preprocess_on)
         info["preprocess"] = (t2, time.time())
     info["nbytes"] = int(app.item_nbytes(item))
+    if digest is not None:
+        store.put(digest, item, stats)
+    if store is not None:
+        info["store"] = stats.to_dict()
     return item, info
 
 
 def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
-               all_inline: bool = False, shipment=None):
+               all_inline: bool = False, shipment=None, store=None):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
@@ -47,10 +75,11 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
     items are all small. Even an unused return object costs the owner, the worker and the raylet
     bookkeeping, once per item of the run.
 
-    ``shipment``: the driver's local files, through the object store (``run/shipping.py``)."""
+    ``shipment``: the driver's local files, through the object store (``run/shipping.py``).
+    ``store``: the run's L4 item store, or None (``load_and_parse``)."""
     install(shipment)
     before = io_stats()
-    out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    out = [load_and_parse(app, key, preprocess_on, store) for key in keys]
     if out:  # what this task read, by scheme (files read once per process count once)
         out[0][1]["io"] = io_delta(before, io_stats())
     items = []
@@ -116,7 +145,7 @@ MEASURE_MAX_SIDE = 1024
 
 
 def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
-                   shipment=None) -> dict:
+                   shipment=None, store=None, preprocess_on: str | None = None) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles).
     The process is warmed up first, so first-call costs do not inflate the parse time.
 
@@ -126,15 +155,24 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     chosen from it came out tiles a fraction of their per-tile overhead.
 
     ``shipment``: the driver's local input files, installed before anything is read (nothing
-    shared between nodes: ``engine/run/shipping.py``)."""
+    shared between nodes: ``engine/run/shipping.py``).
+
+    ``store``: the run's L4 store; the sample comes from it when it holds the items (a run
+    over stored items pays a store read per load, not a parse), else is parsed and kept, as
+    the load tasks will load it (``preprocess_on``: preprocessed on the host), so the probe
+    parses nothing the store has and stores nothing the run will not read."""
     install(shipment)
     warm_process(app, "host")
     warm_process(app, device)
     sample = list(dict.fromkeys(keys))[:2]
     t0 = time.perf_counter()
-    items = [load_and_parse(app, k)[0] for k in sample]
+    if store is None:
+        preprocess_on = None
+    loaded = [load_and_parse(app, k, preprocess_on, store) for k in sample]
+    items = [item for item, _ in loaded]
     t_parse = (time.perf_counter() - t0) / max(1, len(sample))
-    dev = [app.preprocess(k, it, device) for k, it in zip(sample, items)]
+    dev = items if preprocess_on == device else \
+        [app.preprocess(k, it, device) for k, it in zip(sample, items)]
     mask = np.ones((len(dev), len(dev)), bool)
     app.compare(dev, dev, mask, device)
     while True:
@@ -149,4 +187,9 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
         dev = dev * 2
         mask = np.ones((len(dev), len(dev)), bool)
     nbytes = float(np.mean([app.item_nbytes(it) for it in items])) if items else 0.0
-    return {"t_pair": t_pair, "t_parse": t_parse, "item_bytes": nbytes}
+    out = {"t_pair": t_pair, "t_parse": t_parse, "item_bytes": nbytes}
+    if store is not None:  # what the probe found in the L4 store, counted with the run's
+        out["store"] = {}
+        for _, info in loaded:
+            add_stats(out["store"], info["store"])
+    return out

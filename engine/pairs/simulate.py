@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache
 from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
 from .sizing import device_cache_items
@@ -33,6 +34,7 @@ class SimResult:
     l2_hits: int
     tiles: int
     pairs: int
+    l3_hits: list = field(default_factory=list)  # per hop: items taken from a peer's L2
 
     @property
     def R(self) -> float:
@@ -42,9 +44,19 @@ class SimResult:
 def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | None = None,
              actors_per_node: int = 1, nodes: int = 1, l1_items: int | None = None,
              in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
-             window: int = 8, tiles: Sequence[Tile] | None = None) -> SimResult:
+             window: int = 8, tiles: Sequence[Tile] | None = None, l3: bool = False,
+             l3_hops: int = 1, deal: bool = False) -> SimResult:
     """Count item loads for one run of ``space`` with ``host_items`` items per node's L2
-    (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights)."""
+    (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights).
+
+    ``l3``: an L2 miss first asks the directory (``directory.DirectoryShard``, item i on shard
+    i mod nodes) for the ``l3_hops`` latest holders and takes the item from the first that still
+    holds it (a hit at that hop, not a load). What enters an L2 is the same either way, so the
+    tiles dealt are too: with L3, loads + L3 hits = the loads without it.
+
+    ``deal``: the plan's order is cut into ``nodes`` contiguous shares, one per node, each handed
+    out by a ``TilePolicy`` of its own (subtrees dealt to nodes, without stealing), instead of
+    one plan every node pulls from."""
     if items is None:
         items = ItemMap.shared(space.n_rows) if space.symmetric else \
             ItemMap.disjoint(space.n_rows, space.n_cols)
@@ -52,16 +64,24 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     n_actors = actors_per_node * nodes
     spare = actors_per_node * in_flight
     order = make_plan(plan, host_items, spare).order(tiles, items)
-    policy = TilePolicy(tiles, items, order, window=window, locality=True)
+    if deal and nodes > 1:
+        shares = [order[k * len(order) // nodes:(k + 1) * len(order) // nodes]
+                  for k in range(nodes)]
+        policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
+                               window=window, locality=True) for share in shares]
+    else:
+        policies = [TilePolicy(tiles, items, order, window=window, locality=True)] * nodes
 
-    def tier(budget: int) -> BudgetCache:
+    def tier(budget: int, policy: TilePolicy) -> BudgetCache:
         return BudgetCache(budget_items=budget,
                            eviction=make_eviction(eviction, next_use=policy.next_uses))
 
     # the driver's rule, so the simulated L1 is the one a run gets
     l1_cap = device_cache_items(leaf, in_flight, l1_items)
-    l2 = [tier(max(1, host_items)) for _ in range(nodes)]
-    l1 = [tier(l1_cap) for _ in range(n_actors)]
+    l2 = [tier(max(1, host_items), policies[k]) for k in range(nodes)]
+    shards = [DirectoryShard(l3_hops) for _ in range(nodes)] if l3 and nodes > 1 else None
+    l3_hits = [0] * l3_hops
+    l1 = [tier(l1_cap, policies[a // actors_per_node]) for a in range(n_actors)]
     running = [deque() for _ in range(n_actors)]
     loads = l1_hits = l2_hits = pairs = done = 0
     finished = [False] * n_actors
@@ -70,6 +90,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
             if finished[a]:
                 continue
             node = a // actors_per_node
+            policy = policies[node]
             if len(running[a]) >= in_flight:
                 _finish(running[a].popleft(), l1[a], l2[node], policy)
             t = policy.next_tile(l1[a], l2[node])
@@ -78,21 +99,36 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
                     _finish(running[a].popleft(), l1[a], l2[node], policy)
                 finished[a] = True
                 continue
-            got = _acquire(policy.tile_items[t], l1[a], l2[node])
+            got = _acquire(policy.tile_items[t], l1[a], l2[node],
+                           None if shards is None else (node, l2, shards, l3_hits))
             loads, l1_hits, l2_hits = loads + got[0], l1_hits + got[1], l2_hits + got[2]
             running[a].append(t)
             pairs += policy.tiles[t].pairs
             done += 1
-    return SimResult(loads, items.n_items, l1_hits, l2_hits, done, pairs)
+    return SimResult(loads, items.n_items, l1_hits, l2_hits, done, pairs,
+                     l3_hits if shards is not None else [])
 
 
-def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, int]:
+def _from_peer(it: int, l3) -> bool:
+    """L3: is the item in the L2 of one of its directory's candidates (counted per hop)?"""
+    node, l2s, shards, hits = l3
+    holders = [n for n in shards[shard_of(it, len(shards))].lookup([it]).get(it, [])
+               if n != node]
+    for hop, n in enumerate(holders[:len(hits)]):
+        if it in l2s[n]:
+            hits[hop] += 1
+            return True
+    return False
+
+
+def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache, l3=None) -> tuple[int, int, int]:
     """Pin a tile's items in an actor's L1, from L2 or the source: (loads, L1 hits, L2 hits).
 
     One transaction, as ``TileCache.acquire`` and ``NodeCache.get`` do it: every item is pinned
     (or inserted pinned) before either tier evicts, so making room for one item of a tile can
     never evict another item of the same tile that was still waiting for its turn."""
     loads = l1_hits = l2_hits = 0
+    added = []
     for it in tile_items:
         if it in l1:
             l1.lookup(it)
@@ -104,7 +140,9 @@ def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, in
             l2.pin(it)
             l1.put(it, True, 1, pin=True, shrink=False)
         else:
-            loads += 1
+            if l3 is None or not _from_peer(it, l3):
+                loads += 1
+            added.append(it)
             l2.put(it, True, 1, pin=True, shrink=False)
             l1.put(it, True, 1, pin=True, shrink=False)
     l1.shrink()
@@ -112,7 +150,14 @@ def _acquire(tile_items, l1: BudgetCache, l2: BudgetCache) -> tuple[int, int, in
     for it in tile_items:
         if l2.pins(it):
             l2.unpin(it)
-    l2.shrink()
+    evicted = l2.shrink()
+    if l3 is not None:  # the directory learns what entered and left this L2
+        node, _, shards, _ = l3
+        for it in evicted:
+            shards[shard_of(it, len(shards))].record(node, removed=[it])
+        for it in added:
+            if it in l2:
+                shards[shard_of(it, len(shards))].record(node, added=[it])
     return loads, l1_hits, l2_hits
 
 

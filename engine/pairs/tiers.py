@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Hashable, Iterable
 
 from .loading import load_batches
 from .policy import AdvisedEviction, LRUEviction
+from .store import add_stats
 
 
 @dataclass
@@ -267,8 +268,12 @@ class NodeCache:
         self.loads = 0
         self.load_bytes = 0
         self.io: dict[str, dict[str, int]] = {}  # reads by scheme: GETs and bytes
+        self.store: dict[str, int] = {}  # L4 item store: hits, misses, corrupt, bytes
         self._reported = None  # (loads, resident, evictions) at the last l2_update
         self._pending: dict[int, asyncio.Future] = {}  # item -> its load's accounting
+        self.peers = None  # L3 (directory.Peers), when the run has it
+        self._settled = 0  # items that became usable here (loaded or taken from a peer)
+        self._asking: set = set()  # items this node is asking its peers for (L3)
 
     async def get(self, items: list[int]) -> dict:
         """``{item: ("value", item) | ("ref", handle)}`` once every item is loaded: small
@@ -289,8 +294,12 @@ class NodeCache:
             else:
                 out[item] = entry
         loop = asyncio.get_running_loop()
-        for batch in load_batches(list(dict.fromkeys(to_load)), self.load_batch,
-                                  self.load_slots):
+        to_load = list(dict.fromkeys(to_load))
+        asked = None
+        if to_load and self.peers is not None:  # L3: peers first, storage for the rest
+            taken, to_load, asked = await self._from_peers(to_load)
+            out.update(taken)
+        for batch in load_batches(to_load, self.load_batch, self.load_slots):
             handles, infos = self.load(batch)
             accounted = loop.create_future()
             for item, handle in zip(batch, handles):
@@ -300,12 +309,18 @@ class NodeCache:
                 self._pending[item] = accounted
             self.loads += len(batch)
             asyncio.ensure_future(self._account(batch, handles, infos, accounted))
+        if asked is not None:  # after the loads of the rest are under way (waiters re-wait)
+            asked.set_result({i: out[i] for i in taken})
         self.cache.shrink()
         self._report()
-        waits = {id(f): f for f in (self._pending.get(i) for i in items) if f is not None}
         settled: dict = {}
-        for entries in await asyncio.gather(*waits.values()):
-            settled.update(entries)
+        while True:  # an item asked of the peers may have gone on to a load meanwhile
+            waits = {id(f): f for f in (self._pending.get(i) for i in items
+                                        if i not in settled) if f is not None}
+            if not waits:
+                break
+            for entries in await asyncio.gather(*waits.values()):
+                settled.update(entries)
         for item in items:
             # a small item is a value now, even if the tier evicted it the moment its load was
             # accounted (its handle is then the load's info list, not the item); a failed
@@ -313,6 +328,55 @@ class NodeCache:
             entry = settled.get(item) or self.cache.peek(item)
             if entry is not None:
                 out[item] = entry
+        return out
+
+    async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future]:
+        """Take what the peers hold (L3); returns (taken entries, items left to load, the
+        future a concurrent request for these items waits on). Placeholders keep the items
+        pinned and visible as under way while the peers are asked."""
+        asked = asyncio.get_running_loop().create_future()
+        for item in items:
+            self.cache.put(item, ("pending", None), 0, pin=True, shrink=False)
+            self._pending[item] = asked
+            self._asking.add(item)
+        try:
+            found = await self.peers.find(items)
+        except Exception:  # L3 is an optimisation: anything wrong there means load
+            found = {}
+        taken, rest = {}, []
+        for item in items:
+            self._pending.pop(item, None)
+            self._asking.discard(item)
+            if item in self.cache:
+                self.cache.unpin(item)  # the load below pins it again
+            if item not in found:
+                rest.append(item)
+                continue
+            entry, nbytes = found[item]
+            taken[item] = entry
+            self._settled += 1
+            if item in self.cache:
+                self.cache.fill(item, entry, nbytes, shrink=False)
+            else:
+                self.cache.put(item, entry, nbytes, shrink=False)
+        return taken, rest, asked
+
+    async def take(self, items: list[int]) -> dict:
+        """L3, a peer asking: ``{item: (entry, nbytes)}`` for the items held here, once those
+        being loaded from storage here have settled (the directory lists a node from the start
+        of its load, so nodes working through the same items load each once, not each). Not
+        counted as hits: this node's own use is what L2 counts."""
+        loading = {id(f): f for f in (self._pending.get(i) for i in items
+                                      if i not in self._asking) if f is not None}
+        if loading:
+            await asyncio.gather(*loading.values(), return_exceptions=True)
+        out = {}
+        for item in items:
+            if item in self._pending or item not in self.cache:
+                continue
+            entry = self.cache.peek(item)
+            if entry is not None and entry[0] in ("ref", "value"):
+                out[item] = (entry, self.cache._entries[item].nbytes)
         return out
 
     async def _account(self, batch: list[int], handles: list, infos_ref, accounted) -> None:
@@ -331,12 +395,15 @@ class NodeCache:
                     self.cache.discard(item)
                 continue
             self.load_bytes += info["raw_bytes"]
+            if "store" in info:
+                add_stats(self.store, info["store"])
             for kind, d in info.get("io", {}).items():
                 mine = self.io.setdefault(kind, {"gets": 0, "bytes": 0})
                 mine["gets"] += d["gets"]
                 mine["bytes"] += d["bytes"]
             entry = ("value", info["value"]) if "value" in info else ("ref", handle)
             entries[item] = entry
+            self._settled += 1
             if item in self.cache:
                 self.cache.unpin(item)
                 self.cache.fill(item, entry, info["nbytes"], shrink=False)
@@ -354,7 +421,7 @@ class NodeCache:
             return
         what = done[0][0] if len(done) == 1 else \
             f"{len(done)} items ({done[0][0]} .. {done[-1][0]})"
-        for stage in ("load", "parse", "preprocess"):
+        for stage in ("load", "store_read", "parse", "preprocess"):
             spans = [info[stage] for _, info in done if stage in info]
             if spans:
                 self.events.span(f"{self.node}/loader", stage, what,
@@ -368,10 +435,13 @@ class NodeCache:
     def _report(self, force: bool = False) -> None:
         # what the L2 holds changes only by loads and evictions: when neither happened since
         # the last report, sending the whole key list again only costs both actors CPU
-        state = (self.loads, len(self.cache), self.cache.stats.evictions)
+        state = (self.loads, len(self.cache), self.cache.stats.evictions, self._settled)
         if force or state != self._reported:
             self._reported = state
             self.scheduler.l2_update(self.node, self.cache.keys())
+            if self.peers is not None:  # the directory learns loads as they start (a peer
+                # waits for them: take), never what this node is itself asking the peers for
+                self.peers.tell(k for k in self.cache.keys() if k not in self._asking)
         self.events.add({"kind": "tier", "source": self.node, "tier": "L2",
                          "stats": self.cache.stats.to_dict()})
         self.events.add({"kind": "loads", "source": self.node, "loads": self.loads,
@@ -384,5 +454,7 @@ class NodeCache:
         if ref is not None:
             await ref
         return {"node": self.node, "loads": self.loads, "bytes": self.load_bytes,
-                "io": self.io, **self.cache.stats.to_dict(),
+                "io": self.io, "store": self.store or None,
+                "l3": self.peers.stats() if self.peers is not None else None,
+                **self.cache.stats.to_dict(),
                 "resident": len(self.cache), "resident_bytes": self.cache.nbytes}

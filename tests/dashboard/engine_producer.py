@@ -3,12 +3,14 @@ never imports Ray.
 
     python tests/dashboard/engine_producer.py allpairs RUN_DIR [N_RECORDS] [LEAF_ITEMS]
     python tests/dashboard/engine_producer.py suite OUT_DIR
+    python tests/dashboard/engine_producer.py l3 RUN_DIR
 
 ``allpairs``: exact Jaccard of the Klebsiella capsule loci (kaptive-data, unpacked by
 scripts/setup.sh), the live run the browser test watches. ``suite``: one Ray session writing the
 finished runs the dashboard tests read, under OUT_DIR: ``allpairs`` (Jaccard of 24 loci),
 ``pipeline`` (a filter pipeline that reorders its operators) and ``failed`` (an all-pairs run
-whose compare raises on one pair after other tiles finished).
+whose compare raises on one pair after other tiles finished). ``l3``: a run with the L3
+directory on a two-node ``ray.cluster_utils.Cluster``.
 """
 
 from __future__ import annotations
@@ -85,6 +87,37 @@ def pipeline_run(run_dir: str) -> None:
                                                          replan_every=1, slots=2)
 
 
+def l3_run(run_dir: str) -> None:
+    """Jaccard of 24 loci on a ``ray.cluster_utils.Cluster`` (a head with no CPU, two worker
+    nodes of one CPU) with L3 on and a host tier of 6 items per node: a finished run whose
+    summary.json holds real L3 hits per hop."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
+    cluster = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=0, include_dashboard=False, **node))
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1, **node)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address)
+        from tests.oracles import KLEBSIELLA, read_sequences
+        recs = read_sequences(KLEBSIELLA, "genbank")[:24]
+        fasta = Path(run_dir).parent / (Path(run_dir).name + "-input.fa")
+        fasta.parent.mkdir(parents=True, exist_ok=True)
+        fasta.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
+        from apps.jaccard import JaccardApp
+        from engine import DenseMatrix, allpairs
+        res = allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
+                       sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir,
+                       wait=True, progress=False, leaf_items=3, host_cache_items=6, l3=True)
+        print(f"finished: L3 hits per hop {res.summary['l3']['hits_per_hop']}")
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def _start_ray(init_ray, attempts: int = 3) -> None:
     """Ray waits a fixed 30 s for its node to register and gives up; on a 2-core machine shared
     with other test runs that wait can run out. The runs made here are the dashboard's input,
@@ -110,8 +143,13 @@ def main(argv: list[str]) -> None:
     from engine.run.runtime import init_ray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    _start_ray(init_ray)
     kind, target = argv[0], argv[1]
+    if kind == "l3":  # a cluster of its own, not the local Ray
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        l3_run(target)
+        return
+    _start_ray(init_ray)
     if kind == "allpairs":
         res = jaccard_run(target, *(int(a) for a in argv[2:4]))
         print(f"finished: {res.summary['tiles_total']} tiles, R={res.summary['R']:.3f}")

@@ -1,0 +1,192 @@
+"""L3: a directory of which nodes hold which items, so a node takes an item from a peer's
+object store instead of loading it from storage again (Rocket's distributed cache).
+
+``DirectoryShard`` is the pure bookkeeping of one shard: item ``i`` belongs to shard
+``i mod p`` (p = the run's node caches, shard s lives in node cache s), and a shard remembers,
+per item, the ``h`` nodes that most recently reported holding it (most recent first).
+
+``Peers`` is one node cache's side of L3 (tiers.NodeCache calls it on an L2 miss): ask each
+item's shard for its candidates (one call per shard per batch of misses, never one per item),
+then take the items from at most ``h`` candidates, hop by hop (one call per candidate node per
+hop). What a candidate no longer holds, or fails to hand over (evicted meanwhile, its node
+lost), goes on to the next hop and finally to the storage load. Hits per hop and misses are
+counted. It also tells the shards what entered and left this node's L2 (batched per shard, fire
+and forget).
+
+Nothing here imports Ray: the peers are ``NodeCacheClient``-like objects whose methods return
+awaitables, and ``own(entry)`` (injected: on Ray, pull the object and put it in this node's
+store, so this node owns its copy and the peer may evict its own) makes a taken entry local.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Awaitable, Callable
+
+
+def shard_of(item: int, shards: int) -> int:
+    return int(item) % max(1, shards)
+
+
+class DirectoryShard:
+    """Per item, the ``hops`` nodes that most recently held it (most recent first)."""
+
+    def __init__(self, hops: int = 1):
+        if hops < 1:
+            raise ValueError("l3_hops must be >= 1")
+        self.hops = hops
+        self.holders: dict[int, list[int]] = {}
+        self.records = 0
+        self.lookups = 0
+
+    def record(self, node: int, added=(), removed=()) -> None:
+        self.records += 1
+        for item in removed:
+            nodes = self.holders.get(int(item))
+            if nodes and node in nodes:
+                nodes.remove(node)
+                if not nodes:
+                    del self.holders[int(item)]
+        for item in added:
+            nodes = self.holders.setdefault(int(item), [])
+            if node in nodes:
+                nodes.remove(node)
+            nodes.insert(0, node)
+            del nodes[self.hops:]
+
+    def lookup(self, items) -> dict[int, list[int]]:
+        """The candidates of every item that has any."""
+        self.lookups += 1
+        return {int(i): list(self.holders[int(i)]) for i in items if int(i) in self.holders}
+
+
+class Peers:
+    """One node cache's view of L3: the shard it hosts, the other node caches, the counters."""
+
+    def __init__(self, index: int, peers: list, hops: int = 1,
+                 own: Callable[[tuple], Awaitable[tuple]] | None = None):
+        self.index, self.peers, self.hops = index, list(peers), max(1, int(hops))
+        self.shard = DirectoryShard(self.hops)
+        self.own = own
+        self.hits = [0] * self.hops       # items taken from the k-th candidate
+        self.misses = 0                   # items no candidate handed over: loaded
+        self.failed = 0                   # hand-overs that failed (peer lost, object gone)
+        self.stale = 0                    # candidates that no longer held the item
+        self.lookup_calls = 0
+        self.take_calls = 0
+        self._told: set = set()
+
+    # -- the shard this node hosts (called by the other nodes) -----------------------------
+    def shard_lookup(self, items) -> dict:
+        return self.shard.lookup(items)
+
+    def shard_record(self, node: int, added, removed) -> None:
+        self.shard.record(node, added, removed)
+
+    # -- this node's side -------------------------------------------------------------------
+    def _by_shard(self, items) -> dict[int, list]:
+        out: dict[int, list] = {}
+        for i in items:
+            out.setdefault(shard_of(i, len(self.peers)), []).append(int(i))
+        return out
+
+    def tell(self, resident) -> None:
+        """What entered and left this node's L2 since the last call, to each item's shard."""
+        now = set(resident)
+        added, removed = now - self._told, self._told - now
+        self._told = now
+        if not added and not removed:
+            return
+        add_by, rm_by = self._by_shard(added), self._by_shard(removed)
+        for s in set(add_by) | set(rm_by):
+            if s == self.index:
+                self.shard_record(self.index, add_by.get(s, []), rm_by.get(s, []))
+            else:
+                try:
+                    self.peers[s].dir_record(self.index, add_by.get(s, []), rm_by.get(s, []))
+                except Exception:  # a lost node's shard: its records are gone with it
+                    pass
+
+    async def _lookup(self, items: list) -> dict[int, list[int]]:
+        calls, local = {}, {}
+        for s, part in self._by_shard(items).items():
+            if s == self.index:
+                local.update(self.shard_lookup(part))
+            else:
+                calls[s] = self.peers[s].dir_lookup(part)
+        self.lookup_calls += len(calls)
+        found = dict(local)
+        if calls:
+            answers = await asyncio.gather(*calls.values(), return_exceptions=True)
+            for got in answers:
+                if isinstance(got, BaseException):
+                    continue  # that shard's node is gone: its items are misses
+                found.update({int(k): v for k, v in got.items()})
+        return found
+
+    async def find(self, items: list) -> dict[int, tuple]:
+        """``{item: (entry, nbytes)}`` for the items some peer handed over; the others are the
+        caller's to load (counted as misses here)."""
+        items = list(dict.fromkeys(int(i) for i in items))
+        if not items:
+            return {}
+        candidates = await self._lookup(items)
+        got: dict[int, tuple] = {}
+        for hop in range(self.hops):
+            by_node: dict[int, list] = {}
+            for item in items:
+                if item in got:
+                    continue
+                nodes = [n for n in candidates.get(item, []) if n != self.index]
+                if hop < len(nodes):
+                    by_node.setdefault(nodes[hop], []).append(item)
+            if not by_node:
+                break
+            self.take_calls += len(by_node)
+            answers = await asyncio.gather(
+                *(self.peers[n].take(part) for n, part in by_node.items()),
+                return_exceptions=True)
+            for (node, part), answer in zip(by_node.items(), answers):
+                if isinstance(answer, BaseException):
+                    self.failed += len(part)
+                    continue
+                taken = await asyncio.gather(
+                    *(self._own(answer[i]) for i in part if i in answer),
+                    return_exceptions=True)
+                for item, entry in zip([i for i in part if i in answer], taken):
+                    if isinstance(entry, BaseException) or entry is None:
+                        self.failed += 1  # evicted and gone, or its node lost mid-pull
+                        continue
+                    got[item] = entry
+                    self.hits[hop] += 1
+                self.stale += sum(1 for i in part if i not in answer)
+        self.misses += sum(1 for i in items if i not in got)
+        return got
+
+    async def _own(self, held: tuple):
+        entry, nbytes = held
+        if entry[0] == "ref" and self.own is not None:
+            entry = await self.own(entry)
+        return entry, nbytes
+
+    def stats(self) -> dict:
+        return {"hits_per_hop": list(self.hits), "hits": sum(self.hits), "misses": self.misses,
+                "failed": self.failed, "stale": self.stale, "lookup_calls": self.lookup_calls,
+                "take_calls": self.take_calls, "hops": self.hops,
+                "shard_items": len(self.shard.holders)}
+
+
+def l3_summary(enabled: bool, hops: int, cache_stats: list[dict]) -> dict:
+    """``summary.json``'s ``l3``: hits per hop, misses and failed hand-overs summed over the
+    nodes, and per node."""
+    per_node = {s["node"]: s["l3"] for s in cache_stats if s.get("l3")}
+    out = {"enabled": bool(enabled) and bool(per_node), "hops": hops,
+           "hits_per_hop": [0] * hops, "hits": 0, "misses": 0, "failed": 0, "stale": 0,
+           "lookup_calls": 0, "take_calls": 0}
+    for part in per_node.values():
+        for k, v in enumerate(part["hits_per_hop"][:hops]):
+            out["hits_per_hop"][k] += v
+        for key in ("hits", "misses", "failed", "stale", "lookup_calls", "take_calls"):
+            out[key] += part[key]
+    out["nodes"] = per_node
+    return out

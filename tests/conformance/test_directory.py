@@ -1,0 +1,177 @@
+"""L3 (engine/pairs/directory.py) without Ray: node caches (``tiers.NodeCache`` with fake loads)
+joined through in-memory clients. A node takes what a peer holds instead of loading it; lookups
+are one call per shard per batch; what a peer no longer holds, or fails to hand over, is loaded;
+hits per hop and misses are counted and agree with the loads the fake loader saw."""
+import asyncio
+
+import pytest
+
+from engine.pairs.directory import DirectoryShard, Peers, l3_summary, shard_of
+from engine.pairs.policy import LRUEviction
+from engine.pairs.tiers import BudgetCache, NodeCache
+from engine.run.metrics import EventBuffer
+from tests.conformance.test_node_cache import Events, FakeLoads, FakeScheduler
+
+
+def test_a_shard_keeps_the_latest_holders_most_recent_first():
+    shard = DirectoryShard(hops=2)
+    shard.record(0, added=[5, 6])
+    shard.record(1, added=[5])
+    shard.record(2, added=[5])
+    assert shard.lookup([5, 6, 7]) == {5: [2, 1], 6: [0]}
+    shard.record(2, removed=[5])
+    assert shard.lookup([5]) == {5: [1]}
+    shard.record(1, removed=[5])
+    assert shard.lookup([5]) == {}
+    shard.record(0, added=[6])  # again: stays one entry, first
+    assert shard.holders[6] == [0]
+    with pytest.raises(ValueError):
+        DirectoryShard(0)
+    assert [shard_of(i, 3) for i in range(6)] == [0, 1, 2, 0, 1, 2]
+
+
+class Client:
+    """What ``NodeCacheClient`` gives a peer, answered in this process; calls are counted."""
+
+    def __init__(self, cache: NodeCache, calls: list, fail_take: bool = False):
+        self.cache, self.calls, self.fail_take = cache, calls, fail_take
+
+    async def _answer(self, value):
+        return value
+
+    def take(self, items):
+        self.calls.append(("take", self.cache.node, list(items)))
+        if self.fail_take:
+            async def lost():
+                raise ConnectionError("peer lost")
+            return lost()
+        return self.cache.take(items)
+
+    def dir_lookup(self, items):
+        self.calls.append(("lookup", self.cache.node, list(items)))
+        return self._answer(self.cache.peers.shard_lookup(items))
+
+    def dir_record(self, node, added, removed):
+        self.cache.peers.shard_record(node, added, removed)
+
+
+def cluster(n_nodes: int, hops: int = 1, budget_items: int = 100, own=None, fail_take=()):
+    calls: list = []
+    caches, loads = [], []
+    for n in range(n_nodes):
+        load = FakeLoads()
+        cache = NodeCache(f"node-{n}", [f"key-{i}" for i in range(1000)],
+                          BudgetCache(None, budget_items, LRUEviction()), load, FakeScheduler(),
+                          EventBuffer(Events()), load_batch=4, load_slots=2)
+        caches.append(cache)
+        loads.append(load)
+    clients = [Client(c, calls, n in fail_take) for n, c in enumerate(caches)]
+
+    async def pulled(entry):  # the Ray version pulls the object and puts it here
+        return ("ref", f"own({entry[1]})")
+
+    for n, cache in enumerate(caches):
+        cache.peers = Peers(n, clients, hops, own=own or pulled)
+    return caches, loads, calls
+
+
+def test_a_node_takes_what_a_peer_holds_instead_of_loading():
+    async def go():
+        caches, loads, calls = cluster(3)
+        items = list(range(12))
+        first = await caches[0].get(items)
+        assert sorted(loads[0].loaded) == items
+        calls.clear()
+        second = await caches[1].get(items)
+        assert loads[1].loaded == []  # nothing from storage
+        for i in items:  # small items by value, the others pulled and owned here
+            kind, value = second[i]
+            assert (kind, value) == first[i] if kind == "value" else \
+                (kind, value) == ("ref", f"own({first[i][1]})")
+        stats = caches[1].peers.stats()
+        assert stats["hits_per_hop"] == [12] and stats["misses"] == 0
+        # batched: the two remote shards once each (node 1's own shard is local), one take
+        assert sorted(c[:2] for c in calls) == [("lookup", "node-0"), ("lookup", "node-2"),
+                                                ("take", "node-0")]
+        assert caches[1].loads == 0 and caches[0].loads == 12
+        # now node 1 holds them too: the directory's most recent holder is node 1
+        third = await caches[2].get([0, 1, 2])
+        assert loads[2].loaded == [] and set(third) == {0, 1, 2}
+        assert {c[1] for c in calls if c[0] == "take"} >= {"node-1"}
+    asyncio.run(go())
+
+
+def test_what_a_peer_no_longer_holds_or_fails_to_hand_over_is_loaded():
+    async def go():
+        # node 0 holds at most 4 items: it evicts 0..7 while loading 0..11
+        caches, loads, _ = cluster(2, budget_items=4)
+        await caches[0].get(list(range(4)))
+        await caches[0].get(list(range(4, 12)))
+        got = await caches[1].get(list(range(12)))
+        assert set(got) == set(range(12))
+        held = set(caches[0].cache.keys())
+        assert len(held) == 4
+        assert sorted(loads[1].loaded) == sorted(set(range(12)) - held)
+        s = caches[1].peers.stats()
+        assert s["hits"] == 4 and s["misses"] == 8
+        assert s["hits"] + s["misses"] == 12
+
+        async def gone(entry):  # the object vanished mid-pull (its owner died)
+            raise RuntimeError("object lost")
+        caches, loads, _ = cluster(2, own=gone)
+        await caches[0].get(list(range(8)))
+        got = await caches[1].get(list(range(8)))
+        assert set(got) == set(range(8))
+        pulled = [i for i in range(8) if got[i][0] == "value"]  # values need no pull
+        s = caches[1].peers.stats()
+        assert s["failed"] == 8 - len(pulled) and s["hits"] == len(pulled)
+        assert sorted(loads[1].loaded) == sorted(set(range(8)) - set(pulled))
+    asyncio.run(go())
+
+
+def test_a_second_hop_when_the_first_candidate_is_lost():
+    async def go():
+        caches, loads, calls = cluster(3, hops=2, fail_take={2})
+        await caches[0].get(list(range(6)))
+        await caches[2].get(list(range(6)))  # node 2 took them from node 0: holders [2, 0]
+        assert loads[2].loaded == []
+        for c in caches:
+            c._report(force=True)
+        got = await caches[1].get(list(range(6)))
+        assert set(got) == set(range(6)) and loads[1].loaded == []
+        s = caches[1].peers.stats()
+        assert s["hits_per_hop"] == [0, 6] and s["failed"] == 6 and s["misses"] == 0
+        summary = l3_summary(True, 2, [await c.stats() for c in caches])
+        assert summary["hits_per_hop"] == [6, 6] and summary["hits"] == 12
+        assert summary["enabled"] and set(summary["nodes"]) == {"node-0", "node-1", "node-2"}
+    asyncio.run(go())
+
+
+def test_concurrent_requests_for_an_item_asked_of_the_peers_get_it_once():
+    async def go():
+        caches, loads, _ = cluster(2)
+        await caches[0].get([1, 2, 3])
+        a, b = await asyncio.gather(caches[1].get([1, 2, 3, 4, 5]),
+                                    caches[1].get([2, 3, 4, 5, 6]))
+        assert set(a) == {1, 2, 3, 4, 5} and set(b) == {2, 3, 4, 5, 6}
+        assert all(v[0] in ("ref", "value") for v in list(a.values()) + list(b.values()))
+        assert sorted(loads[1].loaded) == [4, 5, 6]  # each missing item loaded once
+        assert a[4] == b[4] and a[2] == b[2]
+    asyncio.run(go())
+
+
+def test_a_node_waits_for_a_peers_load_under_way_instead_of_loading_again():
+    """The directory lists a node from the start of its load: a peer asking meanwhile waits for
+    that load (nodes working through the same items load each once, not once per node)."""
+    async def go():
+        caches, loads, _ = cluster(2)
+        for load in loads:
+            load.delay = 0.2
+        first = asyncio.ensure_future(caches[0].get(list(range(6))))
+        await asyncio.sleep(0.05)  # node 0's loads are under way, not finished
+        assert sorted(loads[0].loaded) == list(range(6)) and not first.done()
+        second = await caches[1].get(list(range(6)))
+        assert first.done() and set(second) == set(range(6))
+        assert loads[1].loaded == []
+        assert caches[1].peers.stats()["hits_per_hop"] == [6]
+    asyncio.run(go())
