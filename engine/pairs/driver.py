@@ -135,9 +135,11 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
+        probed: dict = {}  # the sample's parsed items: an in-process run loads them
         if previous is None and measure_here:
             try:
-                self.measured = {**measure_stages(app, sample, device), "device": device}
+                self.measured = {**measure_stages(app, sample, device, keep=probed),
+                                 "device": device}
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
                     problems = check_items(app, self.keys)
@@ -154,6 +156,8 @@ class _Run:
                           ray_is_up())
             self.ex = make_executor(kind, *runtime, log_path=self.recorder.file(LOG))
             self.ex.start()
+        if self.ex.name == "inprocess":
+            self.ex.hand_over(probed)
         t0 = time.time()
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here

@@ -16,16 +16,22 @@ from ..run.io import fetch, io_stats
 from ..run.shipping import install
 
 
-def load_and_parse(app, key: str, preprocess_on: str | None = None):
+def load_and_parse(app, key: str, preprocess_on: str | None = None, parsed=None):
     """Fetch and parse one item; with ``preprocess_on`` (a host-memory device such as "cpu")
-    also preprocess it here, once per node, instead of once in every device actor's L1."""
-    t0 = time.time()
-    url = app.url(key)
-    raw = fetch(url) if url else None
-    t1 = time.time()
-    item = app.parse(key, raw)
-    t2 = time.time()
-    info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1), "parse": (t1, t2)}
+    also preprocess it here, once per node, instead of once in every device actor's L1.
+    ``parsed``: this item as the probe already fetched and parsed it (``measure_stages``'s
+    ``keep``), its info with the probe's times."""
+    if parsed is not None:
+        item, info = parsed
+        info, t2 = dict(info), time.time()
+    else:
+        t0 = time.time()
+        url = app.url(key)
+        raw = fetch(url) if url else None
+        t1 = time.time()
+        item = app.parse(key, raw)
+        t2 = time.time()
+        info = {"raw_bytes": len(raw) if raw else 0, "load": (t0, t1), "parse": (t1, t2)}
     if preprocess_on is not None:
         item = app.preprocess(key, item, preprocess_on)
         info["preprocess"] = (t2, time.time())
@@ -34,7 +40,7 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None):
 
 
 def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
-               all_inline: bool = False, shipment=None):
+               all_inline: bool = False, shipment=None, parsed: dict | None = None):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
@@ -47,12 +53,21 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
     items are all small. Even an unused return object costs the owner, the worker and the raylet
     bookkeeping, once per item of the run.
 
-    ``shipment``: the driver's local files, through the object store (``run/shipping.py``)."""
+    ``shipment``: the driver's local files, through the object store (``run/shipping.py``).
+
+    ``parsed``: items the probe parsed in this process (key -> (item, info)), taken out as
+    they are used: an in-process run loads them without parsing them again."""
     install(shipment)
     before = io_stats()
-    out = [load_and_parse(app, key, preprocess_on) for key in keys]
+    taken = [parsed.pop(key, None) if parsed else None for key in keys]
+    out = [load_and_parse(app, key, preprocess_on, p) for key, p in zip(keys, taken)]
     if out:  # what this task read, by scheme (files read once per process count once)
-        out[0][1]["io"] = io_delta(before, io_stats())
+        io = io_delta(before, io_stats())
+        for p in taken:  # and what the probe read for the items it hands over
+            for kind, d in ((p or (None, {}))[1].get("io") or {}).items():
+                was = io.setdefault(kind, {"gets": 0, "bytes": 0})
+                io[kind] = {k: was[k] + d[k] for k in ("gets", "bytes")}
+        out[0][1]["io"] = io
     items = []
     for item, info in out:
         if all_inline or info["nbytes"] <= inline_bytes:
@@ -116,7 +131,7 @@ MEASURE_MAX_SIDE = 1024
 
 
 def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
-                   shipment=None) -> dict:
+                   shipment=None, keep: dict | None = None) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles).
     The process is warmed up first, so first-call costs do not inflate the parse time.
 
@@ -126,13 +141,22 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     chosen from it came out tiles a fraction of their per-tile overhead.
 
     ``shipment``: the driver's local input files, installed before anything is read (nothing
-    shared between nodes: ``engine/run/shipping.py``)."""
+    shared between nodes: ``engine/run/shipping.py``).
+
+    ``keep``: a dict that receives the sample's parsed items (key -> (item, info), the info
+    with what was read), for a run in this process to load instead of parsing them again."""
     install(shipment)
     warm_process(app, "host")
     warm_process(app, device)
     sample = list(dict.fromkeys(keys))[:2]
     t0 = time.perf_counter()
-    items = [load_and_parse(app, k)[0] for k in sample]
+    items = []
+    for k in sample:
+        before = io_stats()
+        item, info = load_and_parse(app, k)
+        items.append(item)
+        if keep is not None:
+            keep[k] = (item, {**info, "io": io_delta(before, io_stats())})
     t_parse = (time.perf_counter() - t0) / max(1, len(sample))
     dev = [app.preprocess(k, it, device) for k, it in zip(sample, items)]
     mask = np.ones((len(dev), len(dev)), bool)
