@@ -35,6 +35,9 @@ from .lazyjit import compiled, lazy_njit
 __all__ = ["KmerSet", "canonical_kmers", "record_kmer_sets", "MAX_K", "encode_table"]
 
 MAX_K = 31
+# the bitset kernel's largest k (kernels/bitset.py): 4^8 bits = 8 KiB per set; past that a set is
+# mostly zero words. Here, so an app can rule the bitset out without importing it (and numba)
+MAX_BITSET_K = 8
 # Items of at most this many bases are scanned with numpy while the compiled kernels are not loaded
 # yet (a small run never pays numba's import and load); once loaded, always them. Same codes.
 SMALL_BASES = 1 << 17
