@@ -327,10 +327,14 @@ def compose_run(argv: list[str]):
     try:
         cfg = hydra.compose_config("config", [*argv, "hydra.mode=RUN"], run_mode=RunMode.RUN,
                                    with_log_configuration=True)
-        check_composed(argv, cfg)
     except Exception:
         GlobalHydra.instance().clear()
         check_keys(argv)  # a key Hydra refused: named, with the closest known ones
+        raise
+    try:
+        check_composed(argv, cfg)
+    except Exception:
+        GlobalHydra.instance().clear()
         raise
     return hydra, cfg
 
