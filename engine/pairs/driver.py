@@ -24,7 +24,7 @@ from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json
-from ..run.runtime import shares_files
+from ..run.runtime import import_in_background, shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
@@ -79,6 +79,8 @@ class _Run:
         if write_files is not None:  # an app's own files (e.g. the inputs it skipped)
             write_files(self.recorder.path)
         self.recorder.starting()
+        for sink in self.sinks:
+            sink.preload()
         try:
             self._read_app()
             fingerprint, probe_weight = self._preflight(previous)
@@ -278,6 +280,8 @@ class _Run:
             self.refs[handle.run.remote()] = actor_id
         meta["executor"] = self.ex.name
         self.recorder.running()
+        # what the end of the run needs (trace_to_parquet), imported while the tiles compute
+        import_in_background("pyarrow.json", "pyarrow.parquet")
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device
