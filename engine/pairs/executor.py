@@ -161,8 +161,9 @@ class _LoadThreads:
     """The node cache's loader in-process: ``load_items`` on a pool of the node's CPUs, every
     item kept by value (there is no object store to hand out references from)."""
 
-    def __init__(self, spec, pool: cf.ThreadPoolExecutor, parsed: dict):
-        self.spec, self.pool, self.parsed = spec, pool, parsed
+    def __init__(self, spec, pool: cf.ThreadPoolExecutor, parsed: dict | None = None):
+        self.spec, self.pool = spec, pool
+        self.parsed = parsed if parsed is not None else {}  # the probe's items (hand_over)
 
     def __call__(self, batch: list[int]) -> tuple[list, LocalRef]:
         from .loading import load_items
