@@ -21,9 +21,9 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, parsed=None)
     also preprocess it here, once per node, instead of once in every device actor's L1.
     ``parsed``: this item as the probe already fetched and parsed it (``measure_stages``'s
     ``keep``), its info with the probe's times."""
-    if parsed is not None:
+    if parsed is not None:  # (what the probe read is counted by load_items, once)
         item, info = parsed
-        info, t2 = dict(info), time.time()
+        info, t2 = {k: v for k, v in info.items() if k != "io"}, time.time()
     else:
         t0 = time.time()
         url = app.url(key)
