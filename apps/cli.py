@@ -173,25 +173,21 @@ def _config_keys(cfg) -> list[str]:
     return keys
 
 
-def check_keys(argv: list[str]) -> None:
-    """Refuse an override of a key the chosen app's config does not have (``+data.kk=15`` would
-    otherwise run silently with the default k), naming the closest known keys."""
-    import difflib
-
-    from hydra import compose, initialize_config_dir
+def _value_overrides(argv: list[str]):
+    """The command line's overrides, and those that set a value (not a group choice, a
+    ``++`` force-add, a ``~`` delete, a package or ``hydra.`` key): the ones to check."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    if any(a.split("=")[0] in CONFIG_FLAGS for a in argv):
-        return  # another config tree than the one this knows
     overrides = OverridesParser.create().parse_overrides(
         [a for a in argv if "=" in a and not a.startswith("-")])
     groups = {d for d in os.listdir(CONFIG_DIR) if os.path.isdir(os.path.join(CONFIG_DIR, d))}
-    chosen = [o.input_line for o in overrides if o.key_or_group in groups]
     values = [o for o in overrides if o.key_or_group not in groups and not o.is_force_add()
               and not o.is_delete() and o.package is None
               and not o.key_or_group.startswith(("hydra.", "hydra/"))]
-    _register_resolvers()
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        known = _config_keys(compose(config_name="config", overrides=chosen))
+    return overrides, groups, values
+
+
+def _refuse_unknown(values, known: list[str], overrides) -> None:
+    import difflib
     app = next((o.value() for o in overrides if o.key_or_group == "app"), "jaccard")
     for o in values:
         if o.key_or_group in known:
@@ -201,6 +197,36 @@ def check_keys(argv: list[str]) -> None:
         raise PairflowError(f"unknown config key {o.key_or_group!r} for app={app}{hint} "
                             f"(pairflow app={app} --cfg job lists them all; ++KEY=VALUE adds "
                             f"a key on purpose)")
+
+
+def check_keys(argv: list[str]) -> None:
+    """Refuse an override of a key the chosen app's config does not have (``+data.kk=15`` would
+    otherwise run silently with the default k), naming the closest known keys. Composes the
+    app's config on its own: for Hydra's other commands (``--cfg``, ``-m``) and to name the
+    key a composition refused (``check_composed`` checks a run's config without composing)."""
+    from hydra import compose, initialize_config_dir
+    if any(a.split("=")[0] in CONFIG_FLAGS for a in argv):
+        return  # another config tree than the one this knows
+    overrides, groups, values = _value_overrides(argv)
+    chosen = [o.input_line for o in overrides if o.key_or_group in groups]
+    _register_resolvers()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        known = _config_keys(compose(config_name="config", overrides=chosen))
+    _refuse_unknown(values, known, overrides)
+
+
+def check_composed(argv: list[str], cfg) -> None:
+    """``check_keys`` on the config a run composed from ``argv``: Hydra refuses ``key=value``
+    for a key it does not have, so only ``+key=value`` can reach here with a new key, and the
+    known keys are the config's less the ones ``+`` added."""
+    overrides, _, values = _value_overrides(argv)
+    added = [o for o in values if o.is_add()]
+    if not added:
+        return
+    new = {o.key_or_group for o in added}
+    known = [k for k in _config_keys(cfg) if not k.startswith("hydra")
+             and not any(k == n or k.startswith(n + ".") for n in new)]
+    _refuse_unknown(added, known, overrides)
 
 
 def _interrupted(run_dir: str | None) -> None:
@@ -256,21 +282,27 @@ def _run_and_report(cfg, run_dir: str | None, verbose: bool) -> int:
     return 0
 
 
-def _hydra_main(argv: list[str], verbose: bool = False) -> int:
-    import hydra
+def _task(cfg, verbose: bool) -> int:
+    """A run of the composed config (``cfg`` without its ``hydra`` node), in the output
+    directory Hydra made for it."""
     from hydra.core.hydra_config import HydraConfig
+    run_dir = cfg.get("run_dir") or HydraConfig.get().runtime.output_dir
+    if cfg.resume and not cfg.get("run_dir"):
+        print("pairflow: error: resume=true needs run_dir=<the run directory to resume>",
+              file=sys.stderr)
+        return 2
+    return _run_and_report(cfg, run_dir, verbose)
+
+
+def _hydra_main(argv: list[str], verbose: bool = False) -> int:
+    """Hydra's own entry point: for its commands (``--cfg``, ``-m``, ``--hydra-help`` ...)."""
+    import hydra
     _register_resolvers()
     outcome = {"code": 0}
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
     def _main(cfg):
-        run_dir = cfg.get("run_dir") or HydraConfig.get().runtime.output_dir
-        if cfg.resume and not cfg.get("run_dir"):
-            print("pairflow: error: resume=true needs run_dir=<the run directory to resume>",
-                  file=sys.stderr)
-            outcome["code"] = 2
-            return 2
-        code = _run_and_report(cfg, run_dir, verbose)
+        code = _task(cfg, verbose)
         # a sweep's exit code is its worst job's; the code is also returned, for a launcher
         # that runs the job in another process (hydra/launcher=ray)
         outcome["code"] = max(outcome["code"], code)
@@ -278,6 +310,65 @@ def _hydra_main(argv: list[str], verbose: bool = False) -> int:
 
     sys.argv = ["pairflow"] + argv
     _main()
+    return outcome["code"]
+
+
+def _plain_run(argv: list[str]) -> bool:
+    """Only overrides, no Hydra flag: a run that ``compose_run`` composes once."""
+    return not any(a.startswith("-") for a in argv)
+
+
+def compose_run(argv: list[str]):
+    """The run's config, composed once, as ``@hydra.main`` composes it (same search path, task
+    name ``cli``, logging), and its keys checked. ``@hydra.main`` composes three times for a run
+    (the key check, the run mode, the run), each costing a small run a tenth of a second or so.
+    Returns Hydra (initialized; ``run_composed`` clears it) and the config."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    _register_resolvers()
+    GlobalHydra.instance().clear()
+    hydra = Hydra.create_main_hydra2(task_name="cli",
+                                     config_search_path=create_config_search_path(CONFIG_DIR))
+    try:
+        cfg = hydra.compose_config("config", [*argv, "hydra.mode=RUN"], run_mode=RunMode.RUN,
+                                   with_log_configuration=True)
+    except Exception:
+        GlobalHydra.instance().clear()
+        check_keys(argv)  # a key Hydra refused: named, with the closest known ones
+        raise
+    try:
+        check_composed(argv, cfg)
+    except Exception:
+        GlobalHydra.instance().clear()
+        raise
+    return hydra, cfg
+
+
+def run_composed(hydra, cfg, verbose: bool) -> int:
+    """What ``@hydra.main`` does with a composed config (``Hydra.run``): the output directory
+    with its ``.hydra/`` and ``cli.log``, Hydra's callbacks, then the run (``_task``)."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import run_job
+    from hydra.types import HydraContext
+    outcome = {"code": 0}
+
+    def task(task_cfg):
+        outcome["code"] = _task(task_cfg, verbose)
+
+    try:
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name="config")
+        ret = run_job(hydra_context=HydraContext(config_loader=hydra.config_loader,
+                                                 callbacks=callbacks),
+                      task_function=task, config=cfg, job_dir_key="hydra.run.dir",
+                      job_subdir_key=None, configure_logging=True)
+        callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+        _ = ret.return_value  # a failure of the task itself is raised here
+    finally:
+        GlobalHydra.instance().clear()
     return outcome["code"]
 
 
@@ -347,8 +438,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = quote_input_lists(argv)
     resume = wants_resume(argv) and not any(a.startswith("--cfg") or a in ("-m", "--multirun")
                                             for a in argv)
+    plain = not resume and _plain_run(argv)
     try:
-        if not resume:
+        if plain:
+            composed = compose_run(argv)
+        elif not resume:
             check_keys(argv)
     except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
         _fail(exc, verbose)
@@ -357,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
     try:
-        return _resume(argv, verbose) if resume else _hydra_main(argv, verbose)
+        if resume:
+            return _resume(argv, verbose)
+        return run_composed(*composed, verbose) if plain else _hydra_main(argv, verbose)
     except KeyboardInterrupt:
         print("pairflow: interrupted", file=sys.stderr)
         return 130

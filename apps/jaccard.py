@@ -30,7 +30,7 @@ import numpy as np
 from engine import (BasePairApp, InputError, ThresholdReduction, TileCandidates, TopKReduction,
                     url_digest)
 from kernels.jaccard import intersection_counts, jaccard_from_counts
-from kernels.kmers import canonical_kmers, record_kmer_sets
+from kernels.kmers import MAX_BITSET_K, canonical_kmers, record_kmer_sets
 from operators.sequences import SequenceCatalog
 
 class _OnFirstUse:
@@ -112,8 +112,8 @@ class JaccardApp(BasePairApp):
             raise ValueError(f"item must be 'file' or 'record', got {item!r}")
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-        if kernel == "bitset" and k > _bits.MAX_BITSET_K:
-            raise ValueError(f"kernel=bitset takes k up to {_bits.MAX_BITSET_K} (a set is a "
+        if kernel == "bitset" and k > MAX_BITSET_K:
+            raise ValueError(f"kernel=bitset takes k up to {MAX_BITSET_K} (a set is a "
                              f"row of 4^k bits), got k={k}; use kernel=merge or auto")
         if on_bad_record not in ON_BAD_RECORD:
             raise ValueError(f"on_bad_record must be one of {', '.join(ON_BAD_RECORD)}, "
@@ -154,7 +154,9 @@ class JaccardApp(BasePairApp):
         sizes = np.concatenate(sizes) if sizes else np.zeros(0)
         if kernel == "auto":
             mean = float(sizes[sizes > 0].mean()) if (sizes > 0).any() else 1.0
-            self.kernel = "bitset" if _bits.prefer_bitset(self.k, mean, self.canonical) else "merge"
+            # (a k past the bitset's rules it out without importing it: it loads numba)
+            self.kernel = "bitset" if self.k <= MAX_BITSET_K and \
+                _bits.prefer_bitset(self.k, mean, self.canonical) else "merge"
         if not keys:
             raise InputError(self.urls[0], f"no record has a valid {self.k}-mer "
                              f"({len(self.skipped)} records skipped)")

@@ -26,13 +26,12 @@ from numba import types
 from numba.extending import intrinsic
 
 from .backend import is_numpy_namespace, to_numpy
-from .kmers import _TABLE, _check_k, _joined
+from .kmers import _TABLE, MAX_BITSET_K, _check_k, _joined
 
 __all__ = ["MAX_BITSET_K", "bitset_words", "canonical_slots", "kmer_bitsets", "bitset_sizes",
            "bitset_intersections", "bitset_jaccard", "bitset_jaccard_topk",
            "bitset_jaccard_threshold", "prefer_bitset"]
 
-MAX_BITSET_K = 8  # 4^8 bits = 8 KiB per set; past that a set is mostly zero words
 
 
 def bitset_words(k: int, canonical: bool = True) -> int:

@@ -35,6 +35,9 @@ from .lazyjit import compiled, lazy_njit
 __all__ = ["KmerSet", "canonical_kmers", "record_kmer_sets", "MAX_K", "encode_table"]
 
 MAX_K = 31
+# the bitset kernel's largest k (kernels/bitset.py): 4^8 bits = 8 KiB per set; past that a set is
+# mostly zero words. Here, so an app can rule the bitset out without importing it (and numba)
+MAX_BITSET_K = 8
 # Items of at most this many bases are scanned with numpy while the compiled kernels are not loaded
 # yet (a small run never pays numba's import and load); once loaded, always them. Same codes.
 SMALL_BASES = 1 << 17
@@ -316,6 +319,14 @@ def record_kmer_sets(seqs, k: int, canonical: bool = True) -> tuple[np.ndarray, 
     more in Python than the scan itself."""
     k = _check_k(k)
     buf, starts, ends = _joined(seqs)
+    if len(buf) <= SMALL_BASES and not compiled(__name__):
+        # numpy, record by record, while the compiled kernels are not loaded (SMALL_BASES)
+        sets = [_canonical_numpy(buf, starts[r:r + 1], ends[r:r + 1], k, bool(canonical))[0]
+                for r in range(len(starts))]
+        offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in sets], out=offsets[1:])
+        values = np.concatenate(sets) if sets else np.empty(0, np.uint64)
+        return values.astype(np.uint64, copy=False), offsets
     n_windows = int(np.maximum(ends - starts - (k - 1), 0).sum())
     values = np.empty(max(n_windows, 1), dtype=np.uint64)
     offsets = np.zeros(len(starts) + 1, dtype=np.int64)

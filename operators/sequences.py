@@ -677,6 +677,9 @@ def file_stem(url: str) -> str:
 
 _PARSED: "OrderedDict[tuple, tuple]" = OrderedDict()  # (url, fmt, allow_empty) -> (sig, records)
 _PARSED_KEPT = 4  # files; a worker walks the records of one file, then the next
+# ... and more while their sequences total at most this: a run checks every file before it
+# parses them, and a process that does both (an in-process run) then parses each file once
+_PARSED_KEPT_BYTES = 128 << 20
 _PARSED_LOCK = threading.Lock()
 
 
@@ -715,10 +718,12 @@ def _parsed(url: str, raw: bytes | None, fmt: str,
             return hit[1]
     records = read_records(url, raw=raw, fmt=fmt, allow_empty=allow_empty)
     value = (records, {r.name: i for i, r in enumerate(records)})
+    size = sum(len(r.sequence) for r in records)
     with _PARSED_LOCK:
-        _PARSED[key] = (sig, value)
-        while len(_PARSED) > _PARSED_KEPT:
-            _PARSED.popitem(last=False)
+        _PARSED[key] = (sig, value, size)
+        total = sum(entry[2] for entry in _PARSED.values())
+        while len(_PARSED) > _PARSED_KEPT and total > _PARSED_KEPT_BYTES:
+            total -= _PARSED.popitem(last=False)[1][2]
     return value
 
 

@@ -25,7 +25,7 @@ from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
-from ..run.runtime import shares_files
+from ..run.runtime import import_in_background, shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
@@ -85,6 +85,8 @@ class _Run:
         if write_files is not None:  # an app's own files (e.g. the inputs it skipped)
             write_files(self.recorder.path)
         self.recorder.starting()
+        for sink in self.sinks:
+            sink.preload()
         try:
             if cfg.result_store:  # before any compute: a store that cannot be written
                 check_store(cfg.result_store)
@@ -146,12 +148,13 @@ class _Run:
             if self.weights is not None:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
+        probed: dict = {}  # the sample's parsed items: an in-process run loads them
         if previous is None and measure_here:
             try:
                 self.measured = {**measure_stages(
                     app, sample, device, store=self.store,
-                    preprocess_on=device if local_plan.preprocess_on_host else None),
-                    "device": device}
+                    preprocess_on=device if local_plan.preprocess_on_host else None,
+                    keep=probed), "device": device}
                 self.probe_store = self.measured.pop("store", None)
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
@@ -169,6 +172,8 @@ class _Run:
                           ray_is_up())
             self.ex = make_executor(kind, *runtime, log_path=self.recorder.file(LOG))
             self.ex.start()
+        if self.ex.name == "inprocess":
+            self.ex.hand_over(probed)
         t0 = time.time()
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
             if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
@@ -303,6 +308,8 @@ class _Run:
             self.refs[handle.run.remote()] = actor_id
         meta["executor"] = self.ex.name
         self.recorder.running()
+        # what the end of the run needs (trace_to_parquet), imported while the tiles compute
+        import_in_background("pyarrow.json", "pyarrow.parquet")
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device

@@ -161,15 +161,17 @@ class _LoadThreads:
     """The node cache's loader in-process: ``load_items`` on a pool of the node's CPUs, every
     item kept by value (there is no object store to hand out references from)."""
 
-    def __init__(self, spec, pool: cf.ThreadPoolExecutor):
+    def __init__(self, spec, pool: cf.ThreadPoolExecutor, parsed: dict | None = None):
         self.spec, self.pool = spec, pool
+        self.parsed = parsed if parsed is not None else {}  # the probe's items (hand_over)
 
     def __call__(self, batch: list[int]) -> tuple[list, LocalRef]:
         from .loading import load_items
         keys = [self.spec.item_keys[i] for i in batch]
         ref = LocalRef(self.pool.submit(load_items, self.spec.app, keys, self.spec.preprocess_on,
-                                        self.spec.inline_bytes, True,
-                                        store=getattr(self.spec, "store", None)))
+                                        self.spec.inline_bytes, True, None,
+                                        store=getattr(self.spec, "store", None),
+                                        parsed=self.parsed))
         return [ref] * len(batch), ref  # a failed load's error travels in every item
 
 
@@ -186,6 +188,13 @@ class InProcessExecutor:
                                           thread_name_prefix="pairflow-load")
         self.actors: list[LocalActor] = []
         self.started = False
+        # items the driver's probe parsed in this process (key -> (item, info)): the first
+        # load of each takes it instead of parsing again (``hand_over``)
+        self.parsed: dict = {}
+
+    def hand_over(self, parsed: dict) -> None:
+        """The probe's parsed items, for the node cache's loads (same process, same objects)."""
+        self.parsed.update(parsed)
 
     def start(self) -> None:
         pass
@@ -219,7 +228,7 @@ class InProcessExecutor:
     def coordinator(self, node: dict, scheduler_kw: dict, metrics_kw: dict, cache_spec):
         from .coordinator import CoordinatorCore
         actor = LocalActor("coordinator", CoordinatorCore, scheduler_kw, metrics_kw,
-                           cache_spec, lambda spec: _LoadThreads(spec, self.pool))
+                           cache_spec, lambda spec: _LoadThreads(spec, self.pool, self.parsed))
         self.actors.append(actor)
         return actor
 

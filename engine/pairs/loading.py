@@ -17,13 +17,24 @@ from ..run.shipping import install
 from .store import StoreStats, add_stats, content_digest, source_digest
 
 
-def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None):
+def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, parsed=None):
     """Fetch and parse one item; with ``preprocess_on`` (a host-memory device such as "cpu")
     also preprocess it here, once per node, instead of once in every device actor's L1.
 
     ``store`` (an ``ItemStore``, L4): the item comes from the store when it holds an entry for
     these bytes and parse parameters, and goes into it after a parse; ``info["store"]`` counts
-    what happened (``store.StoreStats``)."""
+    what happened (``store.StoreStats``).
+
+    ``parsed``: this item as the probe already fetched and parsed it (``measure_stages``'s
+    ``keep``, only without a store), its info with the probe's times."""
+    if parsed is not None:  # (what the probe read is counted by load_items, once)
+        item, info = parsed
+        info, t2 = {k: v for k, v in info.items() if k != "io"}, time.time()
+        if preprocess_on is not None:
+            item = app.preprocess(key, item, preprocess_on)
+            info["preprocess"] = (t2, time.time())
+        info["nbytes"] = int(app.item_nbytes(item))
+        return item, info
     t0 = time.time()
     url = app.url(key)
     raw = fetch(url) if url else None
@@ -62,7 +73,8 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None):
 
 
 def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_bytes: int = 0,
-               all_inline: bool = False, shipment=None, store=None):
+               all_inline: bool = False, shipment=None, store=None,
+               parsed: dict | None = None):
     """One or more items in one task (``num_returns=len(keys) + 1``): one return per item, so
     each stays a separate object the node cache can evict alone, then the list of their infos.
     A Ray task costs a few ms of CPU; items that parse in less are loaded in batches.
@@ -76,12 +88,21 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
     bookkeeping, once per item of the run.
 
     ``shipment``: the driver's local files, through the object store (``run/shipping.py``).
-    ``store``: the run's L4 item store, or None (``load_and_parse``)."""
+    ``store``: the run's L4 item store, or None (``load_and_parse``).
+
+    ``parsed``: items the probe parsed in this process (key -> (item, info)), taken out as
+    they are used: an in-process run loads them without parsing them again."""
     install(shipment)
     before = io_stats()
-    out = [load_and_parse(app, key, preprocess_on, store) for key in keys]
+    taken = [parsed.pop(key, None) if parsed else None for key in keys]
+    out = [load_and_parse(app, key, preprocess_on, store, p) for key, p in zip(keys, taken)]
     if out:  # what this task read, by scheme (files read once per process count once)
-        out[0][1]["io"] = io_delta(before, io_stats())
+        io = io_delta(before, io_stats())
+        for p in taken:  # and what the probe read for the items it hands over
+            for kind, d in ((p or (None, {}))[1].get("io") or {}).items():
+                was = io.setdefault(kind, {"gets": 0, "bytes": 0})
+                io[kind] = {k: was[k] + d[k] for k in ("gets", "bytes")}
+        out[0][1]["io"] = io
     items = []
     for item, info in out:
         if all_inline or info["nbytes"] <= inline_bytes:
@@ -142,10 +163,12 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
 # a sample compare shorter than this is repeated on a larger tile of the same items
 MEASURE_MIN_S = 0.005
 MEASURE_MAX_SIDE = 1024
+MEASURE_REPS_S = 0.05  # another timed rep only while the reps so far took less
 
 
 def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
-                   shipment=None, store=None, preprocess_on: str | None = None) -> dict:
+                   shipment=None, store=None, preprocess_on: str | None = None,
+                   keep: dict | None = None) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles).
     The process is warmed up first, so first-call costs do not inflate the parse time.
 
@@ -160,7 +183,11 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     ``store``: the run's L4 store; the sample comes from it when it holds the items (a run
     over stored items pays a store read per load, not a parse), else is parsed and kept, as
     the load tasks will load it (``preprocess_on``: preprocessed on the host), so the probe
-    parses nothing the store has and stores nothing the run will not read."""
+    parses nothing the store has and stores nothing the run will not read.
+
+    ``keep``: a dict that receives the sample's parsed items (key -> (item, info), the info
+    with what was read), for a run in this process to load instead of parsing them again
+    (without a store only: with one, the run reads them from the store)."""
     install(shipment)
     warm_process(app, "host")
     warm_process(app, device)
@@ -168,7 +195,13 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     t0 = time.perf_counter()
     if store is None:
         preprocess_on = None
-    loaded = [load_and_parse(app, k, preprocess_on, store) for k in sample]
+    loaded = []
+    for k in sample:
+        before = io_stats()
+        item, info = load_and_parse(app, k, preprocess_on, store)
+        loaded.append((item, info))
+        if keep is not None and store is None:
+            keep[k] = (item, {**info, "io": io_delta(before, io_stats())})
     items = [item for item, _ in loaded]
     t_parse = (time.perf_counter() - t0) / max(1, len(sample))
     dev = items if preprocess_on == device else \
@@ -177,7 +210,9 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     app.compare(dev, dev, mask, device)
     while True:
         reps, t0 = 0, time.perf_counter()
-        while reps < 3 and (reps == 0 or time.perf_counter() - t0 < 0.2):
+        # up to 3 reps while they are short: one compare of large items times itself well,
+        # and each rep more is start-up the run waits for
+        while reps < 3 and (reps == 0 or time.perf_counter() - t0 < MEASURE_REPS_S):
             app.compare(dev, dev, mask, device)
             reps += 1
         t_pair = (time.perf_counter() - t0) / (reps * mask.size)

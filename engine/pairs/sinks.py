@@ -118,6 +118,11 @@ class Sink:
     def write_reduced(self, tile: Tile, found: "TileCandidates") -> list[dict]:
         return self.store_tile(tile, self.encode_reduced(tile, found))
 
+    def preload(self) -> None:
+        """In the driver, first thing in a run: start importing what ``open`` needs in the
+        background, so the import overlaps the probe (whose kernels may release the GIL)."""
+        return None
+
     def attach(self) -> None:
         """In the writing process, before its first tile: import and open what writing needs
         (importing zarr or pyarrow costs a device actor up to a second of CPU)."""
@@ -158,6 +163,10 @@ class DenseMatrix(Sink):
 
     def _fields(self) -> list[str]:
         return self.fields or list(self.ctx.fields)
+
+    def preload(self) -> None:
+        from ..run.runtime import import_in_background
+        import_in_background("zarr")
 
     def open(self, ctx: SinkContext, resume: bool = False) -> None:
         import zarr

@@ -213,15 +213,30 @@ def _on_a_loop() -> bool:
 
 
 def trace_to_parquet(rundir: RunDir) -> None:
-    """Copy the stage spans to Parquet at the end of a run (the JSON Lines stay)."""
-    rows = read_jsonl(rundir.file(TRACE))
-    if not rows:
-        return
+    """Copy the stage spans to Parquet at the end of a run (the JSON Lines stay).
+
+    Arrow's JSON reader reads the file as it is: building the table from Python lists makes
+    pyarrow import pandas, which costs a small run more than its compute. A file the reader
+    refuses (a field whose type changes between blocks) goes through the Python rows."""
     import os
 
-    import pyarrow as pa  # not pandas: importing it costs a small run more than its compute
+    import pyarrow as pa  # not pandas (above)
+    import pyarrow.json as pj
     import pyarrow.parquet as pq
-    names = list(dict.fromkeys(k for row in rows for k in row))  # a span may lack "cpu"
+    path = rundir.file(TRACE)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    try:
+        table = pj.read_json(path, read_options=pj.ReadOptions(
+            block_size=min(2**31 - 1, max(1 << 20, os.path.getsize(path) + 1))))
+    except (pa.ArrowInvalid, ValueError):
+        rows = read_jsonl(path)
+        if not rows:
+            return
+        names = list(dict.fromkeys(k for row in rows for k in row))  # a span may lack "cpu"
+        table = pa.table({name: [row.get(name) for row in rows] for name in names})
+    if table.num_rows == 0:
+        return
     tmp = rundir.file(TRACE_PARQUET + ".tmp")
-    pq.write_table(pa.table({name: [row.get(name) for row in rows] for name in names}), tmp)
+    pq.write_table(table, tmp)
     os.replace(tmp, rundir.file(TRACE_PARQUET))

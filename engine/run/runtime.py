@@ -143,3 +143,13 @@ def alive_nodes() -> list[dict]:
              "head": "node:__internal_head__" in n["Resources"],
              "cpus": int(n["Resources"].get("CPU", 0)), "gpus": int(n["Resources"].get("GPU", 0)),
              "object_store": int(n["Resources"].get("object_store_memory", 0))} for n in nodes]
+
+
+def import_in_background(*names: str) -> None:
+    """Import modules in a daemon thread (those not imported yet): a run starts the imports it
+    will need later while its kernels (which release the GIL) run, instead of after them."""
+    missing = [n for n in names if n not in sys.modules]
+    if missing:
+        import importlib
+        threading.Thread(target=lambda: [importlib.import_module(n) for n in missing],
+                         daemon=True, name="pairflow-import").start()

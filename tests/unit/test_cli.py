@@ -200,3 +200,30 @@ def test_resume_of_an_app_with_config_groups_of_its_own(capsys, tmp_path, monkey
     assert _listing(tmp_path) == before
     code, _, err = run(capsys, "resume=true", f"run_dir={_saved_run(tmp_path / 'hep', app='hep')}")
     assert code == 2 and "app=hep" in err and "start it again" in err
+
+
+def test_a_run_composes_its_config_once_and_keeps_hydras_run_directory(capsys, tmp_path,
+                                                                       monkeypatch):
+    """``@hydra.main`` composed a run's config three times (the key check, the run mode, the
+    run); the command composes it once and still gives the run what Hydra gave it: the
+    directory from ``hydra.run.dir`` with ``.hydra/`` (the overrides) and ``cli.log``."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    calls = []
+    load = ConfigLoaderImpl.load_configuration
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("overrides", args[1] if len(args) > 1 else None))
+        return load(self, *args, **kwargs)
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    run_dir = tmp_path / "the-run"
+    code, _, err = run(capsys, "data.inputs=null", "data.k=15", f"hydra.run.dir={run_dir}")
+    assert code == 2 and err.startswith("pairflow: error: inputs: no input given")
+    assert len(calls) == 1
+    with open(run_dir / ".hydra" / "overrides.yaml") as fh:
+        assert "data.k=15" in fh.read()
+    assert (run_dir / "cli.log").exists()
+    # a key the config lacks is still refused, by name, before any directory is made
+    calls.clear()
+    code, _, err = run(capsys, "+data.kk=15", f"hydra.run.dir={tmp_path / 'refused'}")
+    assert code == 2 and "unknown config key 'data.kk'" in err and "data.k" in err
+    assert len(calls) == 1 and not (tmp_path / "refused").exists()

@@ -71,3 +71,32 @@ print("ok")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_record_kmer_sets_gives_the_same_sets_before_and_after_numba_loads():
+    """Record items (``item=record``) of a small file are built without numba, then again with
+    it, identically, and each record's set is the oracle's (records without a k-mer: empty)."""
+    script = f"""
+import sys; sys.path.insert(0, {REPO!r})
+import numpy as np
+from kernels.kmers import canonical_kmers, record_kmer_sets
+from tests.oracles import canonical_kmers as oracle
+rng = np.random.default_rng(3)
+recs = [bytes(rng.choice(list(b"ACGTNacgt"), size=int(n))) for n in (0, 5, 400, 2000, 20)]
+before = {{c: record_kmer_sets(recs, 9, c) for c in (True, False)}}
+assert "numba" not in sys.modules, "a small file's records imported numba"
+values, offsets = before[True]
+def code(x): return int(x.upper().translate(str.maketrans("ACGT", "0123")), 4)
+assert [values[offsets[r]:offsets[r + 1]].tolist() for r in range(len(recs))] == \\
+    [sorted(code(x) for x in oracle([r.decode()], 9)) for r in recs]
+canonical_kmers(bytes(rng.choice(list(b"ACGT"), size=300_000)), 9)   # large: compiles
+assert "numba" in sys.modules
+for c in (True, False):
+    values, offsets = record_kmer_sets(recs, 9, c)
+    assert np.array_equal(before[c][0], values) and np.array_equal(before[c][1], offsets)
+    assert values.dtype == before[c][0].dtype == np.uint64
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
