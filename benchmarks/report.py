@@ -51,6 +51,8 @@ SECTIONS = (
     ("many_small_proteomes", "Many small sequences: proteomes", "many_small_proteomes.py"),
     # (many_small runs it: ``pairflow bench --only many_small``)
     ("planner", "Planner", "planner.py"),
+    ("scaling", "Scaling across nodes: R, storage bytes, L3 hits", "scaling.py"),
+    ("stealing", "Hierarchical scheduling: steals and round trips", "stealing.py"),
     ("kernels_micro", "Kernel micro-benchmarks: k-mers and Jaccard", "kernels_micro.py"),
     ("sw_micro", "Kernel micro-benchmarks: Smith-Waterman", "sw_micro.py"),
 )
@@ -548,6 +550,33 @@ def sec_cluster(d, ctx):
             ["targets judgeable", judge],
             ["cores of the machine", r.get("cores", "?")]]))
     return out
+
+
+def sec_scaling(d, ctx):
+    real = [[r["nodes"], "on" if r["l3"] else "off", f"{r['n']} / {r['S']}", num(r["R"]),
+             num(r["bytes_from_storage"] / 1e6), r["l3_hits_per_hop"],
+             (r.get("scheduling") or {}).get("steals"),
+             num((r.get("scheduling") or {}).get("round_trips_per_tile")),
+             "yes" if r["exact"] else "**no**"] for r in d.get("real") or []]
+    sim = [[r["nodes"], r["plan"], "on" if r["l3"] else "off", f"{r['n']} / {r['S']}",
+            num(r["R"]), r["l3_hits_per_hop"], r.get("rocket_R") or "—"]
+           for r in d.get("simulated") or []]
+    out = [d.get("note", "")]
+    if real:
+        out.append(table(["real nodes", "L3", "n / S", "R", "MB from storage",
+                          "L3 hits per hop", "steals", "head round trips per tile", "exact"],
+                         real))
+    out.append(table(["simulated nodes", "plan", "L3", "n / S", "R", "L3 hits per hop",
+                      "Rocket's R"], sim))
+    return out
+
+
+def sec_stealing(d, ctx):
+    return [table(["nodes", "hierarchical", "tiles", "steals", "head round trips",
+                   "per tile", "handed out in nodes", "R"],
+                  [[r["nodes"], r["hierarchical"], r["tiles"], r["steals"],
+                    r["head_round_trips"], num(r["round_trips_per_tile"]),
+                    r.get("local_handouts", 0), num(r["R"])] for r in d["runs"]])]
 
 
 def sec_many_small(d, ctx):

@@ -13,9 +13,9 @@ with one shared plan (what the engine runs today) and with the plan dealt to nod
 contiguous shares (the hierarchical scheduling of issue 15, without stealing).
 
 Targets (issue 15): R(4 nodes, L3) <= 1.1 x (1 + n/(8S)); bytes from storage with L3 at 4 nodes
-<= 1/2 of those without; hand-out round trips to the head node <= 1 per 10 tiles (the
-``scheduling`` entries are left for the hierarchical scheduler to fill: it counts steals and
-head round trips). Results go to benchmarks/out/scaling.json.
+<= 1/2 of those without; hand-out round trips to the head node <= 1 per 10 tiles (from
+``summary.json: scheduling``: with more than one node the hierarchical scheduler's frontiers hand
+out tiles and steal). Results go to benchmarks/out/scaling.json.
 
 What this machine cannot show: every "node" here is a process on the same 2 cores, so a
 speedup (super-linear or not) cannot be measured; loads, bytes and hits can, and are what this
@@ -24,7 +24,6 @@ reports.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -39,13 +38,21 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYT
 import numpy as np  # noqa: E402
 
 from engine.pairs.simulate import simulate  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 from engine.pairs.space import Triangle  # noqa: E402
 
 ROCKET_R = {1: 6.7, 16: 1.7}  # Rocket's published R (its figure: one node, sixteen nodes)
 NO_SPEEDUP = ("A speedup cannot be measured on this machine: every node is a process on the "
               "same 2 cores. Loads from storage, bytes and directory hits are what it reports.")
-SCHEDULING = {"steals": None, "head_round_trips": None, "tiles": None,
-              "note": "to be filled by the hierarchical scheduler (issue 15, part 2)"}
+
+
+def _scheduling(summary: dict) -> dict:
+    """Steals and hand-out round trips to the head (``summary.json: scheduling``)."""
+    s = summary.get("scheduling") or {}
+    return {"hierarchical": bool(s.get("hierarchical", s.get("frontiers"))),
+            "steals": s.get("steals"), "head_round_trips": s.get("head_round_trips"),
+            "tiles": summary.get("tiles_total"),
+            "round_trips_per_tile": s.get("round_trips_per_tile")}
 
 
 def _items(path: str, n: int, nbytes: int) -> list[str]:
@@ -104,7 +111,7 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
                     # that joins late takes few tiles, and the run is then nearly one node's
                     "loads_per_node": {c["node"]: c.get("loads") for c in s["node_caches"]},
                     "exact": exact, "wall_s": time.time() - t0, "run_dir": res.run_dir,
-                    "scheduling": dict(SCHEDULING)})
+                    "scheduling": _scheduling(s)})
                 print(f"  {k} node(s), L3 {'on ' if l3 else 'off'}: R {s['R']:.2f}, "
                       f"{s['tiers']['source']['bytes'] / 1e6:.1f} MB from storage, "
                       f"L3 hits per hop {s['l3']['hits_per_hop']}, loads per node "
@@ -139,8 +146,10 @@ def targets(real: list[dict]) -> dict:
         ratio = four[True]["bytes_from_storage"] / max(1, four[False]["bytes_from_storage"])
         out["storage_bytes_L3_over_no_L3"] = {"value": ratio, "target": "<= 0.5",
                                               "met": ratio <= 0.5}
-    out["head_round_trips_per_tile"] = {"value": None, "target": "<= 0.1", "met": None,
-                                        "note": SCHEDULING["note"]}
+    if True in four:
+        trips = four[True]["scheduling"].get("round_trips_per_tile")
+        out["head_round_trips_per_tile"] = {"value": trips, "target": "<= 0.1",
+                                            "met": None if trips is None else trips <= 0.1}
     return out
 
 
@@ -148,7 +157,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-real", action="store_true", help="simulated nodes only")
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/scaling.json")
     args = ap.parse_args()
+    started = time.time()
     print(NO_SPEEDUP)
     if args.quick:
         real_kw = dict(n=32, nbytes=50_000, host=8, leaf=4)  # S: two leaves of rows
@@ -171,10 +182,9 @@ def main() -> None:
     out = {"quick": args.quick, "note": NO_SPEEDUP, "real": real, "simulated": sim,
            "targets": met, "rocket_R": ROCKET_R, "wall_s": time.time() - t0,
            "config": {"real": real_kw, "simulated": sim_kw}}
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "out", "scaling.json"), "w") as fh:
-        json.dump(out, fh, indent=1)
-    print(f"wrote benchmarks/out/scaling.json ({time.time() - t0:.0f} s)")
+    write(out_path("scaling.json", args.out), out, "scaling", quick=args.quick, started=started,
+          targets=[target(name, t["value"], t["target"].split()[0], float(t["target"].split()[1]))
+                   for name, t in met.items() if t["value"] is not None])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -26,6 +27,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 from apps.synthetic import SyntheticApp  # noqa: E402
 from engine.pairs.driver import allpairs  # noqa: E402
+from _record import out_path, target, write  # noqa: E402
 
 
 def one_cluster(nodes: int, n: int, leaf: int, t_cmp: float, slow: float, host_items: int,
@@ -66,7 +68,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--nodes", default="1,2,4")
     ap.add_argument("--slow", type=float, default=4.0)
+    ap.add_argument("--out", default=None, help="default: benchmarks/out/stealing.json")
     args = ap.parse_args()
+    started = time.time()
     if args.quick:
         size = dict(n=48, leaf=2, t_cmp=2e-4, host_items=12, batch=16)
     else:
@@ -81,12 +85,13 @@ def main() -> None:
                           "met": all(r["round_trips_per_tile"] <= 0.1 for r in hier),
                           "steals_on_unequal_nodes": all(r["steals"] > 0 for r in hier
                                                          if r["nodes"] > 1)}}
-    os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
-    path = os.path.join(ROOT, "benchmarks", "out", "stealing.json")
-    with open(path, "w") as fh:
-        json.dump(result, fh, indent=1)
+    goals = [target(f"{r['nodes']} node(s): hand-out round trips to the head per tile",
+                    r["round_trips_per_tile"], "<=", 0.1) for r in hier]
+    goals += [target(f"{r['nodes']} nodes, one device slowed: steals", r["steals"], ">", 0)
+              for r in hier if r["nodes"] > 1]
+    write(out_path("stealing.json", args.out), result, "stealing", quick=args.quick,
+          started=started, targets=goals)
     print(json.dumps(result["targets"]))
-    print(f"written {path}")
 
 
 if __name__ == "__main__":

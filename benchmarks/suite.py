@@ -79,6 +79,8 @@ BENCHMARKS = (
           cut="the merge kernel (bare and through the engine) on reads_1 only, not on the "
               "26 K reads of all three files"),
     Bench("planner", "planner.py", est_full_s=240, est_quick_s=30),
+    Bench("scaling", "scaling.py", est_full_s=300, est_quick_s=60),
+    Bench("stealing", "stealing.py", est_full_s=300, est_quick_s=60),
     Bench("kernels_micro", "kernels_micro.py", est_full_s=45, est_quick_s=10),
     Bench("sw_micro", "sw_micro.py", est_full_s=60, est_quick_s=15),
 )
