@@ -93,6 +93,7 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
     ``parsed``: items the probe parsed in this process (key -> (item, info)), taken out as
     they are used: an in-process run loads them without parsing them again."""
     install(shipment)
+    warm_process(app, "host")  # a loader process that ran no pre-flight check is cold
     before = io_stats()
     taken = [parsed.pop(key, None) if parsed else None for key in keys]
     out = [load_and_parse(app, key, preprocess_on, store, p) for key, p in zip(keys, taken)]
