@@ -32,7 +32,9 @@ def parsed(path: str, reset: bool = True) -> list[str]:
     return keys
 
 
-class CountedJaccard(JaccardApp):
+class _Counted:
+    """An app mixin: every parse appends its key to ``count_path``."""
+
     def __init__(self, *args, count_path: str, **kw):
         super().__init__(*args, **kw)
         self.count_path = count_path
@@ -42,14 +44,12 @@ class CountedJaccard(JaccardApp):
         return super().parse(key, raw)
 
 
-class CountedAlign(AlignApp):
-    def __init__(self, *args, count_path: str, **kw):
-        super().__init__(*args, **kw)
-        self.count_path = count_path
+class CountedJaccard(_Counted, JaccardApp):
+    pass
 
-    def parse(self, key, raw):
-        _record(self.count_path, key)
-        return super().parse(key, raw)
+
+class CountedAlign(_Counted, AlignApp):
+    pass
 
 
 
