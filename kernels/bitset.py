@@ -90,6 +90,16 @@ def _popcount(typingctx, x):
     return sig, codegen
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _and_count(a, i, b, j, nw):
+    """|A ∩ B| of row i of ``a`` and row j of ``b``: the one inner loop of every tile kernel
+    here (inlined by numba, so it costs no call)."""
+    s = np.uint64(0)
+    for w in range(nw):
+        s += _popcount(a[i, w] & b[j, w])
+    return s
+
+
 @numba.njit(cache=True, nogil=True)
 def _fill_bitsets(buf, starts, ends, k, table, canonical, slot, bits):
     """Set bit ``slot[code]`` (canonical) or ``code`` of row r for every k-mer of record r
@@ -169,10 +179,7 @@ def _and_popcount(a, b, mask, use_mask, out, jblock):
             for j in range(j0, j1):
                 if use_mask and not mask[i, j]:
                     continue
-                s = np.uint64(0)
-                for w in range(nw):
-                    s += _popcount(a[i, w] & b[j, w])
-                out[i, j] = s
+                out[i, j] = _and_count(a, i, b, j, nw)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -189,10 +196,7 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
             for j in range(j0, j1):
                 if use_mask and not mask[i, j]:
                     continue
-                s = np.uint64(0)
-                for w in range(nw):
-                    s += _popcount(a[i, w] & b[j, w])
-                c = np.int64(s)
+                c = np.int64(_and_count(a, i, b, j, nw))
                 inter[i, j] = c
                 union = sa + size_b[j] - c
                 sim[i, j] = c / union if union > 0 else 0.0
@@ -271,10 +275,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
             tn, td = (row_num[i], row_den[i]) if do_rows else (t_num, np.int64(1))
             # pass 1, branch-free so it vectorises across columns: the counts
             for j in range(lo, hi):
-                s = np.uint64(0)
-                for w in range(nw):
-                    s += _popcount(a[i, w] & b[j, w])
-                cnt[j - lo] = s
+                cnt[j - lo] = _and_count(a, i, b, j, nw)
             # pass 2: a cell enters its row's or its column's k best only when it beats the
             # k-th best so far (compared as fractions: no division until then)
             for j in range(lo, hi):
@@ -331,10 +332,7 @@ def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
             for j in range(j0, j1):
                 if use_mask and not mask[i, j]:
                     continue
-                s = np.uint64(0)
-                for w in range(nw):
-                    s += _popcount(a[i, w] & b[j, w])
-                c = np.int64(s)
+                c = np.int64(_and_count(a, i, b, j, nw))
                 union = sa + size_b[j] - c
                 v = c / union if union > 0 else 0.0
                 if (v >= t) if above else (v <= t):
