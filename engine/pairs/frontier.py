@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .clients import SchedulerClient
 from .stealing import Frontier
 
 INF = math.inf
@@ -125,25 +126,19 @@ class FrontierWorker:
         return self.frontier.counters()
 
 
-class FrontierClient:
-    """What a device actor on a node with a frontier calls: hand-outs and completions go to the
-    frontier, heartbeats and failures straight to the head's scheduler."""
+class FrontierClient(SchedulerClient):
+    """What a device actor on a node with a frontier calls: hand-outs and completions
+    (``request``, ``complete_and_request``, inherited) go to the frontier, heartbeats and
+    failures straight to the head's scheduler."""
 
-    __slots__ = ("handle", "scheduler")
+    __slots__ = ("scheduler",)
 
     def __init__(self, frontier, scheduler):
-        self.handle, self.scheduler = frontier, scheduler
+        super().__init__(frontier)
+        self.scheduler = scheduler
 
     def __reduce__(self):
         return (FrontierClient, (self.handle, self.scheduler))
-
-    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()):
-        return self.handle.request.remote(actor, node, l1_added, l1_removed, advice)
-
-    def complete_and_request(self, actor: str, t: int, entries: list, fields, node: str,
-                             l1_added=(), l1_removed=(), advice=()):
-        return self.handle.complete_and_request.remote(actor, t, entries, fields, node,
-                                                       l1_added, l1_removed, advice)
 
     def heartbeat(self, actor: str):
         return self.scheduler.heartbeat(actor)
