@@ -150,6 +150,10 @@ class _Run:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
         probed: dict = {}  # the sample's parsed items: an in-process run loads them
+        # No Ray to wait for: the inputs are checked on a thread while the probe measures
+        # (reading and checking is I/O and numpy; the probe's kernels release the GIL)
+        beside = _check_beside(app, self.keys) \
+            if cfg.preflight and previous is None and self.ex is None else None
         if previous is None and measure_here:
             try:
                 self.measured = {**measure_stages(
@@ -159,7 +163,8 @@ class _Run:
                 self.probe_store = self.measured.pop("store", None)
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
-                    problems = check_items(app, self.keys)
+                    problems = beside.result() if beside is not None else \
+                        check_items(app, self.keys)
                     if problems:
                         raise problems_error(problems) from None
                 raise
@@ -177,7 +182,9 @@ class _Run:
             self.ex.hand_over(probed)
         t0 = time.time()
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
+            if beside is not None:
+                problems = beside.result()
+            elif self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
                 chunks = [list(c) for c in np.array_split(np.array(self.keys, dtype=object),
                                                           min(len(self.keys), local["cpus"]))]
                 problems = [p for ps in self.ex.get([self.ex.check_items(app, c)
@@ -716,6 +723,15 @@ class _Run:
                 self.ex.shutdown()
         if state:
             self.recorder.failed(state)
+
+
+def _check_beside(app, keys: list[str]):
+    """``check_items`` on a thread of its own: a future of the problems found."""
+    import concurrent.futures as cf
+    pool = cf.ThreadPoolExecutor(1, thread_name_prefix="pairflow-check")
+    future = pool.submit(check_items, app, keys, None, False)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _show(bar: Progress, snap: dict, final: bool = False, since: float | None = None) -> None:
