@@ -828,6 +828,11 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
     if summary:
         parts.append("## Summary\n\n" + table(["benchmark", "run", "targets met", "mode"],
                                                summary))
+    if manifest:  # the suite's own wall time, against its 45-minute budget
+        total = sum(r.get("elapsed_s") or 0 for r in manifest.values())
+        parts.append(f"The last `pairflow bench` run times of these {len(manifest)} benchmarks "
+                     f"add up to **{total / 60:.1f} min** (`bench_run.json`; the whole suite's "
+                     "budget is 45 min, `--quick` 5 min).")
     for name, title, script in SECTIONS:
         d = all_.get(name)
         body = [f"## {title} — `benchmarks/{script}`"]

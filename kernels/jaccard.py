@@ -41,6 +41,10 @@ GALLOP_RATIO = 8
 # are not loaded yet (a small run never pays numba's import and load); once loaded, always them.
 SMALL_SET = 1 << 17  # = kmers.SMALL_BASES: an item small enough to scan in numpy compares in it
 SMALL_TILE = 1024    # ... in a tile of at most this many pairs (more: the compiled tile loop)
+# Sets longer than this on average are counted pair by pair: a Python call per pair is then small
+# beside its merge, while packing a tile side into one buffer first copies every set (two
+# genomes of 4.5 M k-mers: ~35 ms a side, more than merging them).
+PACK_MAX_MEAN = 1 << 14
 
 
 @lazy_njit(cache=True, nogil=True)
@@ -150,8 +154,15 @@ def intersection_counts(
     if xp is None or is_numpy_namespace(xp):
         if out.size == 0:
             return out
-        lv, lo = _packed([np.asarray(a) for a in lefts])
-        rv, ro = _packed([np.asarray(b) for b in rights])
+        lefts, rights = [np.asarray(a) for a in lefts], [np.asarray(b) for b in rights]
+        if sum(map(len, lefts)) + sum(map(len, rights)) >= \
+                PACK_MAX_MEAN * (len(lefts) + len(rights)):
+            cells = np.nonzero(m) if m is not None else np.indices(shape).reshape(2, -1)
+            for i, j in zip(*cells):
+                out[i, j] = intersection_count(lefts[i], rights[j])
+            return out
+        lv, lo = _packed(lefts)
+        rv, ro = _packed(rights)
         if lv.dtype != rv.dtype and len(lv) and len(rv):
             raise TypeError(f"k-mer arrays must share a dtype, got {lv.dtype} and {rv.dtype}")
         if len(lv) and len(rv) and out.size <= SMALL_TILE and not compiled(__name__) and \

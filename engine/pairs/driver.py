@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
+from ..run.interrupts import noticed_interrupts
 from ..run.io import check_store, publish
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
@@ -149,6 +150,10 @@ class _Run:
                 sample, probe_weight = weighted_probe(self.weights, self.row_keys,
                                                       self.col_keys)
         probed: dict = {}  # the sample's parsed items: an in-process run loads them
+        # No Ray to wait for: the inputs are checked on a thread while the probe measures
+        # (reading and checking is I/O and numpy; the probe's kernels release the GIL)
+        beside = _check_beside(app, self.keys) \
+            if cfg.preflight and previous is None and self.ex is None else None
         if previous is None and measure_here:
             try:
                 self.measured = {**measure_stages(
@@ -158,7 +163,8 @@ class _Run:
                 self.probe_store = self.measured.pop("store", None)
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
-                    problems = check_items(app, self.keys)
+                    problems = beside.result() if beside is not None else \
+                        check_items(app, self.keys)
                     if problems:
                         raise problems_error(problems) from None
                 raise
@@ -176,7 +182,9 @@ class _Run:
             self.ex.hand_over(probed)
         t0 = time.time()
         if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            if self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
+            if beside is not None:
+                problems = beside.result()
+            elif self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
                 chunks = [list(c) for c in np.array_split(np.array(self.keys, dtype=object),
                                                           min(len(self.keys), local["cpus"]))]
                 problems = [p for ps in self.ex.get([self.ex.check_items(app, c)
@@ -482,62 +490,67 @@ class _Run:
         deadline = None if timeout is None else time.time() + timeout
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
                        figures={"pairs/s": ",.0f", "R": ".2f"})
-        try:
-            while self.refs:
-                ready = self.ex.wait(list(self.refs), timeout=0.5)
-                for ref in ready:
-                    actor_id = self.refs.pop(ref)
-                    try:
-                        self.ex.get(ref)
-                    except self.ex.lost_errors as exc:
-                        self._on_actor_lost(actor_id, exc)
-                if not self.handles and self.refs == {}:
-                    self.next_node_check = 0.0  # a node that joined may take over
+        with noticed_interrupts() as interrupts:  # Ray may swallow a Ctrl-C: see there
+            try:
+                while self.refs:
+                    ready = self.ex.wait(list(self.refs), timeout=0.5)
+                    interrupts.check()
+                    for ref in ready:
+                        actor_id = self.refs.pop(ref)
+                        try:
+                            self.ex.get(ref)
+                        except self.ex.lost_errors as exc:
+                            self._on_actor_lost(actor_id, exc)
+                    if not self.handles and self.refs == {}:
+                        self.next_node_check = 0.0  # a node that joined may take over
+                        self._adopt_new_nodes()
+                    if not self.handles and self.refs == {}:
+                        prog = self.ex.get(self.scheduler.progress())
+                        if prog["done"] < prog["total"] and not prog["error"]:
+                            raise PairflowError("every device actor was lost; "
+                                                f"{prog['done']}/{prog['total']} tiles done")
+                    # one call for progress and overdue tiles, and metrics only for a progress
+                    # bar: every call is CPU at both ends, twice a second for the whole run
+                    prog = self.ex.get(self.scheduler.watch())
+                    interrupts.check()
+                    if self.results is not None:
+                        self.results.write(prog)
+                    self._kill_overdue(prog["overdue"])
+                    self._kill_silent(prog["silent"], prog["silent_after_s"])
                     self._adopt_new_nodes()
-                if not self.handles and self.refs == {}:
-                    prog = self.ex.get(self.scheduler.progress())
-                    if prog["done"] < prog["total"] and not prog["error"]:
-                        raise PairflowError("every device actor was lost; "
-                                            f"{prog['done']}/{prog['total']} tiles done")
-                # one call for progress and overdue tiles, and metrics only for a progress
-                # bar: every call is CPU at both ends, twice a second for the whole run
-                prog = self.ex.get(self.scheduler.watch())
-                if self.results is not None:
-                    self.results.write(prog)
-                self._kill_overdue(prog["overdue"])
-                self._kill_silent(prog["silent"], prog["silent_after_s"])
-                self._adopt_new_nodes()
+                    if prog["error"]:
+                        raise PairflowError(prog["error"])
+                    if bar.enabled:
+                        _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
+                    if self.recorder.heartbeat() and not bar.enabled:
+                        self.metrics.tick()  # metrics.jsonl advances while tiles are long
+                    if deadline and time.time() > deadline and self.refs:
+                        raise TimeoutError(f"run not finished after {timeout} s "
+                                           f"({prog['done']}/{len(self.tiles)} tiles)")
+                prog = self.ex.get(self.scheduler.progress())
                 if prog["error"]:
                     raise PairflowError(prog["error"])
-                if bar.enabled:
-                    _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
-                if self.recorder.heartbeat() and not bar.enabled:
-                    self.metrics.tick()  # metrics.jsonl advances while tiles are long
-                if deadline and time.time() > deadline and self.refs:
-                    raise TimeoutError(f"run not finished after {timeout} s "
-                                       f"({prog['done']}/{len(self.tiles)} tiles)")
-            prog = self.ex.get(self.scheduler.progress())
-            if prog["error"]:
-                raise PairflowError(prog["error"])
-            self._validate()
-        except TimeoutError:
-            bar.close()
-            raise
-        except KeyboardInterrupt:
-            bar.close()
-            self._interrupted()
-            raise
-        except BaseException as exc:
-            bar.close()
-            cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
-            if isinstance(cause, (InputError, PairflowError)):
-                raise cause from None
-            raise PairflowError(str(cause)) from None
+                self._validate()
+            except TimeoutError:
+                bar.close()
+                raise
+            except KeyboardInterrupt:
+                bar.close()
+                self._interrupted()
+                raise
+            except BaseException as exc:
+                bar.close()
+                if interrupts.seen.is_set():  # Ray turned the Ctrl-C into its own error
+                    self._interrupted()
+                    raise KeyboardInterrupt from None
+                cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
+                if isinstance(cause, (InputError, PairflowError)):
+                    raise cause from None
+                raise PairflowError(str(cause)) from None
         self.finished_result = self._finish()
         _show(bar, self.finished_result.summary, final=True)
         bar.close()
         return self.finished_result
-
 
     def _coordinator_lost(self, exc: BaseException) -> BaseException:
         """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
@@ -710,6 +723,15 @@ class _Run:
                 self.ex.shutdown()
         if state:
             self.recorder.failed(state)
+
+
+def _check_beside(app, keys: list[str]):
+    """``check_items`` on a thread of its own: a future of the problems found."""
+    import concurrent.futures as cf
+    pool = cf.ThreadPoolExecutor(1, thread_name_prefix="pairflow-check")
+    future = pool.submit(check_items, app, keys, None, False)
+    pool.shutdown(wait=False)
+    return future
 
 
 def _show(bar: Progress, snap: dict, final: bool = False, since: float | None = None) -> None:

@@ -136,11 +136,13 @@ def warm_process(app, device: str) -> None:
         _WARM.add(token)
 
 
-def check_items(app, keys: list[str], shipment=None) -> list[str]:
+def check_items(app, keys: list[str], shipment=None, warm: bool = True) -> list[str]:
     """Pre-flight: every item's raw bytes checked before any compute; returns problems.
-    The loader process is warmed up on the way, so the first load does not pay for it."""
+    The loader process is warmed up on the way, so the first load does not pay for it
+    (``warm=False``: a thread checking beside the probe, which warms this process up)."""
     install(shipment)
-    warm_process(app, "host")
+    if warm:
+        warm_process(app, "host")
     problems = []
     for key in keys:
         try:

@@ -5,8 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from tests.oracles import (KLEBSIELLA, LAMBDA, RAGOUT, canonical_kmers, jaccard_matrix,
-                           mash_jaccard, read_sequences)
+from tests.oracles import (KLEBSIELLA, LAMBDA, RAGOUT, canonical_kmer_codes, canonical_kmers,
+                           jaccard_matrix, jaccard_matrix_of_codes, mash_jaccard,
+                           read_sequences)
 
 pytestmark = pytest.mark.ray
 
@@ -62,11 +63,10 @@ def test_ragout_genomes_equal_bruteforce_and_mash(ray_local, runs, tmp_path):
     mash = mash_jaccard(paths, 21, str(tmp_path), sketch_size=10_000_000)
     idx = {p: i for i, p in enumerate(paths)}
     assert max(abs(v - got[idx[a], idx[b]]) for (a, b), v in mash.items()) <= 1e-6
-    sets = []
-    for p in paths:
-        sets.append(canonical_kmers([s for _, s in read_sequences(p)], 21))
-    sim, inter = jaccard_matrix(sets)
-    del sets
+    # the string-set oracle's sets as 2-bit codes (numpy: seconds, not minutes; the two are
+    # checked equal in tests/unit/test_oracles.py)
+    sim, inter = jaccard_matrix_of_codes(
+        [canonical_kmer_codes([s for _, s in read_sequences(p)], 21) for p in paths])
     np.testing.assert_allclose(got, sim, rtol=0, atol=1e-12)
     assert np.array_equal(np.triu(res.matrix("intersection"), 1), np.triu(inter, 1))
 

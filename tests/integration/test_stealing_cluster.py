@@ -4,7 +4,9 @@ A head with no CPU and four worker nodes of one CPU each, small object stores an
 12 items per node (below n = 72). One node's device is slow (the synthetic app sleeps there), so
 the other nodes finish their shares first and must steal. The oracle is the app's own formula
 (pair (i, j) compares to i * 1000 + j), computed here without the engine, and the journal's tile
-ids (each tile journaled exactly once). A second run removes a node and adds another mid-run.
+ids (each tile journaled exactly once). A second run removes a node and adds another mid-run; until the added node has run a tile the
+first four go slowly (a gate file they all see: the nodes share this machine), so the check that
+it received work does not depend on how fast its processes start.
 """
 from __future__ import annotations
 
@@ -36,10 +38,24 @@ DRIVER = textwrap.dedent("""
     ray.init(address=cluster.address)
     N = 72
 
+    GATE = os.path.join(RUNS, "until-the-new-node-runs")
+    FIRST = tuple(f"node-{i}/" for i in range(4))
+
     def compare(lefts, rights):
+        actor = os.environ.get("PAIRFLOW_ACTOR_ID", "")
         # one node's device is slow: the others must steal its share
-        if os.environ.get("PAIRFLOW_ACTOR_ID", "").startswith("node-1/"):
+        if actor.startswith("node-1/"):
             time.sleep(0.08)
+        # Until the node that joined runs its first tile, the first nodes go slowly, so work
+        # is left for it however long its processes take to start on a loaded machine.
+        if os.path.exists(GATE):
+            if actor.startswith(FIRST):
+                time.sleep(0.2)
+            else:
+                try:
+                    os.remove(GATE)
+                except FileNotFoundError:
+                    pass
         return np.add.outer(np.array(lefts) * 1000, np.array(rights)).astype(np.float64)
 
     app = FunctionApp([f"k{i}" for i in range(N)], load=lambda k: int(k[1:]), compare=compare,
@@ -50,6 +66,7 @@ DRIVER = textwrap.dedent("""
     if CHURN:
         while h.progress()["done"] < total // 4:
             time.sleep(0.05)
+        open(GATE, "w").close()
         cluster.add_node(num_cpus=1, **node)
         while h.progress()["done"] < total // 3:
             time.sleep(0.05)

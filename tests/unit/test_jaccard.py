@@ -132,3 +132,20 @@ def test_jaccard_matches_sets(a, b):
     j = jaccard_from_counts(inter, [len(a)], [len(b)])[0, 0]
     union = len(sa | sb)
     assert j == pytest.approx(len(sa & sb) / union if union else 0.0)
+
+
+def test_large_sets_counted_pair_by_pair_equal_intersect1d():
+    """Sets of genome size take the per-pair path (no packing copy); mixed with small ones,
+    masked, and with one empty set."""
+    from kernels.jaccard import PACK_MAX_MEAN
+    rng = np.random.default_rng(7)
+    pool = np.unique(rng.integers(0, 2**62, 6 * PACK_MAX_MEAN, dtype=np.uint64))
+    sets = [np.sort(rng.choice(pool, n, replace=False)) for n in
+            (3 * PACK_MAX_MEAN, 2 * PACK_MAX_MEAN, 50, 0)]
+    mask = np.array([[True, True, False, True], [True, False, True, True]])
+    got = intersection_counts(sets[:2], sets, mask=mask)
+    want = np.array([[len(np.intersect1d(a, b)) if mask[i, j] else 0
+                      for j, b in enumerate(sets)] for i, a in enumerate(sets[:2])])
+    assert np.array_equal(got, want)
+    with pytest.raises(TypeError, match="dtype"):
+        intersection_counts([sets[0]], [sets[1].astype(np.int64)])
