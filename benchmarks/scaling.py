@@ -157,6 +157,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-real", action="store_true", help="simulated nodes only")
+    ap.add_argument("--nodes", default="1,2,4", help="real node counts (default 1,2,4)")
     ap.add_argument("--out", default=None, help="default: benchmarks/out/scaling.json")
     args = ap.parse_args()
     started = time.time()
@@ -167,7 +168,8 @@ def main() -> None:
         real_kw = dict(n=96, nbytes=200_000, host=16, leaf=4)
     sim_kw = dict(n=256, leaf=4, host=24)  # one node's R near Rocket's 6.7
     t0 = time.time()
-    real = [] if args.no_real else real_runs(**real_kw)
+    real = [] if args.no_real else real_runs(
+        **real_kw, workers=tuple(int(x) for x in args.nodes.split(",")))
     sim = simulated(**sim_kw)
     for r in sim:
         rocket = f"   (Rocket: {r['rocket_R']})" if r["rocket_R"] else ""

@@ -1,7 +1,7 @@
 """``pairflow bench``: every benchmark of benchmarks/ in one command, then the report.
 
     pairflow bench                      # the bench profile (36 min measured on 2 cores, 2026-11-24)
-    pairflow bench --quick              # each benchmark's quick mode (~5 min): proves it runs
+    pairflow bench --quick              # each benchmark's quick mode (4.6 min here): proves it runs
     pairflow bench --only allpairs align
     pairflow bench --report-only        # rebuild RESULTS.md, the plots and the README block
     pairflow bench --quick --only peers --out /tmp/b    # JSON and report under /tmp/b
@@ -56,33 +56,35 @@ class Bench:
 BENCHMARKS = (
     Bench("allpairs", "allpairs.py",
           full=("--repeat", "1", "--journal-reps", "5", "--b-n", "80"),
-          quick=("--quick", "--parts", "a,b"),
-          est_full_s=600, est_quick_s=40,
+          quick=("--quick", "--parts", "a"),  # (b) runs in full mode: 5 minutes hold no more
+          est_full_s=600, est_quick_s=25,
           cut="part (a) one engine run per profile, not the best of 2; part (b)'s real runs at "
               "n = 80 instead of 120 (leaf 1: 3,160 tiles per run, not 7,140; the simulator "
               "still covers n = 400); part (e) 5 runs with and without the journal, not 10"),
     Bench("align", "align.py", full=("--repeat", "2"), est_full_s=100, est_quick_s=20,
           cut="best of 2 runs, not 3"),
-    Bench("apps", "apps.py", est_full_s=240, est_quick_s=40),
+    Bench("apps", "apps.py", est_full_s=240, est_quick_s=35),
     Bench("peers", "peers.py", est_full_s=65, est_quick_s=25),
-    Bench("startup", "startup.py", full=("--reps", "1"), est_full_s=50, est_quick_s=35,
+    Bench("startup", "startup.py", full=("--reps", "1"), est_full_s=50, est_quick_s=30,
           cut="one repetition of each case, not the median of 3"),
     Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a"),
           est_full_s=300, est_quick_s=25, cut="medians of 2 repetitions, not 3"),
-    Bench("farm", "farm.py", est_full_s=120, est_quick_s=25),
+    Bench("farm", "farm.py", est_full_s=120, est_quick_s=15),
     Bench("cluster", "cluster.py", full=("--n", "150", "--t-cmp", "0.001"), est_full_s=210,
-          est_quick_s=40,
+          quick=("--quick", "--mode", "wait"), est_quick_s=20,
           cut="n = 150 items at 1 ms per compare in both modes, not 300 at 1 ms (wait) and "
               "2 ms (burn)"),
     Bench("many_small", "many_small.py", full=("--merge-on", "reads_1"), est_full_s=130,
-          quick=("--quick", "--parts", "reads", "--no-merge"), est_quick_s=25, outputs=("many_small.json", "many_small_proteomes.json"),
+          quick=("--quick", "--parts", "reads", "--no-merge"), est_quick_s=20, outputs=("many_small.json", "many_small_proteomes.json"),
           cut="the merge kernel (bare and through the engine) on reads_1 only, not on the "
               "26 K reads of all three files"),
-    Bench("planner", "planner.py", est_full_s=40, est_quick_s=30),
-    Bench("scaling", "scaling.py", est_full_s=80, est_quick_s=60),
-    Bench("stealing", "stealing.py", est_full_s=215, est_quick_s=60),
+    Bench("planner", "planner.py", est_full_s=40, est_quick_s=20),
+    Bench("scaling", "scaling.py", est_full_s=80, quick=("--quick", "--nodes", "1,4"),
+          est_quick_s=30),
+    Bench("stealing", "stealing.py", est_full_s=215, quick=("--quick", "--nodes", "2"),
+          est_quick_s=25),
     Bench("kernels_micro", "kernels_micro.py", est_full_s=20, est_quick_s=10),
-    Bench("sw_micro", "sw_micro.py", est_full_s=25, est_quick_s=15),
+    Bench("sw_micro", "sw_micro.py", est_full_s=25, est_quick_s=10),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
