@@ -20,7 +20,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
-from ..run.interrupts import noticed_interrupts
 from ..run.io import check_store, publish
 from ..run.journal import check_same_work, replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
@@ -490,67 +489,62 @@ class _Run:
         deadline = None if timeout is None else time.time() + timeout
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
                        figures={"pairs/s": ",.0f", "R": ".2f"})
-        with noticed_interrupts() as interrupts:  # Ray may swallow a Ctrl-C: see there
-            try:
-                while self.refs:
-                    ready = self.ex.wait(list(self.refs), timeout=0.5)
-                    interrupts.check()
-                    for ref in ready:
-                        actor_id = self.refs.pop(ref)
-                        try:
-                            self.ex.get(ref)
-                        except self.ex.lost_errors as exc:
-                            self._on_actor_lost(actor_id, exc)
-                    if not self.handles and self.refs == {}:
-                        self.next_node_check = 0.0  # a node that joined may take over
-                        self._adopt_new_nodes()
-                    if not self.handles and self.refs == {}:
-                        prog = self.ex.get(self.scheduler.progress())
-                        if prog["done"] < prog["total"] and not prog["error"]:
-                            raise PairflowError("every device actor was lost; "
-                                                f"{prog['done']}/{prog['total']} tiles done")
-                    # one call for progress and overdue tiles, and metrics only for a progress
-                    # bar: every call is CPU at both ends, twice a second for the whole run
-                    prog = self.ex.get(self.scheduler.watch())
-                    interrupts.check()
-                    if self.results is not None:
-                        self.results.write(prog)
-                    self._kill_overdue(prog["overdue"])
-                    self._kill_silent(prog["silent"], prog["silent_after_s"])
+        try:
+            while self.refs:
+                ready = self.ex.wait(list(self.refs), timeout=0.5)
+                for ref in ready:
+                    actor_id = self.refs.pop(ref)
+                    try:
+                        self.ex.get(ref)
+                    except self.ex.lost_errors as exc:
+                        self._on_actor_lost(actor_id, exc)
+                if not self.handles and self.refs == {}:
+                    self.next_node_check = 0.0  # a node that joined may take over
                     self._adopt_new_nodes()
-                    if prog["error"]:
-                        raise PairflowError(prog["error"])
-                    if bar.enabled:
-                        _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
-                    if self.recorder.heartbeat() and not bar.enabled:
-                        self.metrics.tick()  # metrics.jsonl advances while tiles are long
-                    if deadline and time.time() > deadline and self.refs:
-                        raise TimeoutError(f"run not finished after {timeout} s "
-                                           f"({prog['done']}/{len(self.tiles)} tiles)")
-                prog = self.ex.get(self.scheduler.progress())
+                if not self.handles and self.refs == {}:
+                    prog = self.ex.get(self.scheduler.progress())
+                    if prog["done"] < prog["total"] and not prog["error"]:
+                        raise PairflowError("every device actor was lost; "
+                                            f"{prog['done']}/{prog['total']} tiles done")
+                # one call for progress and overdue tiles, and metrics only for a progress
+                # bar: every call is CPU at both ends, twice a second for the whole run
+                prog = self.ex.get(self.scheduler.watch())
+                if self.results is not None:
+                    self.results.write(prog)
+                self._kill_overdue(prog["overdue"])
+                self._kill_silent(prog["silent"], prog["silent_after_s"])
+                self._adopt_new_nodes()
                 if prog["error"]:
                     raise PairflowError(prog["error"])
-                self._validate()
-            except TimeoutError:
-                bar.close()
-                raise
-            except KeyboardInterrupt:
-                bar.close()
-                self._interrupted()
-                raise
-            except BaseException as exc:
-                bar.close()
-                if interrupts.seen.is_set():  # Ray turned the Ctrl-C into its own error
-                    self._interrupted()
-                    raise KeyboardInterrupt from None
-                cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
-                if isinstance(cause, (InputError, PairflowError)):
-                    raise cause from None
-                raise PairflowError(str(cause)) from None
+                if bar.enabled:
+                    _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
+                if self.recorder.heartbeat() and not bar.enabled:
+                    self.metrics.tick()  # metrics.jsonl advances while tiles are long
+                if deadline and time.time() > deadline and self.refs:
+                    raise TimeoutError(f"run not finished after {timeout} s "
+                                       f"({prog['done']}/{len(self.tiles)} tiles)")
+            prog = self.ex.get(self.scheduler.progress())
+            if prog["error"]:
+                raise PairflowError(prog["error"])
+            self._validate()
+        except TimeoutError:
+            bar.close()
+            raise
+        except KeyboardInterrupt:
+            bar.close()
+            self._interrupted()
+            raise
+        except BaseException as exc:
+            bar.close()
+            cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
+            if isinstance(cause, (InputError, PairflowError)):
+                raise cause from None
+            raise PairflowError(str(cause)) from None
         self.finished_result = self._finish()
         _show(bar, self.finished_result.summary, final=True)
         bar.close()
         return self.finished_result
+
 
     def _coordinator_lost(self, exc: BaseException) -> BaseException:
         """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
@@ -719,10 +713,24 @@ class _Run:
                         self.ex.kill(a)
                     except Exception:
                         pass
+            if not keep and self.coordinator is not None and self.ex.name == "ray":
+                self._await_coordinator_gone()
             if self.ex is not getattr(self, "session_ex", None):
                 self.ex.shutdown()
         if state:
             self.recorder.failed(state)
+
+    def _await_coordinator_gone(self, timeout_s: float = 10.0) -> None:
+        """``ray.kill`` returns before the actor is gone, and the coordinator writes the
+        journal: a run stopped (cancel, Ctrl-C, failure) is final only once it has died, or a
+        tile journaled a moment later would be missing from what the stop reported."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            try:
+                self.ex.get(self.scheduler.progress())
+            except Exception:  # the actor died (or Ray is gone): nothing more is written
+                return
+            time.sleep(0.05)
 
 
 def _check_beside(app, keys: list[str]):
