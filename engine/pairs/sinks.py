@@ -361,7 +361,7 @@ def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
     """Each row's k best cells of a tile (and each column's, ``do_cols``), by value (times
     ``sign``: -1 ranks the smallest first) then by lower index, in one pass: (i, j, is_column)
     of every candidate. Most cells cost a comparison with the row's and the column's k-th best
-    so far; compiled with numba on first use (``_topk_kernel``). The last value returned is
+    so far; compiled with numba on first use (``_compiled``). The last value returned is
     False, and nothing else, when a value is NaN."""
     nr, nc = values.shape
     rv = np.empty((nr, k))
@@ -488,27 +488,16 @@ def _topk_merge_py(q, t, v, k, sign):
     return oq, ot, ox, orank
 
 
-_MERGE_KERNEL = None
+_COMPILED: dict = {}
 
 
-def _merge_kernel():
-    global _MERGE_KERNEL
-    if _MERGE_KERNEL is None:
+def _compiled(py_func):
+    """``py_func`` compiled on first use (numba is imported only by a TopK sink that writes)."""
+    kernel = _COMPILED.get(py_func)
+    if kernel is None:
         import numba
-        _MERGE_KERNEL = numba.njit(cache=True, nogil=True)(_topk_merge_py)
-    return _MERGE_KERNEL
-
-
-_TOPK_KERNEL = None
-
-
-def _topk_kernel():
-    """``_topk_cells_py`` compiled (numba is imported only by a TopK sink that writes)."""
-    global _TOPK_KERNEL
-    if _TOPK_KERNEL is None:
-        import numba
-        _TOPK_KERNEL = numba.njit(cache=True, nogil=True)(_topk_cells_py)
-    return _TOPK_KERNEL
+        kernel = _COMPILED[py_func] = numba.njit(cache=True, nogil=True)(py_func)
+    return kernel
 
 
 class TopK(_PartsSink):
@@ -537,9 +526,9 @@ class TopK(_PartsSink):
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
         if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
             # (NaN ranks last in the sort below; the compiled merge takes every other float)
-            q, t, x, rank = _merge_kernel()(np.ascontiguousarray(q), np.ascontiguousarray(t),
-                                            np.ascontiguousarray(v), self.k,
-                                            1.0 if self.largest else -1.0)
+            merge = _compiled(_topk_merge_py)
+            q, t, x, rank = merge(np.ascontiguousarray(q), np.ascontiguousarray(t),
+                                  np.ascontiguousarray(v), self.k, 1.0 if self.largest else -1.0)
             return q, t, v[x], rank
         key = v
         if self.largest:
@@ -584,9 +573,9 @@ class TopK(_PartsSink):
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
 
     def _compiled_cells(self, values, mask, both: bool = True):
-        return _topk_kernel()(np.ascontiguousarray(values, dtype=np.float64),
-                              np.ascontiguousarray(mask), not bool(mask.all()), self.k,
-                              1.0 if self.largest else -1.0, both)
+        return _compiled(_topk_cells_py)(
+            np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask),
+            not bool(mask.all()), self.k, 1.0 if self.largest else -1.0, both)
 
     def reduction(self):
         symmetric = bool(self.ctx.space.symmetric)
