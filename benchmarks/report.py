@@ -516,7 +516,9 @@ def sec_farm(d, ctx):
            f"against {d['db']} ({d['db_bytes']:,} bytes).\n\n" + table(["measure", "figure"], [
                ["(a) tool run directly, one process", num(a["direct_s"], "s")],
                ["(a) farm, 1 worker", f"{num(a['farm_1_worker_s'], 's')}: overhead "
-                f"**{pct(a['overhead'])}** (within the run: {pct(a['overhead_in_run'])})"],
+                f"**{pct(a['overhead'])}** (per repetition: "
+                f"{pct(a.get('overhead_paired', a['overhead']))}; within the run: "
+                f"{pct(a['overhead_in_run'])})"],
                ["(b) farm, 2 workers", f"{num(b['farm_2_workers_s'], 's')}: "
                 f"**{num(b['speedup'])}x** of 1 worker"],
                ["(c) database bytes read", f"farm {d['c_db_bytes_per_node']['farm']:,}, naive "

@@ -69,7 +69,7 @@ BENCHMARKS = (
           cut="one repetition of each case, not the median of 3"),
     Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a"),
           est_full_s=300, est_quick_s=25, cut="medians of 2 repetitions, not 3"),
-    Bench("farm", "farm.py", est_full_s=120, est_quick_s=15),
+    Bench("farm", "farm.py", est_full_s=190, est_quick_s=15),
     Bench("cluster", "cluster.py", full=("--n", "150", "--t-cmp", "0.001"), est_full_s=210,
           quick=("--quick", "--mode", "wait"), est_quick_s=20,
           cut="n = 150 items at 1 ms per compare in both modes, not 300 at 1 ms (wait) and "

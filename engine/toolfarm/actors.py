@@ -3,9 +3,11 @@ and one ``NodeWriter`` per node holding that node's double-buffered stream files
 
 A worker prepares its node's shared files on its first unit (``shared.prepare_node``: only the
 first worker of the node fetches them from the object store, the others find them ready), reads
-its unit's bytes from the input file, runs the tool, and hands the outputs to its node's writer
-before it reports the unit finished; the driver journals the unit once the writer says its
-blocks are on disk.
+its unit's bytes from the input file, runs the tool, and hands the outputs to its node's writer.
+It does not wait for the writer: its result carries the append's reference, and the driver counts
+the unit finished only once that append has returned (a failed append is a failed run of the
+unit, retried), then journals it once the writer says its blocks are on disk. Waiting here held
+the core idle for a writer round trip per unit.
 """
 from __future__ import annotations
 
@@ -103,11 +105,7 @@ class FarmWorker:
         out = {**base, "ok": result.ok, "seconds": result.seconds, "t_end": time.time(),
                "returncode": result.returncode, "error": result.error,
                "stderr": result.stderr, "bytes_in": len(data)}
-        if result.ok:
-            try:
-                ray.get(self.writer.append.remote(u.uid, u.first, result.outputs))
-            except Exception as exc:  # the writer failed (disk full, node lost)
-                out.update(ok=False, error=f"writing the output failed: {exc}")
+        if result.ok:  # the driver waits for the append, not this core
+            out["written"] = self.writer.append.remote(u.uid, u.first, result.outputs)
             out["bytes_out"] = sum(len(b) for b in result.outputs.values())
-            out["t_end"] = time.time()
         return out

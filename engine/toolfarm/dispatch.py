@@ -49,11 +49,20 @@ class UnitQueue:
         self.attempts[unit] = self.attempts.get(unit, 0) + 1
         return unit
 
-    def succeeded(self, worker: str, unit: int, seconds: float) -> None:
+    def ran(self, worker: str, unit: int, seconds: float) -> None:
+        """The tool succeeded on ``unit``: the worker is free of it; its output is on the way
+        to the writer (``written`` or ``failed`` follows)."""
         self._release(worker, unit)
-        self.finished.add(unit)
         self.unit_seconds += seconds
         self.unit_runs += 1
+
+    def written(self, unit: int) -> None:
+        """The writer has the unit's output."""
+        self.finished.add(unit)
+
+    def succeeded(self, worker: str, unit: int, seconds: float) -> None:
+        self.ran(worker, unit, seconds)
+        self.written(unit)
 
     def failed(self, worker: str, unit: int, failure: dict) -> bool:
         """A run of ``unit`` failed; True if it is queued again, False if given up."""

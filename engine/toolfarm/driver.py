@@ -258,6 +258,7 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
     on_disk = set(done)
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
     inflight: dict = {}
+    appends: dict = {}  # a writer's append -> (worker, unit): the unit is finished when it returns
     per_worker = {w: {"units": 0, "busy_s": 0.0, "failed_runs": 0} for w in workers}
     writer_stats = []
     t_run = time.time()
@@ -289,12 +290,26 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                     if u is None:
                         break
                     inflight[actor.run.remote(units[u].to_list())] = (wname, u)
-            if not inflight:
+            if not inflight and not appends:
                 break
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.2)
+            waiting = [*inflight, *appends]
+            ready, _ = ray.wait(waiting, num_returns=1, timeout=0.2)
             if ready:
-                ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=0)
+                ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
             for ref in ready:
+                if ref in appends:
+                    wname, u = appends.pop(ref)
+                    try:
+                        ray.get(ref)
+                        queue.written(u)
+                    except Exception as exc:  # the writer failed (disk full, node lost)
+                        error = f"writing the output failed: {exc}"[:2000]
+                        log.write([{"unit": u, "worker": wname, "ok": False, "error": error}])
+                        if wname in per_worker:  # counted as a unit done when its tool ran
+                            per_worker[wname]["units"] -= 1
+                            per_worker[wname]["failed_runs"] += 1
+                        queue.failed(wname, u, {"error": error, "returncode": 0, "stderr": ""})
+                    continue
                 wname, u = inflight.pop(ref)
                 try:
                     res = ray.get(ref)
@@ -312,10 +327,12 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                 pw = per_worker[wname]
                 pw["busy_s"] += res.get("seconds", 0.0)
                 tool_s += res.get("seconds", 0.0)
+                written = res.pop("written", None)
                 log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
                            | {"attempt": queue.attempts.get(u, 1)}])
                 if res["ok"]:
-                    queue.succeeded(wname, u, res["seconds"])
+                    queue.ran(wname, u, res["seconds"])
+                    appends[written] = (wname, u)
                     pw["units"] += 1
                 else:
                     pw["failed_runs"] += 1

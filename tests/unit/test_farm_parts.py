@@ -221,6 +221,16 @@ def test_unit_queue_retries_then_reports_and_holds_back_the_tail():
     q2 = UnitQueue([0], retries=0)
     q2.succeeded("x", 0, 10.0)
     assert q2.depth() == 2
+    # a run whose output the writer then refuses is a failed run: retried like any other
+    q3 = UnitQueue([0], retries=1)
+    assert q3.next_for("w", 1) == 0
+    q3.ran("w", 0, 0.1)
+    assert 0 not in q3.finished and q3.held["w"] == []
+    assert q3.failed("w", 0, {"error": "writing the output failed"}) is True
+    assert q3.next_for("w", 1) == 0
+    q3.ran("w", 0, 0.1)
+    q3.written(0)
+    assert q3.finished == {0} and q3.idle()
 
 
 def test_run_unit_feeds_collects_and_reports(tmp_path):
