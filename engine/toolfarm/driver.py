@@ -182,8 +182,10 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                     farm_digest, values, w)
                 workers[wname] = a
                 actors.append(a)
+        writers_up = [w.ready.remote() for w in writers]
         infos = ray.get([a.ready.remote() for a in workers.values()])
-        phases["actors_s"] = time.perf_counter() - t0  # up, shared files prepared
+        ray.get(writers_up)
+        phases["actors_s"] = time.perf_counter() - t0  # all up, shared files prepared
         bad = [i for i in infos if i.get("error")]
         if bad:
             raise PairflowError(f"farm: {bad[0]['worker']}: {bad[0]['error']}")
