@@ -74,4 +74,8 @@ fi
 "$VENV/bin/python" scripts/simulate_cameras.py --out "$DATA/cameras" >/dev/null
 # app=microscopy's simulated localisation particles (own stamp)
 "$VENV/bin/python" scripts/simulate_particles.py --out "$DATA/particles" >/dev/null
+# the project's bytecode, as pip compiles an installed package's: where Python may not write it
+# (PYTHONDONTWRITEBYTECODE, a read-only checkout) every process, each Ray worker included,
+# would compile every module it imports from source, on every start
+"$VENV/bin/python" -m compileall -q apps engine kernels operators benchmarks scripts >/dev/null
 echo "[setup] ready: $VENV, data in $DATA/root" >&2
