@@ -462,9 +462,34 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, previous)
 
 
+def console() -> None:
+    """The ``pairflow`` command: ``main()``, then out without the interpreter's teardown."""
+    leave(main())
+
+
+def leave(code: int) -> None:
+    """Exit with ``code`` once what the interpreter's teardown does that matters has been done,
+    in its order: non-daemon threads joined, exit handlers run (logging's flush and close,
+    Ray's shutdown), the standard streams flushed. The rest, freeing every object and module,
+    took 0.3-0.5 s after a run with numba's compiled kernels loaded: longer than a small run.
+    Only for a normal return; an exception leaves as Python does."""
+    import atexit
+    try:
+        threading._shutdown()  # what Py_Finalize does first
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
 if __name__ == "__main__":
     # `python -m apps.cli`: run the importable module's main, not this __main__ copy's, so a
     # launcher that ships the job to another process (hydra/launcher=ray) pickles functions
     # by reference to apps.cli instead of by value with this module's state
-    from apps.cli import main as _main
-    sys.exit(_main())
+    from apps.cli import console as _console
+    _console()
