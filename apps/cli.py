@@ -471,7 +471,8 @@ def leave(code: int) -> None:
     """Exit with ``code`` once what the interpreter's teardown does that matters has been done,
     in its order: non-daemon threads joined, exit handlers run (logging's flush and close,
     Ray's shutdown), the standard streams flushed. The rest, freeing every object and module,
-    took 0.3-0.5 s after a run with numba's compiled kernels loaded: longer than a small run.
+    is slow once numba's compiled kernels are loaded: it could outlast a small run
+    (benchmarks/startup.py measures the command end to end).
     Only for a normal return; an exception leaves as Python does."""
     import atexit
     try:

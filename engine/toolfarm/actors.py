@@ -35,8 +35,8 @@ class NodeWriter:
                                        flush_s) for s in streams}
 
     def ready(self) -> bool:
-        """Up: awaited with the workers' ``ready``, so the writer's process start (a second of
-        CPU) is over before the clock starts, not spent beside the first units' tools."""
+        """Up: awaited with the workers' ``ready``, so the writer's process start is over
+        before the clock starts, not spent beside the first units' tools."""
         return True
 
     def append(self, unit: int, record: int, outputs: dict[str, bytes]) -> None:
