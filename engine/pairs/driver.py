@@ -17,32 +17,27 @@ import time
 from dataclasses import asdict, replace
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..errors import InputError, PairflowError, root_cause
 from ..run.io import check_store, publish
-from ..run.journal import check_same_work, replay, tiles_journaled
+from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
-from ..run.runtime import import_in_background, shares_files
-from ..run.shipping import Shipment, check_reachable, input_urls
+from ..run.runtime import import_in_background
+from ..run.shipping import Shipment
 from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
 from .frontier import FrontierClient, FrontierSpec, start_frontier, use_hierarchical
-from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
-                       ray_is_up)
-from .loading import check_items, measure_stages
-from .preflight import problems_error, read_inputs
+from .preflight import Checked, Preflight, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
-from .shipped import ResultWriter, check_sinks
+from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
-from .sizing import plan_nodes, plan_run, validation_sample, weighted_probe
+from .sizing import plan_nodes, plan_run, validation_sample
 from .directory import l3_summary
-from .store import open_store, store_summary
+from .store import store_summary
 
 
 class _Run:
@@ -51,7 +46,7 @@ class _Run:
     def __init__(self, app: BasePairApp, sinks: list[Sink], cfg: AllPairsConfig,
                  run_dir: str | None, config_dump: dict | None, executor=None):
         self.app, self.sinks, self.cfg = app, sinks, cfg
-        self.ex = executor  # a session's Ray executor, or chosen by _preflight
+        self.ex = executor  # a session's Ray executor, or chosen by pre-flight
         self.session_ex = executor
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
@@ -70,7 +65,7 @@ class _Run:
         self.lost_actors: list[dict] = []
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
         self.shipment: Shipment | None = None
-        self.ship = False  # nothing shared between the driver and the workers (_ship_inputs)
+        self.ship = False  # nothing shared between the driver and the workers (preflight.py)
         self.next_node_check = 0.0
         self.frontiers: dict[int, Any] = {}    # node index -> its frontier (hierarchical)
 
@@ -91,15 +86,21 @@ class _Run:
             if cfg.result_store:  # before any compute: a store that cannot be written
                 check_store(cfg.result_store)
             self._read_app()
-            fingerprint, probe_weight = self._preflight(previous)
+            preflight = Preflight(self.app, cfg, self.inputs, self.sinks,
+                                  self.recorder.file(LOG), self.recorder.path, self.ex)
+            try:
+                pre = preflight.run(previous)
+            finally:  # what it started is stopped with the run, also when a check failed
+                self.ex = preflight.ex
+            self._adopt_checked(pre)
             self.plan = plan_run(
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
-                probe_weight=probe_weight,
+                probe_weight=pre.probe_weight,
                 resume_leaf=previous["leaf_items"] if previous is not None else None,
                 resume_tiles=self._saved_tiles() if previous is not None else None)
             self._adopt_plan()
             done_tiles = self._open_sinks(previous is not None)
-            self._launch(done_tiles, fingerprint)
+            self._launch(done_tiles, pre.fingerprint)
         except KeyboardInterrupt:
             self._interrupted()
             raise
@@ -110,126 +111,17 @@ class _Run:
             raise
 
     def _read_app(self) -> None:
-        inputs = read_inputs(self.app, [s.name for s in self.sinks])
+        self.inputs = inputs = read_inputs(self.app, [s.name for s in self.sinks])
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
 
-    def _preflight(self, previous: dict | None) -> tuple[dict, float | None]:
-        """Measure the stages and check every input in this process before any compute, while
-        Ray (when the run uses it) starts in the background; a resumed run reuses its first
-        run's measurements and must compute the same thing. The probe's estimate of the work
-        chooses the executor (executor.choose). Returns the run's fingerprint and the probe's
-        pair weight (weighted apps)."""
-        cfg, app = self.cfg, self.app
-        self.store = open_store(cfg.store, app)  # L4, read by the probe and the load tasks
-        runtime = (cfg.ray_address, cfg.num_cpus, cfg.object_store_mb)
-        if self.ex is not None and cfg.executor == "inprocess":  # forced, even in a session
-            self.ex = None
-        if self.ex is None and (cfg.executor == "ray" or (
-                cfg.executor == "auto" and (cfg.ray_address or ray_is_up()))):
-            self.ex = RayExecutor(*runtime, log_path=self.recorder.file(LOG))
-        if self.ex is not None:
-            self.ex.start()  # Ray starts while the inputs are measured and checked
-        local = local_node(cfg.num_cpus, cfg.object_store_mb)
-        local_plan = plan_nodes([local], cfg)[0]
-        device = local_plan.device
-        measure_here = True
-        if self.ex is not None and (cfg.ray_address or ray_is_up()):
-            # a cluster already up: when its actors use another device (its GPUs), the stages
-            # are measured there, in a task (below), not on this machine's device
-            self.ex.ready()
-            measure_here = plan_nodes(self.ex.nodes(), cfg)[0].device == device
-        t0 = time.time()
-        probe_weight = None
-        if previous is not None:
-            self.measured = previous.get("measured", {})
-        else:  # also gives deadlines their expected costs
-            sample = [self.row_keys[0], self.col_keys[-1]]
-            if self.weights is not None:
-                sample, probe_weight = weighted_probe(self.weights, self.row_keys,
-                                                      self.col_keys)
-        probed: dict = {}  # the sample's parsed items: an in-process run loads them
-        # No Ray to wait for: the inputs are checked on a thread while the probe measures
-        # (reading and checking is I/O and numpy; the probe's kernels release the GIL)
-        beside = _check_beside(app, self.keys) \
-            if cfg.preflight and previous is None and self.ex is None else None
-        if previous is None and measure_here:
-            try:
-                self.measured = {**measure_stages(
-                    app, sample, device, store=self.store,
-                    preprocess_on=device if local_plan.preprocess_on_host else None,
-                    keep=probed), "device": device}
-                self.probe_store = self.measured.pop("store", None)
-            except Exception:  # a bad input: name every problem, not the probe's stumble
-                if cfg.preflight:
-                    problems = beside.result() if beside is not None else \
-                        check_items(app, self.keys)
-                    if problems:
-                        raise problems_error(problems) from None
-                raise
-        self.phases["measure_s"] = time.time() - t0
-        if self.ex is None:
-            self.estimate_s = estimate_work_s(
-                self.measured, self.space.total, self.items.n_items, local["cpus"],
-                self.weights.total(self.space) if self.weights is not None else None,
-                probe_weight if probe_weight is not None else self.measured.get("probe_weight"))
-            kind = choose(cfg.executor, cfg.ray_address, self.estimate_s, cfg.inprocess_max_s,
-                          ray_is_up())
-            self.ex = make_executor(kind, *runtime, log_path=self.recorder.file(LOG))
-            self.ex.start()
-        if self.ex.name == "inprocess":
-            self.ex.hand_over(probed)
-        t0 = time.time()
-        if cfg.preflight and previous is None:  # a resumed run's inputs match its digests
-            if beside is not None:
-                problems = beside.result()
-            elif self.ex.name == "inprocess":  # on the loader threads: nothing to overlap here
-                chunks = [list(c) for c in np.array_split(np.array(self.keys, dtype=object),
-                                                          min(len(self.keys), local["cpus"]))]
-                problems = [p for ps in self.ex.get([self.ex.check_items(app, c)
-                                                     for c in chunks]) for p in ps]
-            else:  # in this thread, while Ray starts in another
-                problems = check_items(app, self.keys)
-            if problems:
-                raise problems_error(problems)
-        self.phases["preflight_s"] = time.time() - t0
-        fingerprint = {**app.fingerprint(), "space": self.space.describe()}
-        if previous is not None:
-            check_same_work(self.recorder.path, previous.get("fingerprint", {}), fingerprint)
-        t0 = time.time()
-        self.ex.ready()
-        self.phases["ray_wait_s"] = time.time() - t0  # Ray's start not hidden by the above
-        self.phases["ray_init_s"] = self.ex.take_init_s() if self.ex.name == "ray" else 0.0
-        self.nodes = self.ex.nodes()
-        node_plan = plan_nodes(self.nodes, cfg)
-        self.app_ref = self.ex.put(app)
-        shipment = self._ship_inputs() if self.ex.name == "ray" else None
-        # every loader process runs app.warmup before its first load (awaited at launch)
-        self.warm_refs = [self.ex.check_items(self.app_ref, [], shipment)
-                          for _ in range(sum(n.actors for n in node_plan))] \
-            if self.ex.name == "ray" else []
-        if previous is None and node_plan[0].device != device:  # measured where it runs
-            t0 = time.time()
-            self.measured = {**self.ex.get(self.ex.measure(self.app_ref, sample,
-                                                           node_plan[0].device, shipment)),
-                             "device": node_plan[0].device}
-            self.phases["measure_s"] += time.time() - t0
-        return fingerprint, probe_weight
-
-    def _ship_inputs(self):
-        """Nothing shared (``shares_files``): the driver's local inputs go out through the
-        object store once, and results come back (``pairs/shipped.py``). Returns the
-        shipment's reference for the tasks that read inputs, or None."""
-        self.ship = not shares_files(self.nodes, self.cfg.shared_fs)
-        urls = input_urls(self.app, self.keys)
-        check_reachable(urls)
-        if not self.ship:
-            return None
-        check_sinks(self.sinks)
-        t0 = time.time()
-        self.shipment = Shipment.of(urls)
-        self.phases["ship_inputs_s"] = time.time() - t0
-        return self.ex.put(self.shipment)
+    def _adopt_checked(self, pre: Checked) -> None:
+        """What the run keeps of its pre-flight (preflight.py)."""
+        self.phases.update(pre.phases)
+        self.store, self.measured, self.nodes = pre.store, pre.measured, pre.nodes
+        self.probe_store, self.estimate_s = pre.probe_store, pre.estimate_s
+        self.app_ref, self.warm_refs = pre.app_ref, pre.warm_refs
+        self.shipment, self.ship = pre.shipment, pre.ship
 
     def _saved_tiles(self) -> list[dict] | None:
         """The resumed run's tiles as it planned them (None for a run that saved none)."""
@@ -300,7 +192,7 @@ class _Run:
                 "phases": self.phases, "sinks": [s.name for s in self.sinks],
                 "fingerprint": fingerprint, "validate_tiles": keep, "warnings": self.warnings,
                 "resumed": self.resume_report, "plan_choice": plan.choice,
-                "executor": self.ex.name, "estimate_s": getattr(self, "estimate_s", None)}
+                "executor": self.ex.name, "estimate_s": self.estimate_s}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
@@ -648,7 +540,7 @@ class _Run:
                 "result_bytes": self.results.payload_bytes},
             "executor": self.ex.name, "published": published,
             "l3": l3_summary(self.cfg.l3, self.cfg.l3_hops, cache_stats),
-            "store": store_summary(self.store, cache_stats, getattr(self, "probe_store", None)),
+            "store": store_summary(self.store, cache_stats, self.probe_store),
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
@@ -731,15 +623,6 @@ class _Run:
             except Exception:  # the actor died (or Ray is gone): nothing more is written
                 return
             time.sleep(0.05)
-
-
-def _check_beside(app, keys: list[str]):
-    """``check_items`` on a thread of its own: a future of the problems found."""
-    import concurrent.futures as cf
-    pool = cf.ThreadPoolExecutor(1, thread_name_prefix="pairflow-check")
-    future = pool.submit(check_items, app, keys, None, False)
-    pool.shutdown(wait=False)
-    return future
 
 
 def _show(bar: Progress, snap: dict, final: bool = False, since: float | None = None) -> None:
