@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from ..errors import InputError, PairflowError, root_cause
@@ -25,17 +25,17 @@ from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
 from ..run.runtime import import_in_background
 from ..run.shipping import Shipment
-from .actors import DeviceSpec, NodeCacheSpec
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
-from .frontier import FrontierClient, FrontierSpec, start_frontier, use_hierarchical
+from .frontier import use_hierarchical
+from .membership import Membership
 from .preflight import Checked, Preflight, read_inputs
 from .result import AllPairsResult, RunHandle, first_difference
 from .scheduler import describe_tile
 from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
-from .sizing import plan_nodes, plan_run, validation_sample
+from .sizing import plan_run, validation_sample
 from .directory import l3_summary
 from .store import store_summary
 
@@ -51,23 +51,15 @@ class _Run:
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
-        self.handles: dict[str, Any] = {}      # actor id -> handle
-        self.actor_node: dict[str, int] = {}   # actor id -> node index
-        self.refs: dict = {}                   # run() ref -> actor id
-        self.kill_reasons: dict[str, str] = {}
-        self.node_caches: list[NodeCacheClient] = []  # by node index
-        self.cache_actors: list = []           # the node caches that are actors of their own
+        self.members: Membership | None = None  # the workers, from launch (membership.py)
         self.coordinator = None
         self.warnings: list[str] = []
         self.finished_result: AllPairsResult | None = None
         self.cancelled = False
         self.resume_report: dict | None = None
-        self.lost_actors: list[dict] = []
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
         self.shipment: Shipment | None = None
         self.ship = False  # nothing shared between the driver and the workers (preflight.py)
-        self.next_node_check = 0.0
-        self.frontiers: dict[int, Any] = {}    # node index -> its frontier (hierarchical)
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -167,9 +159,9 @@ class _Run:
             col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
             ship=self.ship, silent_after_s=plan.silent_after_s)
         metrics_kw["outbox"] = self.ship
-        self.hierarchical = use_hierarchical(cfg.hierarchical, self.ex.name,
-                                             sum(1 for n in plan.nodes if n.actors))
-        if self.hierarchical:  # engine/pairs/frontier.py
+        hierarchical = use_hierarchical(cfg.hierarchical, self.ex.name,
+                                        sum(1 for n in plan.nodes if n.actors))
+        if hierarchical:  # engine/pairs/frontier.py
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
                 "seed": cfg.seed}
@@ -177,11 +169,17 @@ class _Run:
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,
                                         cfg.journal_fsync_s)
+        self.members = Membership(
+            self.ex, cfg, plan, self.inputs, app=self.app, app_ref=self.app_ref,
+            sinks=self.sinks, tile_dicts=self.tile_dicts,
+            item_bytes=self.measured.get("item_bytes"), shipment=self.shipment,
+            store=self.store, head=self.nodes[0], hierarchical=hierarchical,
+            on_joined=lambda: self.recorder.write_meta(self.meta))
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
-        if cfg.l3 and len(self.node_caches) > 1 and self.ex.name == "ray":
+        caches = self.members.node_caches
+        if cfg.l3 and len(caches) > 1 and self.ex.name == "ray":
             # L3: every node cache hosts its directory shard and reaches the others
-            self.ex.get([c.connect(i, self.node_caches, cfg.l3_hops)
-                         for i, c in enumerate(self.node_caches)])
+            self.ex.get([c.connect(i, caches, cfg.l3_hops) for i, c in enumerate(caches)])
         meta = {"kind": "allpairs", "app": self.app.name, "space": self.space.describe(),
                 "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
@@ -196,15 +194,14 @@ class _Run:
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
-        pids = self.ex.get([h.ready.remote() for h in self.handles.values()])
-        self.ex.get([c.ready() for c in self.node_caches] + self.warm_refs)
+        pids = self.ex.get([h.ready.remote() for h in self.members.handles.values()])
+        self.ex.get([c.ready() for c in caches] + self.warm_refs)
         for entry, pid in zip(meta["actors"], pids):
             entry["pid"] = pid
         self.recorder.write_meta(meta)
         self.phases["actors_s"] = time.time() - t0
         self.t_compute = time.time()
-        for actor_id, handle in self.handles.items():
-            self.refs[handle.run.remote()] = actor_id
+        self.members.run_devices()
         meta["executor"] = self.ex.name
         self.recorder.running()
         # what the end of the run needs (trace_to_parquet), imported while the tiles compute
@@ -212,77 +209,20 @@ class _Run:
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device
-        actors), a cache actor on every other node with devices, and the device actors;
-        returns their descriptions for meta.json."""
-        cfg, plan, actors_meta = self.cfg, self.plan, []
-        caches = [self._cache_spec(n_idx) for n_idx in range(len(plan.nodes))]
+        actors), then the workers (``Membership.start``); returns their descriptions for
+        meta.json."""
         head = self.nodes[0]  # alive_nodes() puts the head first: a cluster cannot lose it
-        head_cache = plan.nodes[0].node["node_id"] == head["node_id"]
+        head_cache = self.plan.nodes[0].node["node_id"] == head["node_id"]
         # the run's bookkeeping (and the head node's cache) in one process on the head node
         # (coordinator.py says why one); a 0-CPU head holds it too: it asks for no CPU
         self.coordinator = self.ex.coordinator(head, scheduler_kw, metrics_kw,
-                                               caches[0] if head_cache else None)
+                                               self.members.cache_spec(0) if head_cache
+                                               else None)
         self.scheduler = SchedulerClient(self.coordinator)
         self.metrics = MetricsClient(self.coordinator)
-        for n_idx, node_plan in enumerate(plan.nodes):
-            node = node_plan.node
-            if n_idx == 0 and head_cache:
-                self.node_caches.append(NodeCacheClient(self.coordinator, in_coordinator=True))
-            else:
-                actor = self.ex.node_cache(node, caches[n_idx], self.scheduler, self.metrics)
-                self.cache_actors.append(actor)
-                self.node_caches.append(NodeCacheClient(actor))
-            self._start_frontier(n_idx)
-            for d in range(node_plan.actors):
-                actor_id = self._spawn(n_idx, f"dev-{d}")
-                actors_meta.append({"id": actor_id, "node": f"node-{n_idx}",
-                                    "device": node_plan.device_of(d),
-                                    "address": node["address"], "node_id": node["node_id"]})
-        return actors_meta
-
-    def _start_frontier(self, n_idx: int) -> None:
-        node_plan = self.plan.nodes[n_idx]
-        if not self.hierarchical or not node_plan.actors:
-            return
-        self.frontiers[n_idx] = start_frontier(node_plan.node, FrontierSpec(
-            node=f"node-{n_idx}", scheduler=self.scheduler, tiles=self.tile_dicts,
-            row_items=self.items.row_items, col_items=self.items.col_items,
-            batch=self.cfg.steal_batch, devices=node_plan.actors))
-
-    def _cache_spec(self, n_idx: int) -> NodeCacheSpec:
-        cfg, plan, node_plan = self.cfg, self.plan, self.plan.nodes[n_idx]
-        return NodeCacheSpec(
-            node=f"node-{n_idx}", node_id=node_plan.node["node_id"], app=self.app,
-            item_keys=self.keys,
-            budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
-            budget_items=plan.host_items if cfg.host_cache_items else None,
-            eviction=plan.eviction,
-            preprocess_on=node_plan.device if node_plan.preprocess_on_host else None,
-            load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),
-            inline_bytes=cfg.inline_item_bytes,
-            expected_item_bytes=self.measured.get("item_bytes"), shipment=self.shipment,
-            store=self.store)
-
-    def _spawn(self, n_idx: int, name: str) -> str:
-        """Start one device actor on node ``n_idx`` (also used to replace a lost one)."""
-        node_plan, cfg = self.plan.nodes[n_idx], self.cfg
-        actor_id = f"node-{n_idx}/{name}"
-        spec = DeviceSpec(
-            actor_id=actor_id, node=f"node-{n_idx}", space=self.space,
-            row_items=self.items.row_items, col_items=self.items.col_items,
-            item_keys=self.keys, tiles=self.tile_dicts, sinks=self.sinks,
-            node_cache=self.node_caches[n_idx], metrics=self.metrics,
-            scheduler=FrontierClient(self.frontiers[n_idx], self.scheduler)
-            if n_idx in self.frontiers else self.scheduler,
-            device=node_plan.device_of(int(name.split("-")[1].split(".")[0])
-                                       if name.startswith("dev-") else 0),
-            in_flight=cfg.in_flight, l1_bytes=self.plan.l1_bytes,
-            l1_items=self.plan.l1_items, eviction=self.plan.eviction,
-            preprocessed_on_host=node_plan.preprocess_on_host, ship_results=self.ship,
-            heartbeat_s=self.plan.heartbeat_s)
-        self.handles[actor_id] = self.ex.device(node_plan.node, spec, self.app_ref)
-        self.actor_node[actor_id] = n_idx
-        return actor_id
+        return self.members.start(
+            self.scheduler, self.metrics,
+            NodeCacheClient(self.coordinator, in_coordinator=True) if head_cache else None)
 
     # -- watch ------------------------------------------------------------------------------
     def progress(self) -> dict:
@@ -295,83 +235,6 @@ class _Run:
     def metrics_snapshot(self) -> dict:
         return self.ex.get(self.metrics.tick())
 
-    def _on_actor_lost(self, actor_id: str, exc: BaseException) -> None:
-        reason = self.kill_reasons.get(actor_id) or f"actor {actor_id} died: {exc}"
-        lost = self.ex.get(self.scheduler.actor_lost(actor_id, reason))
-        self.handles.pop(actor_id, None)
-        n_idx = self.actor_node[actor_id]
-        alive = {n["node_id"] for n in self.ex.nodes()}
-        node_alive = self.plan.nodes[n_idx].node["node_id"] in alive
-        if node_alive:  # the GCS may not know yet: is the node's cache still answering?
-            try:
-                self.ex.get(self.node_caches[n_idx].ready(), timeout=5)
-            except Exception:
-                node_alive = False
-        self.lost_actors.append({"actor": actor_id, "reason": reason, "tiles_requeued": lost,
-                                 "node_alive": node_alive})
-        if not node_alive:
-            self.scheduler.forget_node(f"node-{n_idx}")
-            return
-        if n_idx in self.frontiers:  # its tiles go first in its node's queue
-            self.lost_actors[-1]["tiles_requeued"] = self.ex.get(
-                self.frontiers[n_idx].actor_lost.remote(actor_id), timeout=30)
-        if self.cfg.replace_lost_actors:
-            base = actor_id.split("/", 1)[1].split(".", 1)[0]
-            new_id = self._spawn(n_idx, f"{base}.{len(self.lost_actors)}")
-            self.refs[self.handles[new_id].run.remote()] = new_id
-
-    def _kill_overdue(self, overdue: list) -> None:
-        for t, actor_id, elapsed, deadline in overdue:
-            if actor_id in self.kill_reasons or actor_id not in self.handles:
-                continue
-            self._replace(actor_id, f"tile {t} passed its deadline of {deadline:.1f} s on "
-                                    f"{actor_id} (running for {elapsed:.1f} s)")
-
-    def _replace(self, actor_id: str, reason: str) -> None:
-        """Kill an actor (overdue or silent) so its tiles rerun and a new one takes its place;
-        a thread cannot be killed, so an in-process run fails, saying why."""
-        self.kill_reasons[actor_id] = reason
-        if not self.ex.can_kill:
-            raise PairflowError(f"{reason}; an in-process run cannot replace a worker (run it "
-                                "on Ray: cluster=local)")
-        self.ex.kill(self.handles[actor_id])
-
-    def _adopt_new_nodes(self, every_s: float = 2.0) -> None:
-        """A node that joined the cluster mid-run gets a node cache and device actors, which
-        pull tiles like the others (the tiles were cut for the nodes at the start)."""
-        if not self.ex.can_kill or time.time() < self.next_node_check:
-            return  # (an in-process run has its one node)
-        self.next_node_check = time.time() + every_s
-        known = {p.node["node_id"] for p in self.plan.nodes} | {self.nodes[0]["node_id"]}
-        joined = [n for n in self.ex.nodes() if n["node_id"] not in known]
-        added = plan_nodes(joined, self.cfg) if any(n["cpus"] or n["gpus"] for n in joined) \
-            else ()
-        for node_plan in added:
-            self.plan = replace(self.plan, nodes=self.plan.nodes + (node_plan,))
-            n_idx = len(self.plan.nodes) - 1
-            actor = self.ex.node_cache(node_plan.node, self._cache_spec(n_idx), self.scheduler,
-                                       self.metrics)
-            self.cache_actors.append(actor)
-            self.node_caches.append(NodeCacheClient(actor))
-            self._start_frontier(n_idx)  # it joins the head's policy on its first refill
-            for d in range(node_plan.actors):
-                actor_id = self._spawn(n_idx, f"dev-{d}")
-                self.meta["actors"].append({
-                    "id": actor_id, "node": f"node-{n_idx}", "device": node_plan.device_of(d),
-                    "address": node_plan.node["address"], "node_id": node_plan.node["node_id"],
-                    "joined": time.time()})
-                handle = self.handles[actor_id]
-                handle.ready.remote()  # warm-up first: calls to an actor run in order
-                self.refs[handle.run.remote()] = actor_id
-            self.recorder.write_meta(self.meta)
-
-    def _kill_silent(self, silent: list, limit: float) -> None:
-        for actor_id, quiet in silent:
-            if actor_id in self.kill_reasons or actor_id not in self.handles:
-                continue
-            self._replace(actor_id, f"actor {actor_id} silent for {quiet:.1f} s (no heartbeat; "
-                                    f"the limit is {limit:.1f} s)")
-
     def wait(self, timeout: float | None = None) -> AllPairsResult:
         if self.finished_result is not None:
             return self.finished_result
@@ -379,21 +242,15 @@ class _Run:
             raise PairflowError(f"the run was cancelled; the tiles it finished are journaled in "
                                 f"{self.recorder.path}: resume=True continues it")
         deadline = None if timeout is None else time.time() + timeout
+        members = self.members
         bar = Progress(len(self.tiles), "tiles", self.cfg.progress,
                        figures={"pairs/s": ",.0f", "R": ".2f"})
         try:
-            while self.refs:
-                ready = self.ex.wait(list(self.refs), timeout=0.5)
-                for ref in ready:
-                    actor_id = self.refs.pop(ref)
-                    try:
-                        self.ex.get(ref)
-                    except self.ex.lost_errors as exc:
-                        self._on_actor_lost(actor_id, exc)
-                if not self.handles and self.refs == {}:
-                    self.next_node_check = 0.0  # a node that joined may take over
-                    self._adopt_new_nodes()
-                if not self.handles and self.refs == {}:
+            while members.refs:
+                members.wait_runs(timeout=0.5)
+                if members.all_gone():
+                    members.adopt_new_nodes(now=True)  # a node that joined may take over
+                if members.all_gone():
                     prog = self.ex.get(self.scheduler.progress())
                     if prog["done"] < prog["total"] and not prog["error"]:
                         raise PairflowError("every device actor was lost; "
@@ -403,16 +260,16 @@ class _Run:
                 prog = self.ex.get(self.scheduler.watch())
                 if self.results is not None:
                     self.results.write(prog)
-                self._kill_overdue(prog["overdue"])
-                self._kill_silent(prog["silent"], prog["silent_after_s"])
-                self._adopt_new_nodes()
+                members.kill_overdue(prog["overdue"])
+                members.kill_silent(prog["silent"], prog["silent_after_s"])
+                members.adopt_new_nodes()
                 if prog["error"]:
                     raise PairflowError(prog["error"])
                 if bar.enabled:
                     _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
                 if self.recorder.heartbeat() and not bar.enabled:
                     self.metrics.tick()  # metrics.jsonl advances while tiles are long
-                if deadline and time.time() > deadline and self.refs:
+                if deadline and time.time() > deadline and members.refs:
                     raise TimeoutError(f"run not finished after {timeout} s "
                                        f"({prog['done']}/{len(self.tiles)} tiles)")
             prog = self.ex.get(self.scheduler.progress())
@@ -428,7 +285,7 @@ class _Run:
             raise
         except BaseException as exc:
             bar.close()
-            cause = self._failed(self._coordinator_lost(exc), lost_actors=self.lost_actors)
+            cause = self._failed(self._coordinator_lost(exc), lost_actors=members.lost_actors)
             if isinstance(cause, (InputError, PairflowError)):
                 raise cause from None
             raise PairflowError(str(cause)) from None
@@ -466,14 +323,16 @@ class _Run:
         if not self.cfg.validate:
             return
         kept = self.ex.get(self.scheduler.kept_fields())
-        others = list(self.handles)
+        members = self.members
+        others = list(members.handles)
         for i, (t, rec) in enumerate(sorted(kept.items())):
             choices = [a for a in others if a != rec["actor"]]
             if not choices:
-                choices = [self._spawn(self.actor_node.get(rec["actor"], 0), f"validator-{i}")]
+                choices = [members.spawn(members.actor_node.get(rec["actor"], 0),
+                                         f"validator-{i}")]
                 others.append(choices[0])
             other = choices[i % len(choices)]
-            fields = self.ex.get(self.handles[other].recompute.remote(t))
+            fields = self.ex.get(members.handles[other].recompute.remote(t))
             tile = self.tiles[t]
             mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
             diff = first_difference(rec["fields"], fields, mask)
@@ -488,7 +347,7 @@ class _Run:
     def _finish(self) -> AllPairsResult:
         t_drain = time.time()
         cache_stats = []
-        for cache in self.node_caches:  # a cache on a lost node is gone with its counters
+        for cache in self.members.node_caches:  # a cache on a lost node is gone with its counters
             try:
                 cache_stats.append(self.ex.get(cache.stats(), timeout=30))
             except Exception as exc:
@@ -529,7 +388,7 @@ class _Run:
             "node_caches": cache_stats, "outputs": outputs,
             "measured": self.measured, "app_info": self.app.describe(),
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
-            "resumed": self.resume_report, "lost_actors": self.lost_actors,
+            "resumed": self.resume_report, "lost_actors": self.members.lost_actors,
             "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
             "scheduling": scheduling,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
@@ -552,7 +411,7 @@ class _Run:
         """Steals, hand-outs local to a node and round trips to the head (summary.json)."""
         out = self.ex.get(self.scheduler.scheduling())
         local = 0
-        for n_idx, frontier in self.frontiers.items():
+        for n_idx, frontier in self.members.frontiers.items():
             try:
                 stats = self.ex.get(frontier.stats.remote(), timeout=30)
             except Exception as exc:  # lost with its node
@@ -594,11 +453,13 @@ class _Run:
         """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
         reuses actors (a session's) takes them back instead."""
         if self.ex is not None:
-            actors = list(self.handles.values()) + self.cache_actors + [self.coordinator] + \
-                list(self.frontiers.values())
+            m = self.members
+            devices = list(m.handles.values()) if m is not None else []
+            caches = m.cache_actors if m is not None else []
+            frontiers = list(m.frontiers.values()) if m is not None else []
+            actors = devices + caches + [self.coordinator] + frontiers
             if keep and hasattr(self.ex, "keep"):
-                actors = self.ex.keep(self.handles.values(), self.coordinator) + \
-                    self.cache_actors + list(self.frontiers.values())
+                actors = self.ex.keep(devices, self.coordinator) + caches + frontiers
             for a in actors:
                 if a is not None:
                     try:
