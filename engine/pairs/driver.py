@@ -31,13 +31,13 @@ from .config import AllPairsConfig
 from .frontier import use_hierarchical
 from .membership import Membership
 from .preflight import Checked, Preflight, read_inputs
-from .result import AllPairsResult, RunHandle, first_difference
-from .scheduler import describe_tile
+from .result import AllPairsResult, RunHandle
 from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
 from .sizing import plan_run, validation_sample
 from .directory import l3_summary
 from .store import store_summary
+from .validation import validate
 
 
 class _Run:
@@ -56,6 +56,7 @@ class _Run:
         self.warnings: list[str] = []
         self.finished_result: AllPairsResult | None = None
         self.cancelled = False
+        self.validated = 0  # tiles recomputed and compared (validation.py)
         self.resume_report: dict | None = None
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
         self.shipment: Shipment | None = None
@@ -275,7 +276,10 @@ class _Run:
             prog = self.ex.get(self.scheduler.progress())
             if prog["error"]:
                 raise PairflowError(prog["error"])
-            self._validate()
+            if self.cfg.validate:  # the sampled tiles recomputed on another actor
+                self.validated = validate(self.ex, self.ex.get(self.scheduler.kept_fields()),
+                                          members, self.tiles, self.space, self.row_keys,
+                                          self.col_keys)
         except TimeoutError:
             bar.close()
             raise
@@ -317,32 +321,6 @@ class _Run:
             f"{len(self.tiles)} tiles are journaled in {self.recorder.path}: resume the run "
             f"(allpairs(..., run_dir=that directory, resume=True), or resume=true on the "
             f"command line) to compute only the others")
-
-    def _validate(self) -> None:
-        """Recompute the sampled tiles on another actor and compare exactly."""
-        if not self.cfg.validate:
-            return
-        kept = self.ex.get(self.scheduler.kept_fields())
-        members = self.members
-        others = list(members.handles)
-        for i, (t, rec) in enumerate(sorted(kept.items())):
-            choices = [a for a in others if a != rec["actor"]]
-            if not choices:
-                choices = [members.spawn(members.actor_node.get(rec["actor"], 0),
-                                         f"validator-{i}")]
-                others.append(choices[0])
-            other = choices[i % len(choices)]
-            fields = self.ex.get(members.handles[other].recompute.remote(t))
-            tile = self.tiles[t]
-            mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
-            diff = first_difference(rec["fields"], fields, mask)
-            if diff is not None:
-                name, r, c, a, b = diff
-                raise PairflowError(
-                    f"validation failed: {describe_tile(tile, self.row_keys, self.col_keys)}"
-                    f", pair ({self.row_keys[tile.r0 + r]}, {self.col_keys[tile.c0 + c]}): "
-                    f"{name} = {a!r} from {rec['actor']} but {b!r} from {other}")
-        self.validated = len(kept)
 
     def _finish(self) -> AllPairsResult:
         t_drain = time.time()
@@ -389,7 +367,7 @@ class _Run:
             "measured": self.measured, "app_info": self.app.describe(),
             "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
             "resumed": self.resume_report, "lost_actors": self.members.lost_actors,
-            "validated_tiles": getattr(self, "validated", 0), "warnings": self.warnings,
+            "validated_tiles": self.validated, "warnings": self.warnings,
             "scheduling": scheduling,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
             "shared_fs": not self.ship,

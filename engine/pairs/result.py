@@ -42,23 +42,6 @@ class AllPairsResult:
                 f"wall={s['wall_s']:.2f}s, R={s['R']:.3f}, run_dir={self.run_dir!r})")
 
 
-def first_difference(mine: dict, theirs: dict, mask: np.ndarray):
-    """Where two computations of one tile differ (validation): ``(field, row, col, mine,
-    theirs)`` of the first pair of ``mask`` whose values differ (NaN equals NaN), or None."""
-    for name, a in mine.items():
-        a, b = np.asarray(a), np.asarray(theirs[name])
-        same = (a == b) | (_isnan(a) & _isnan(b))
-        bad = np.argwhere(mask & ~same)
-        if len(bad):
-            r, c = bad[0]
-            return name, int(r), int(c), a[r, c], b[r, c]
-    return None
-
-
-def _isnan(a: np.ndarray) -> np.ndarray:
-    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
-
-
 class RunHandle:
     """A run under way: ``progress()``, ``result()``, ``metrics()``, ``cancel()``.
 
