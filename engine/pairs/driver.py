@@ -324,12 +324,7 @@ class _Run:
 
     def _finish(self) -> AllPairsResult:
         t_drain = time.time()
-        cache_stats = []
-        for cache in self.members.node_caches:  # a cache on a lost node is gone with its counters
-            try:
-                cache_stats.append(self.ex.get(cache.stats(), timeout=30))
-            except Exception as exc:
-                cache_stats.append({"lost": f"{type(exc).__name__}"})
+        cache_stats = self.members.cache_stats()
         scheduling = self._scheduling()
         closed = self.ex.get(self.scheduler.close())
         snap = self.ex.get(self.metrics.close())
@@ -389,11 +384,7 @@ class _Run:
         """Steals, hand-outs local to a node and round trips to the head (summary.json)."""
         out = self.ex.get(self.scheduler.scheduling())
         local = 0
-        for n_idx, frontier in self.members.frontiers.items():
-            try:
-                stats = self.ex.get(frontier.stats.remote(), timeout=30)
-            except Exception as exc:  # lost with its node
-                stats = {"lost": type(exc).__name__}
+        for n_idx, stats in self.members.frontier_stats().items():
             local += stats.get("local_handouts", 0)
             out["per_node"].setdefault(f"node-{n_idx}", {}).update(stats)
         out["local_handouts"] = local
@@ -431,19 +422,8 @@ class _Run:
         """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
         reuses actors (a session's) takes them back instead."""
         if self.ex is not None:
-            m = self.members
-            devices = list(m.handles.values()) if m is not None else []
-            caches = m.cache_actors if m is not None else []
-            frontiers = list(m.frontiers.values()) if m is not None else []
-            actors = devices + caches + [self.coordinator] + frontiers
-            if keep and hasattr(self.ex, "keep"):
-                actors = self.ex.keep(devices, self.coordinator) + caches + frontiers
-            for a in actors:
-                if a is not None:
-                    try:
-                        self.ex.kill(a)
-                    except Exception:
-                        pass
+            if self.members is not None:  # (the coordinator starts after it)
+                self.members.stop(self.coordinator, keep)
             if not keep and self.coordinator is not None and self.ex.name == "ray":
                 self._await_coordinator_gone()
             if self.ex is not getattr(self, "session_ex", None):

@@ -231,3 +231,40 @@ class Membership:
                 handle.ready.remote()  # warm-up first: calls to an actor run in order
                 self.refs[handle.run.remote()] = actor_id
             self.on_joined()
+
+    # -- end ---------------------------------------------------------------------------------
+    def cache_stats(self) -> list[dict]:
+        """Every node cache's counters by node index; a cache on a lost node is gone with its
+        counters (``{"lost": the error}``)."""
+        out = []
+        for cache in self.node_caches:
+            try:
+                out.append(self.ex.get(cache.stats(), timeout=30))
+            except Exception as exc:
+                out.append({"lost": f"{type(exc).__name__}"})
+        return out
+
+    def frontier_stats(self) -> dict[int, dict]:
+        """Every frontier's counters by node index (``{"lost": ...}``: lost with its node)."""
+        out = {}
+        for n_idx, frontier in self.frontiers.items():
+            try:
+                out[n_idx] = self.ex.get(frontier.stats.remote(), timeout=30)
+            except Exception as exc:
+                out[n_idx] = {"lost": type(exc).__name__}
+        return out
+
+    def stop(self, coordinator, keep: bool = False) -> None:
+        """Kill every worker and the run's ``coordinator``; ``keep`` (a run that finished
+        cleanly): an executor that reuses actors (a session's) takes the device actors and the
+        coordinator back instead."""
+        devices, frontiers = list(self.handles.values()), list(self.frontiers.values())
+        actors = devices + self.cache_actors + [coordinator] + frontiers
+        if keep and hasattr(self.ex, "keep"):
+            actors = self.ex.keep(devices, coordinator) + self.cache_actors + frontiers
+        for a in actors:
+            if a is not None:
+                try:
+                    self.ex.kill(a)
+                except Exception:
+                    pass
