@@ -298,7 +298,6 @@ class _Run:
         bar.close()
         return self.finished_result
 
-
     def _coordinator_lost(self, exc: BaseException) -> BaseException:
         """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
         journal was flushed per tile (and, when nothing is shared, each tile the driver had
@@ -325,7 +324,7 @@ class _Run:
     def _finish(self) -> AllPairsResult:
         t_drain = time.time()
         cache_stats = self.members.cache_stats()
-        scheduling = self._scheduling()
+        scheduling = self.members.scheduling()
         closed = self.ex.get(self.scheduler.close())
         snap = self.ex.get(self.metrics.close())
         if self.results is not None:  # the last payloads and records, then the journal
@@ -379,17 +378,6 @@ class _Run:
         self.recorder.finished()
         self.shutdown(None, keep=True)
         return AllPairsResult(self.recorder.path, summary, outputs)
-
-    def _scheduling(self) -> dict:
-        """Steals, hand-outs local to a node and round trips to the head (summary.json)."""
-        out = self.ex.get(self.scheduler.scheduling())
-        local = 0
-        for n_idx, stats in self.members.frontier_stats().items():
-            local += stats.get("local_handouts", 0)
-            out["per_node"].setdefault(f"node-{n_idx}", {}).update(stats)
-        out["local_handouts"] = local
-        out["round_trips_per_tile"] = out["head_round_trips"] / max(1, out["tiles"])
-        return out
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
         """Record the failure, stop every actor, and return the user's exception."""

@@ -244,14 +244,20 @@ class Membership:
                 out.append({"lost": f"{type(exc).__name__}"})
         return out
 
-    def frontier_stats(self) -> dict[int, dict]:
-        """Every frontier's counters by node index (``{"lost": ...}``: lost with its node)."""
-        out = {}
+    def scheduling(self) -> dict:
+        """Steals, hand-outs local to a node and round trips to the head (summary.json): the
+        scheduler's counters with every frontier's (``{"lost": ...}``: lost with its node)."""
+        out = self.ex.get(self.scheduler.scheduling())
+        local = 0
         for n_idx, frontier in self.frontiers.items():
             try:
-                out[n_idx] = self.ex.get(frontier.stats.remote(), timeout=30)
+                stats = self.ex.get(frontier.stats.remote(), timeout=30)
             except Exception as exc:
-                out[n_idx] = {"lost": type(exc).__name__}
+                stats = {"lost": type(exc).__name__}
+            local += stats.get("local_handouts", 0)
+            out["per_node"].setdefault(f"node-{n_idx}", {}).update(stats)
+        out["local_handouts"] = local
+        out["round_trips_per_tile"] = out["head_round_trips"] / max(1, out["tiles"])
         return out
 
     def stop(self, coordinator, keep: bool = False) -> None:
