@@ -24,7 +24,6 @@ from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
 from ..run.runtime import import_in_background
-from ..run.shipping import Shipment
 from .app import BasePairApp, FunctionApp
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
@@ -51,6 +50,7 @@ class _Run:
         self.t_start = time.time()
         self.recorder = RunRecorder.open(run_dir, cfg.runs_root, app.name, cfg.resume)
         self.config_dump = config_dump or {"allpairs": asdict(cfg), "app": app.describe()}
+        self.pre: Checked | None = None  # what pre-flight found (preflight.py)
         self.members: Membership | None = None  # the workers, from launch (membership.py)
         self.coordinator = None
         self.warnings: list[str] = []
@@ -59,13 +59,10 @@ class _Run:
         self.validated = 0  # tiles recomputed and compared (validation.py)
         self.resume_report: dict | None = None
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
-        self.shipment: Shipment | None = None
-        self.ship = False  # nothing shared between the driver and the workers (preflight.py)
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.cfg
-        self.phases: dict[str, float] = {}
         previous = self.recorder.read_meta() if cfg.resume else None
         if not cfg.resume:
             self.recorder.write_config(self.config_dump)
@@ -85,7 +82,8 @@ class _Run:
                 pre = preflight.run(previous)
             finally:  # what it started is stopped with the run, also when a check failed
                 self.ex = preflight.ex
-            self._adopt_checked(pre)
+            self.pre = pre  # kept for the launch and the summary
+            self.phases, self.measured, self.nodes = pre.phases, pre.measured, pre.nodes
             self.plan = plan_run(
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
                 probe_weight=pre.probe_weight,
@@ -107,14 +105,6 @@ class _Run:
         self.inputs = inputs = read_inputs(self.app, [s.name for s in self.sinks])
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
-
-    def _adopt_checked(self, pre: Checked) -> None:
-        """What the run keeps of its pre-flight (preflight.py)."""
-        self.phases.update(pre.phases)
-        self.store, self.measured, self.nodes = pre.store, pre.measured, pre.nodes
-        self.probe_store, self.estimate_s = pre.probe_store, pre.estimate_s
-        self.app_ref, self.warm_refs = pre.app_ref, pre.warm_refs
-        self.shipment, self.ship = pre.shipment, pre.ship
 
     def _saved_tiles(self) -> list[dict] | None:
         """The resumed run's tiles as it planned them (None for a run that saved none)."""
@@ -158,23 +148,23 @@ class _Run:
             locality=True, done_tiles=done_tiles, deadlines=plan.deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=self.row_keys,
             col_keys=self.col_keys, journal=cfg.journal, journal_fsync_s=cfg.journal_fsync_s,
-            ship=self.ship, silent_after_s=plan.silent_after_s)
-        metrics_kw["outbox"] = self.ship
+            ship=self.pre.ship, silent_after_s=plan.silent_after_s)
+        metrics_kw["outbox"] = self.pre.ship
         hierarchical = use_hierarchical(cfg.hierarchical, self.ex.name,
                                         sum(1 for n in plan.nodes if n.actors))
         if hierarchical:  # engine/pairs/frontier.py
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
                 "seed": cfg.seed}
-        if self.ship:  # the driver writes what the workers ship (pairs/shipped.py)
+        if self.pre.ship:  # the driver writes what the workers ship (pairs/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,
                                         cfg.journal_fsync_s)
         self.members = Membership(
-            self.ex, cfg, plan, self.inputs, app=self.app, app_ref=self.app_ref,
+            self.ex, cfg, plan, self.inputs, app=self.app, app_ref=self.pre.app_ref,
             sinks=self.sinks, tile_dicts=self.tile_dicts,
-            item_bytes=self.measured.get("item_bytes"), shipment=self.shipment,
-            store=self.store, head=self.nodes[0], hierarchical=hierarchical,
+            item_bytes=self.measured.get("item_bytes"), shipment=self.pre.shipment,
+            store=self.pre.store, head=self.nodes[0], hierarchical=hierarchical,
             on_joined=lambda: self.recorder.write_meta(self.meta))
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
         caches = self.members.node_caches
@@ -191,12 +181,12 @@ class _Run:
                 "phases": self.phases, "sinks": [s.name for s in self.sinks],
                 "fingerprint": fingerprint, "validate_tiles": keep, "warnings": self.warnings,
                 "resumed": self.resume_report, "plan_choice": plan.choice,
-                "executor": self.ex.name, "estimate_s": self.estimate_s}
+                "executor": self.ex.name, "estimate_s": self.pre.estimate_s}
         self.recorder.write_meta(meta)
         self.meta = meta
         t0 = time.time()
         pids = self.ex.get([h.ready.remote() for h in self.members.handles.values()])
-        self.ex.get([c.ready() for c in caches] + self.warm_refs)
+        self.ex.get([c.ready() for c in caches] + self.pre.warm_refs)
         for entry, pid in zip(meta["actors"], pids):
             entry["pid"] = pid
         self.recorder.write_meta(meta)
@@ -364,14 +354,14 @@ class _Run:
             "validated_tiles": self.validated, "warnings": self.warnings,
             "scheduling": scheduling,
             "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
-            "shared_fs": not self.ship,
-            "shipped": None if not self.ship else {
-                "input_files": self.shipment.files,
-                "input_bytes": self.shipment.nbytes,
+            "shared_fs": not self.pre.ship,
+            "shipped": None if not self.pre.ship else {
+                "input_files": self.pre.shipment.files,
+                "input_bytes": self.pre.shipment.nbytes,
                 "result_bytes": self.results.payload_bytes},
             "executor": self.ex.name, "published": published,
             "l3": l3_summary(self.cfg.l3, self.cfg.l3_hops, cache_stats),
-            "store": store_summary(self.store, cache_stats, self.probe_store),
+            "store": store_summary(self.pre.store, cache_stats, self.pre.probe_store),
         }
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
