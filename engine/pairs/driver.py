@@ -1,13 +1,17 @@
 """The all-pairs driver: from an app (or two functions) to a finished, journaled result.
 
-``allpairs(...)`` runs in three steps. Pre-flight: check every input before compute and measure a
-sample of the stages (Ray tasks, side by side). Sizing: ``sizing.plan_run`` turns the
-measurements into a ``RunPlan`` (leaf, tiles and their order, budgets, deadlines), a pure
-function the simulator shares. Launch: open the sinks (replaying the journal on a resume), start
-a ``Coordinator`` on the head node (the scheduler, the metrics and the head's node cache), a
-``NodeCacheActor`` on every other node and one ``DeviceActor`` per device, and return a
-``RunHandle`` at once. ``handle.result()`` shows progress, waits, finalizes the sinks and returns
-an ``AllPairsResult``. Everything it does is recorded in the run directory
+``allpairs(...)`` makes a ``_Run``, which orchestrates and owns the run's state; each step's
+work lives in its own module. Start: ``preflight.read_inputs`` (keys, space, weights), then
+``preflight.Preflight`` (the probe, the executor's choice and every input checked while Ray
+starts), ``sizing.plan_run`` (a ``RunPlan``: leaf, tiles and their order, budgets, deadlines;
+pure, shared with the simulator) and the sinks opened (the journal replayed on a resume).
+Launch: a ``Coordinator`` on the head node (the scheduler, the metrics and the head's node
+cache), then the workers (``membership.Membership``: a node cache and a frontier per node,
+a ``DeviceActor`` per device), and a ``RunHandle`` returned at once. Wait
+(``handle.result()``): progress, while ``Membership`` handles lost, overdue and silent actors
+and nodes that join; then ``validation.validate``. Finish: drain, finalize the sinks, write
+the summary. Failure, Ctrl-C and cancel stop every actor and wait until the coordinator, which
+writes the journal, is gone. Everything it does is recorded in the run directory
 (docs/run-directory.md) through a ``RunRecorder``.
 """
 from __future__ import annotations
@@ -366,7 +370,7 @@ class _Run:
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
         self.recorder.finished()
-        self.shutdown(None, keep=True)
+        self.shutdown(keep=True)
         return AllPairsResult(self.recorder.path, summary, outputs)
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
@@ -380,7 +384,7 @@ class _Run:
             self.results.close()
             self.results = None
         self.recorder.failed(str(cause), **extra)
-        self.shutdown(None)
+        self.shutdown()
         return cause
 
     def cancel(self) -> None:
@@ -388,15 +392,15 @@ class _Run:
             return
         self.cancelled = True
         self.recorder.interrupted("cancelled")
-        self.shutdown(None)
+        self.shutdown()
 
     def _interrupted(self) -> None:
         """Ctrl-C (or any KeyboardInterrupt): not a failure; the journal holds what was done
         and ``resume=True`` continues from it."""
         self.recorder.interrupted()
-        self.shutdown(None)
+        self.shutdown()
 
-    def shutdown(self, state: str | None, keep: bool = False) -> None:
+    def shutdown(self, keep: bool = False) -> None:
         """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
         reuses actors (a session's) takes them back instead."""
         if self.ex is not None:
@@ -406,8 +410,6 @@ class _Run:
                 self._await_coordinator_gone()
             if self.ex is not getattr(self, "session_ex", None):
                 self.ex.shutdown()
-        if state:
-            self.recorder.failed(state)
 
     def _await_coordinator_gone(self, timeout_s: float = 10.0) -> None:
         """``ray.kill`` returns before the actor is gone, and the coordinator writes the
