@@ -14,6 +14,9 @@ frontier.py) and its device actors. While the run goes on, membership changes he
 * a node that joined the cluster mid-run: a node cache, a frontier and device actors of its own,
   which pull tiles like the others (the tiles were cut for the nodes at the start).
 
+At the end it gathers the workers' counters for summary.json (node caches, hand-outs) and stops
+them (or gives the device actors and the coordinator back to a session).
+
 Why one class the driver owns: the tables it keeps (handles, each actor's node, the pending
 ``run()`` calls, kill reasons, the lost actors, meta.json's list of actors) change together,
 on every turn of the driver's wait loop, and the driver reads them at the end (validation
