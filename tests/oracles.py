@@ -94,13 +94,19 @@ def canonical_kmer_codes(seqs, k: int):
     return codes[np.concatenate([[True], codes[1:] != codes[:-1]])]
 
 
-def jaccard_matrix_of_codes(code_sets: list):
-    """``jaccard_matrix`` for sorted unique code arrays: each distinct code gets the bit mask of
-    the sets holding it, and a pair's intersection is the number of codes whose mask has both
-    bits (counted per distinct mask, of which there are few)."""
+def jaccard_matrix_of_codes(code_sets: list, method: str = "auto"):
+    """``jaccard_matrix`` for sorted unique code arrays. ``masks`` (n <= 63): each distinct code
+    gets the bit mask of the sets holding it, and a pair's intersection is the number of codes
+    whose mask has both bits (counted per distinct mask, of which there are few). ``sparse`` (any
+    n): the sets as rows of a 0/1 scipy sparse matrix, every intersection at once as its product
+    with its transpose. ``auto``: masks up to 63 sets, else sparse."""
     import numpy as np
     n = len(code_sets)
-    assert n <= 63
+    if method == "auto":
+        method = "masks" if n <= 63 else "sparse"
+    if method == "sparse":
+        return _jaccard_matrix_sparse(code_sets)
+    assert method == "masks" and n <= 63, (method, n)
     codes = np.concatenate(code_sets)
     owner = np.concatenate([np.full(len(c), i, np.uint64) for i, c in enumerate(code_sets)])
     order = np.argsort(codes, kind="stable")
@@ -118,6 +124,24 @@ def jaccard_matrix_of_codes(code_sets: list):
             x = int(counts[both == 1].sum())
             inter[i, j] = inter[j, i] = x
             sim[i, j] = sim[j, i] = x / (sizes[i] + sizes[j] - x)
+    return sim, inter
+
+
+def _jaccard_matrix_sparse(code_sets: list):
+    import numpy as np
+    from scipy import sparse
+    n = len(code_sets)
+    sizes = np.array([len(c) for c in code_sets], np.int64)
+    _, column = np.unique(np.concatenate(code_sets), return_inverse=True)
+    row = np.repeat(np.arange(n), sizes)
+    a = sparse.csr_matrix((np.ones(len(row), np.int64), (row, column.ravel())),
+                          shape=(n, int(column.max()) + 1 if len(column) else 0))
+    inter = np.asarray((a @ a.T).todense(), np.int64)
+    np.fill_diagonal(inter, 0)  # as jaccard_matrix: pairs only
+    sim = np.eye(n)
+    i, j = np.triu_indices(n, 1)
+    x = inter[i, j]
+    sim[i, j] = sim[j, i] = x / (sizes[i] + sizes[j] - x)
     return sim, inter
 
 
