@@ -77,21 +77,47 @@ def canonical_kmer_codes(seqs, k: int):
         # a window is a k-mer when none of its k letters is outside A/C/G/T
         bad = np.concatenate([[0], np.cumsum(b == 4)])
         ok = (bad[k:] - bad[:-k]) == 0
-        fwd = np.zeros(n, np.uint64)
-        rev = np.zeros(n, np.uint64)
-        tmp = np.empty(n, np.uint64)
         base = np.where(b == 4, 0, b).astype(np.uint64)
-        comp = np.uint64(3) - base
-        for j in range(k):  # forward: first letter most significant; reverse complement:
-            np.left_shift(fwd, np.uint64(2), out=fwd)  # complement (3 - x), last letter first
-            np.bitwise_or(fwd, base[j:j + n], out=fwd)
-            np.left_shift(comp[j:j + n], np.uint64(2 * j), out=tmp)
-            np.bitwise_or(rev, tmp, out=rev)
+        # forward: first letter most significant; reverse complement: complement (3 - x), last
+        # letter most significant
+        fwd = _window_codes(base, k, first_high=True)
+        rev = _window_codes(np.uint64(3) - base, k, first_high=False)
         parts.append(np.minimum(fwd, rev)[ok])
     if not parts:
         return np.zeros(0, np.uint64)
     codes = np.sort(np.concatenate(parts))  # (np.unique hashes first: ten times slower here)
     return codes[np.concatenate([[True], codes[1:] != codes[:-1]])]
+
+
+def _window_codes(x, k: int, first_high: bool):
+    """Every length-k window of the 2-bit letters ``x`` as one integer: the first letter most
+    significant (``first_high``) or the last. Built from windows of 1, 2, 4, ... letters, each
+    twice as long as the last (two array operations a doubling instead of two a letter)."""
+    import numpy as np
+    n = len(x) - k + 1
+    runs = {1: x}
+    p = 1
+    while 2 * p <= k:
+        a = runs[p]
+        m = len(a) - p
+        if first_high:
+            runs[2 * p] = np.left_shift(a[:m], np.uint64(2 * p)) | a[p:p + m]
+        else:
+            runs[2 * p] = a[:m] | np.left_shift(a[p:p + m], np.uint64(2 * p))
+        p *= 2
+    out, offset = None, 0
+    while p:  # k as a sum of the powers of two, longest first
+        if k - offset >= p:
+            part = runs[p][offset:offset + n]
+            if out is None:
+                out = part.copy() if first_high else np.left_shift(part, np.uint64(2 * offset))
+            elif first_high:
+                out = np.left_shift(out, np.uint64(2 * p)) | part
+            else:
+                out |= np.left_shift(part, np.uint64(2 * offset))
+            offset += p
+        p //= 2
+    return out
 
 
 def jaccard_matrix_of_codes(code_sets: list, method: str = "auto"):
