@@ -164,17 +164,37 @@ def shared_cluster(s3_server, tmp_path_factory):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_driver(tmp_path, driver: str, cluster: Shared, private: bool = False) -> dict:
-    """Run ``driver`` (a script's text) against the shared cluster (inside a mount namespace of
-    its own when ``private``); its last stdout line (JSON)."""
+def start_driver(tmp_path, driver: str, cluster: Shared, private: bool = False):
+    """Start ``driver`` (a script's text) against the shared cluster (inside a mount namespace
+    of its own when ``private``); ``driver_result`` waits for it."""
     (tmp_path / "driver.py").write_text(driver)
     cmd = [sys.executable, str(tmp_path / "driver.py")]
     if private:
         cmd = ["unshare", "--mount", "--propagation", "private"] + cmd
-    out = subprocess.run(cmd, env=dict(cluster.env, PAIRFLOW_TEST_ADDRESS=cluster.address),
-                         capture_output=True, text=True, timeout=900, cwd=cluster.scratch)
-    assert out.returncode == 0, out.stderr[-6000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    # its output to files: nobody reads a pipe while the test does something else meanwhile
+    with open(tmp_path / "driver.out", "w") as out, open(tmp_path / "driver.err", "w") as err:
+        proc = subprocess.Popen(cmd, env=dict(cluster.env, PAIRFLOW_TEST_ADDRESS=cluster.address),
+                                stdout=out, stderr=err, cwd=cluster.scratch)
+    proc.outputs = (tmp_path / "driver.out", tmp_path / "driver.err")
+    return proc
+
+
+def driver_result(proc) -> dict:
+    """The driver's last stdout line (JSON), once it has ended well."""
+    try:
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stdout, stderr = (p.read_text() for p in proc.outputs)
+    assert proc.returncode == 0, stderr[-6000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_driver(tmp_path, driver: str, cluster: Shared, private: bool = False) -> dict:
+    """Run ``driver`` against the shared cluster; its last stdout line (JSON)."""
+    return driver_result(start_driver(tmp_path, driver, cluster, private))
 
 
 def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(shared_cluster, tmp_path):
@@ -288,16 +308,22 @@ def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, shared_clu
     need_program("unshare")
     need_program("mount")
     inputs = [str(need(O_LOCUS)), str(need(GLOBINS))]
-    jac_ref, aln_ref = _reference(tmp_path)
     private, export = tmp_path / "driver_only", tmp_path / "export"
     private.mkdir()
     scratch = shared_cluster.scratch
     audit_dir = os.path.join(scratch, "audit")
     for name in os.listdir(audit_dir):  # only this test's workers log (its runtime_env's hook)
         os.remove(os.path.join(audit_dir, name))
-    result = run_driver(
+    driver = start_driver(
         tmp_path, SHARED_NOTHING.format(private=str(private), export=str(export), inputs=inputs),
         shared_cluster, private=True)
+    try:  # the single-node reference meanwhile, on this process's own Ray
+        jac_ref, aln_ref = _reference(tmp_path)
+    except BaseException:
+        driver.kill()
+        driver.wait()
+        raise
+    result = driver_result(driver)
     logs = _audit(scratch)
 
     # no worker wrote where the driver's files are, or read or wrote outside the scratch
