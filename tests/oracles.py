@@ -77,16 +77,11 @@ def canonical_kmer_codes(seqs, k: int):
         # a window is a k-mer when none of its k letters is outside A/C/G/T
         bad = np.concatenate([[0], np.cumsum(b == 4)])
         ok = (bad[k:] - bad[:-k]) == 0
-        fwd = np.zeros(n, np.uint64)
-        rev = np.zeros(n, np.uint64)
-        tmp = np.empty(n, np.uint64)
         base = np.where(b == 4, 0, b).astype(np.uint64)
-        comp = np.uint64(3) - base
-        for j in range(k):  # forward: first letter most significant; reverse complement:
-            np.left_shift(fwd, np.uint64(2), out=fwd)  # complement (3 - x), last letter first
-            np.bitwise_or(fwd, base[j:j + n], out=fwd)
-            np.left_shift(comp[j:j + n], np.uint64(2 * j), out=tmp)
-            np.bitwise_or(rev, tmp, out=rev)
+        # forward: first letter most significant; reverse complement: complement (3 - x), last
+        # letter most significant
+        fwd = _window_codes(base, k, first_high=True)
+        rev = _window_codes(np.uint64(3) - base, k, first_high=False)
         parts.append(np.minimum(fwd, rev)[ok])
     if not parts:
         return np.zeros(0, np.uint64)
@@ -94,13 +89,50 @@ def canonical_kmer_codes(seqs, k: int):
     return codes[np.concatenate([[True], codes[1:] != codes[:-1]])]
 
 
-def jaccard_matrix_of_codes(code_sets: list):
-    """``jaccard_matrix`` for sorted unique code arrays: each distinct code gets the bit mask of
-    the sets holding it, and a pair's intersection is the number of codes whose mask has both
-    bits (counted per distinct mask, of which there are few)."""
+def _window_codes(x, k: int, first_high: bool):
+    """Every length-k window of the 2-bit letters ``x`` as one integer: the first letter most
+    significant (``first_high``) or the last. Built from windows of 1, 2, 4, ... letters, each
+    twice as long as the last (two array operations a doubling instead of two a letter)."""
+    import numpy as np
+    n = len(x) - k + 1
+    runs = {1: x}
+    p = 1
+    while 2 * p <= k:
+        a = runs[p]
+        m = len(a) - p
+        if first_high:
+            runs[2 * p] = np.left_shift(a[:m], np.uint64(2 * p)) | a[p:p + m]
+        else:
+            runs[2 * p] = a[:m] | np.left_shift(a[p:p + m], np.uint64(2 * p))
+        p *= 2
+    out, offset = None, 0
+    while p:  # k as a sum of the powers of two, longest first
+        if k - offset >= p:
+            part = runs[p][offset:offset + n]
+            if out is None:
+                out = part.copy() if first_high else np.left_shift(part, np.uint64(2 * offset))
+            elif first_high:
+                out = np.left_shift(out, np.uint64(2 * p)) | part
+            else:
+                out |= np.left_shift(part, np.uint64(2 * offset))
+            offset += p
+        p //= 2
+    return out
+
+
+def jaccard_matrix_of_codes(code_sets: list, method: str = "auto"):
+    """``jaccard_matrix`` for sorted unique code arrays. ``masks`` (n <= 63): each distinct code
+    gets the bit mask of the sets holding it, and a pair's intersection is the number of codes
+    whose mask has both bits (counted per distinct mask, of which there are few). ``sparse`` (any
+    n): the sets as rows of a 0/1 scipy sparse matrix, every intersection at once as its product
+    with its transpose. ``auto``: masks up to 63 sets, else sparse."""
     import numpy as np
     n = len(code_sets)
-    assert n <= 63
+    if method == "auto":
+        method = "masks" if n <= 63 else "sparse"
+    if method == "sparse":
+        return _jaccard_matrix_sparse(code_sets)
+    assert method == "masks" and n <= 63, (method, n)
     codes = np.concatenate(code_sets)
     owner = np.concatenate([np.full(len(c), i, np.uint64) for i, c in enumerate(code_sets)])
     order = np.argsort(codes, kind="stable")
@@ -118,6 +150,24 @@ def jaccard_matrix_of_codes(code_sets: list):
             x = int(counts[both == 1].sum())
             inter[i, j] = inter[j, i] = x
             sim[i, j] = sim[j, i] = x / (sizes[i] + sizes[j] - x)
+    return sim, inter
+
+
+def _jaccard_matrix_sparse(code_sets: list):
+    import numpy as np
+    from scipy import sparse
+    n = len(code_sets)
+    sizes = np.array([len(c) for c in code_sets], np.int64)
+    _, column = np.unique(np.concatenate(code_sets), return_inverse=True)
+    row = np.repeat(np.arange(n), sizes)
+    a = sparse.csr_matrix((np.ones(len(row), np.int64), (row, column.ravel())),
+                          shape=(n, int(column.max()) + 1 if len(column) else 0))
+    inter = np.asarray((a @ a.T).todense(), np.int64)
+    np.fill_diagonal(inter, 0)  # as jaccard_matrix: pairs only
+    sim = np.eye(n)
+    i, j = np.triu_indices(n, 1)
+    x = inter[i, j]
+    sim[i, j] = sim[j, i] = x / (sizes[i] + sizes[j] - x)
     return sim, inter
 
 

@@ -11,12 +11,18 @@
   the cluster's scratch directory (its temp dir, Ray's session, numba's cache), and the private
   directory seen from outside the namespace stays empty. Jaccard and align results must equal a
   single-node run's.
+
+The tests that leave the cluster's membership alone (0-CPU head, nothing shared, S3) share one
+cluster of the module (``shared_cluster``: a 0-CPU head and three one-CPU nodes, started once,
+with a moto S3 server's address in its nodes' environment); the ones that need other nodes (two
+logical GPUs) or remove and add nodes start their own.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,33 +84,142 @@ def run_on_cluster(tmp_path, driver: str, head_cpus: int, workers: int, private:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(tmp_path):
-    """Load tasks pinned to a 0-CPU head could never be scheduled (TaskUnschedulableError)."""
+WORKERS = 3  # the shared cluster's one-CPU nodes, besides its 0-CPU head
+
+# A Cluster until its stdin closes (argv: head CPUs, worker nodes); its address on the first line
+# of stdout.
+SERVE_CLUSTER = textwrap.dedent("""
+    import os, sys
+    from ray.cluster_utils import Cluster
+    head_cpus, workers = int(sys.argv[1]), int(sys.argv[2])
+    node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
+    cluster = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=head_cpus, include_dashboard=False, **node))
+    for _ in range(workers):
+        cluster.add_node(num_cpus=1, **node)
+    cluster.wait_for_nodes()
+    print(cluster.address, flush=True)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nobody reads stdout from here on
+    sys.stdin.read()
+    cluster.shutdown()
+""")
+
+
+class Shared:
+    """The module's cluster: its address, its scratch directory and its nodes' environment."""
+
+    def __init__(self, address: str, scratch: str, env: dict):
+        self.address, self.scratch, self.env = address, scratch, env
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A moto S3 server on 127.0.0.1; the environment that points boto/s3fs at it."""
+    moto_server = need_module("moto.server")
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    yield dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(s3_server, tmp_path_factory):
+    """A 0-CPU head and WORKERS one-CPU nodes for the tests that do not change its membership
+    (starting 4 raylets on this machine's 2 cores is most of such a test's time). Every process
+    of the cluster, and every driver run against it, has its temporary files, Ray's session and
+    numba's cache under the cluster's scratch (short: Ray's socket paths must stay under the Unix
+    limit), and the S3 server's address in its environment."""
     scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", PYTHONPATH=REPO,
+               TMPDIR=scratch, NUMBA_CACHE_DIR=os.path.join(scratch, "numba"),
+               PAIRFLOW_AUDIT_DIR=os.path.join(scratch, "audit"), **s3_server)
+    env.pop("RAY_ADDRESS", None)
+    os.makedirs(env["PAIRFLOW_AUDIT_DIR"])
+    here = tmp_path_factory.mktemp("shared-cluster")
+    (here / "cluster.py").write_text(SERVE_CLUSTER)
+    proc = subprocess.Popen([sys.executable, str(here / "cluster.py"), "0", str(WORKERS)],
+                            cwd=scratch, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=open(here / "cluster.err", "w"), text=True,
+                            start_new_session=True)
     try:
-        result = run_on_cluster(tmp_path, textwrap.dedent(f"""
-            import json, os, sys
-            import numpy as np, ray
-            from engine.pairs.app import FunctionApp
-            from engine.pairs.driver import allpairs
-            ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
-            head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
-            app = FunctionApp([f"k{{i}}" for i in range(24)], load=lambda k: int(k[1:]),
-                              compare=lambda a, b: a * 1000 + b)
-            res = allpairs(app=app, runs_root={str(tmp_path / "runs")!r}, leaf_items=3,
-                           progress=False, wait=True)
-            m = res.matrix()
-            iu = np.triu_indices(24, 1)
-            meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
-            print(json.dumps({{"exact": bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1])),
-                              "head": head, "actor_nodes": [a["node_id"] for a in meta["actors"]],
-                              "journaled": res.summary["tiles_journaled"],
-                              "tiles": res.summary["tiles_total"]}}))
-        """), head_cpus=0, workers=2, private=False, scratch=scratch)
+        address = proc.stdout.readline().strip()
+        assert address, (here / "cluster.err").read_text()[-4000:]
+        yield Shared(address, scratch, env)
     finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def start_driver(tmp_path, driver: str, cluster: Shared, private: bool = False):
+    """Start ``driver`` (a script's text) against the shared cluster (inside a mount namespace
+    of its own when ``private``); ``driver_result`` waits for it."""
+    (tmp_path / "driver.py").write_text(driver)
+    cmd = [sys.executable, str(tmp_path / "driver.py")]
+    if private:
+        cmd = ["unshare", "--mount", "--propagation", "private"] + cmd
+    # its output to files: nobody reads a pipe while the test does something else meanwhile
+    with open(tmp_path / "driver.out", "w") as out, open(tmp_path / "driver.err", "w") as err:
+        proc = subprocess.Popen(cmd, env=dict(cluster.env, PAIRFLOW_TEST_ADDRESS=cluster.address),
+                                stdout=out, stderr=err, cwd=cluster.scratch)
+    proc.outputs = (tmp_path / "driver.out", tmp_path / "driver.err")
+    return proc
+
+
+def driver_result(proc) -> dict:
+    """The driver's last stdout line (JSON), once it has ended well."""
+    try:
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stdout, stderr = (p.read_text() for p in proc.outputs)
+    assert proc.returncode == 0, stderr[-6000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_driver(tmp_path, driver: str, cluster: Shared, private: bool = False) -> dict:
+    """Run ``driver`` against the shared cluster; its last stdout line (JSON)."""
+    return driver_result(start_driver(tmp_path, driver, cluster, private))
+
+
+def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(shared_cluster, tmp_path):
+    """Load tasks pinned to a 0-CPU head could never be scheduled (TaskUnschedulableError)."""
+    result = run_driver(tmp_path, textwrap.dedent(f"""
+        import json, os, sys
+        import numpy as np, ray
+        from engine.pairs.app import FunctionApp
+        from engine.pairs.driver import allpairs
+        ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
+        head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
+        app = FunctionApp([f"k{{i}}" for i in range(24)], load=lambda k: int(k[1:]),
+                          compare=lambda a, b: a * 1000 + b)
+        res = allpairs(app=app, runs_root={str(tmp_path / "runs")!r}, leaf_items=3,
+                       progress=False, wait=True)
+        m = res.matrix()
+        iu = np.triu_indices(24, 1)
+        meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
+        print(json.dumps({{"exact": bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1])),
+                          "head": head, "actor_nodes": [a["node_id"] for a in meta["actors"]],
+                          "journaled": res.summary["tiles_journaled"],
+                          "tiles": res.summary["tiles_total"]}}))
+    """), shared_cluster)
     assert result["exact"], result
-    assert len(result["actor_nodes"]) == 2 and result["head"][0] not in result["actor_nodes"]
+    assert len(result["actor_nodes"]) == WORKERS and result["head"][0] not in result["actor_nodes"]
     assert result["journaled"] == result["tiles"]
 
 
@@ -187,24 +302,29 @@ def _audit(scratch: str) -> dict[int, list[tuple[str, str]]]:
     return logs
 
 
-def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, tmp_path):
+def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, shared_cluster, tmp_path):
     import pandas as pd
     import zarr
     need_program("unshare")
     need_program("mount")
     inputs = [str(need(O_LOCUS)), str(need(GLOBINS))]
-    jac_ref, aln_ref = _reference(tmp_path)
     private, export = tmp_path / "driver_only", tmp_path / "export"
     private.mkdir()
-    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
-    try:
-        result = run_on_cluster(
-            tmp_path, SHARED_NOTHING.format(private=str(private), export=str(export),
-                                            inputs=inputs),
-            head_cpus=0, workers=3, private=True, scratch=scratch)
-        logs = _audit(scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    scratch = shared_cluster.scratch
+    audit_dir = os.path.join(scratch, "audit")
+    for name in os.listdir(audit_dir):  # only this test's workers log (its runtime_env's hook)
+        os.remove(os.path.join(audit_dir, name))
+    driver = start_driver(
+        tmp_path, SHARED_NOTHING.format(private=str(private), export=str(export), inputs=inputs),
+        shared_cluster, private=True)
+    try:  # the single-node reference meanwhile, on this process's own Ray
+        jac_ref, aln_ref = _reference(tmp_path)
+    except BaseException:
+        driver.kill()
+        driver.wait()
+        raise
+    result = driver_result(driver)
+    logs = _audit(scratch)
 
     # no worker wrote where the driver's files are, or read or wrote outside the scratch
     assert os.listdir(private) == [], "a worker wrote under the driver's private directory"
@@ -240,20 +360,13 @@ def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, tmp_path):
         pd.read_parquet(aln_ref.outputs["topk"]))
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(tmp_path):
+def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(shared_cluster,
+                                                                         s3_server, tmp_path):
     """A moto S3 server on 127.0.0.1; each record of the O-locus file as a FASTA file of its own
-    (file items: one GET per load), uploaded; the run over s3:// URLs on a 3-node cluster with
+    (file items: one GET per load), uploaded; the run over s3:// URLs on the cluster with
     nothing shared equals the run over the local files, and every node reports its GETs and
     bytes, which add up to whole objects."""
     need_module("s3fs")
-    moto_server = need_module("moto.server")
     from Bio import SeqIO
     files = []
     for rec in SeqIO.parse(str(need(O_LOCUS)), "genbank"):
@@ -261,52 +374,42 @@ def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(tmp_path
         path.parent.mkdir(exist_ok=True)
         path.write_text(f">{rec.name}\n{rec.seq}\n")
         files.append(str(path))
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    env = dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
-               AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
-    try:
-        import s3fs
-        fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                               client_kwargs={"endpoint_url": env["AWS_ENDPOINT_URL"]})
-        fs.mkdir("inputs")
-        for f in files:
-            fs.put(f, f"inputs/{os.path.basename(f)}")
-        result = run_on_cluster(tmp_path, textwrap.dedent(f"""
-            import json, os
-            import numpy as np, ray, zarr
-            from apps.jaccard import JaccardApp
-            from engine.pairs.driver import allpairs
-            from engine.pairs.sinks import DenseMatrix
-            ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
-            files = {files!r}
-            out = {{}}
-            for name, urls, shared in (("local", files, True),
-                                       ("s3", ["s3://inputs/" + os.path.basename(f)
-                                               for f in files], False)):
-                res = allpairs(app=JaccardApp(urls, k=21, item="file"),
-                               sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
-                               runs_root={str(tmp_path / "runs")!r}, leaf_items=4,
-                               progress=False, wait=True, shared_fs=shared)
-                g = zarr.open_group(res.outputs["dense"], mode="r")
-                out[name] = {{"keys": list(g.attrs["row_keys"]),
-                             "similarity": g["similarity"][...].tolist(),
-                             "summary": json.load(open(os.path.join(res.run_dir,
-                                                                    "summary.json")))}}
-            print(json.dumps(out))
-        """), head_cpus=0, workers=2, private=False, scratch=scratch, **env)
-    finally:
-        server.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
+    import s3fs
+    fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                           client_kwargs={"endpoint_url": s3_server["AWS_ENDPOINT_URL"]})
+    fs.makedirs("inputs", exist_ok=True)
+    for f in files:
+        fs.put(f, f"inputs/{os.path.basename(f)}")
+    result = run_driver(tmp_path, textwrap.dedent(f"""
+        import json, os
+        import numpy as np, ray, zarr
+        from apps.jaccard import JaccardApp
+        from engine.pairs.driver import allpairs
+        from engine.pairs.sinks import DenseMatrix
+        ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
+        files = {files!r}
+        out = {{}}
+        for name, urls, shared in (("local", files, True),
+                                   ("s3", ["s3://inputs/" + os.path.basename(f)
+                                           for f in files], False)):
+            res = allpairs(app=JaccardApp(urls, k=21, item="file"),
+                           sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
+                           runs_root={str(tmp_path / "runs")!r}, leaf_items=4,
+                           progress=False, wait=True, shared_fs=shared)
+            g = zarr.open_group(res.outputs["dense"], mode="r")
+            out[name] = {{"keys": list(g.attrs["row_keys"]),
+                         "similarity": g["similarity"][...].tolist(),
+                         "summary": json.load(open(os.path.join(res.run_dir,
+                                                                "summary.json")))}}
+        print(json.dumps(out))
+    """), shared_cluster)
     local, s3 = result["local"], result["s3"]
     assert s3["keys"] == local["keys"]
     assert np.array_equal(np.array(s3["similarity"], float), np.array(local["similarity"], float),
                           equal_nan=True)
     sizes = {os.path.splitext(os.path.basename(f))[0]: os.path.getsize(f) for f in files}
     caches = s3["summary"]["node_caches"]
-    assert len(caches) == 2, caches
+    assert len(caches) == WORKERS, caches
     for cache in caches:  # file items: every load is one GET of one whole object
         io = cache["io"]
         assert set(io) == {"s3"}, io

@@ -41,6 +41,14 @@ def run(app, run_dir=None, runs=None, **opts):
                     run_dir=run_dir, runs_root=runs or "runs", **opts)
 
 
+@pytest.fixture(scope="module")
+def clean_klebsiella(ray_local, tmp_path_factory):
+    """The uninterrupted run the interrupted ones are compared with (leaf_items=4, as theirs):
+    computed once for the module, read only."""
+    return run(klebsiella_app(), runs=str(tmp_path_factory.mktemp("clean")), leaf_items=4,
+               wait=True).run_dir
+
+
 DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {repo!r})
@@ -55,7 +63,7 @@ DRIVER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, tmp_path):
+def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, clean_klebsiella, tmp_path):
     """The kill must land mid-run. With the other core busy (`taskset -c 1 python -c 'while True:
     pass' &`, then `pytest -p no:cacheprovider -q --count=20` and `--count=3` on this test with
     pytest-repeat; 2026-11-24, the machine also running other developers' tests, load average
@@ -94,9 +102,8 @@ def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, tmp_path):
     assert rep["recomputed"] + rep["repaired"] == total - rep["reused"]
     assert rep["reused"] + rep["repaired"] == len(done_before)
     assert rep["recomputed"] == total - len(done_before)
-    ref = run(klebsiella_app(), runs=str(tmp_path / "clean"), leaf_items=4, wait=True)
     for field in ("similarity", "distance", "intersection"):
-        assert np.array_equal(sims(run_dir, field), sims(ref.run_dir, field)), field
+        assert np.array_equal(sims(run_dir, field), sims(clean_klebsiella, field)), field
     tiles = [e["tile"] for e in journal(run_dir) if e["location"].endswith("similarity")]
     assert sorted(set(tiles)) == list(range(total))
 
@@ -126,7 +133,7 @@ def test_resume_refuses_a_different_k(ray_local, tmp_path):
             wait=True)
 
 
-def test_killed_device_actor_loses_no_tile(ray_local, tmp_path):
+def test_killed_device_actor_loses_no_tile(ray_local, clean_klebsiella, tmp_path):
     """The SIGKILL must land while tiles are still pending: 20/20 passed with the other core
     busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider -q
     --count=20` on this test (pytest-repeat; 2026-11-24, the machine also running other
@@ -139,8 +146,7 @@ def test_killed_device_actor_loses_no_tile(ray_local, tmp_path):
     os.kill(victim["pid"], signal.SIGKILL)
     res = handle.result(timeout=300)
     assert [a["actor"] for a in res.summary["lost_actors"]] == [victim["id"]]
-    ref = run(klebsiella_app(), runs=str(tmp_path / "clean"), leaf_items=4, wait=True)
-    assert np.array_equal(sims(res.run_dir), sims(ref.run_dir))
+    assert np.array_equal(sims(res.run_dir), sims(clean_klebsiella))
     tiles = [e["tile"] for e in journal(res.run_dir) if e["location"].endswith("similarity")]
     assert sorted(tiles) == list(range(meta["tiles_total"])), "each tile exactly once"
 

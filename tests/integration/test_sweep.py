@@ -4,7 +4,9 @@ A ``ray.cluster_utils.Cluster`` on 127.0.0.1 (a head with no CPU and one worker 
 runs in a process of its own; the sweep is launched from another process, in another working
 directory, with relative paths for the inputs and the runs (the launcher runs each job in its
 own working directory). Each job's matrix must equal the same job run alone (in-process, without
-Ray) and the brute-force Jaccard of Python sets (tests/oracles.py).
+Ray: the three as one multirun of Hydra's basic launcher, which runs its jobs one after another
+in its own process, started alongside the sweep) and the brute-force Jaccard of Python sets
+(tests/oracles.py).
 """
 from __future__ import annotations
 
@@ -75,6 +77,13 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
     cluster = subprocess.Popen([sys.executable, str(tmp_path / "cluster.py")], cwd=scratch,
                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
+    # the same three jobs alone: in-process, without Ray (no launcher of Ray's), meanwhile
+    solo_root = str(tmp_path / "solo")
+    solo = subprocess.Popen(
+        [sys.executable, "-m", "apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
+         "data.inputs=inputs/*.fa", f"runs_root={solo_root}", "cluster=inprocess",
+         "progress=false"],
+        cwd=str(work), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         address = cluster.stdout.readline().strip()
         assert address, cluster.stderr.read()[-4000:] if cluster.poll() is not None else "no address"
@@ -91,7 +100,16 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
             cluster.wait(timeout=120)
         except subprocess.TimeoutExpired:
             cluster.kill()
+        try:
+            _, solo_err = solo.communicate(timeout=600)
+        finally:
+            if solo.poll() is None:
+                solo.kill()
     assert sweep.returncode == 0, sweep.stderr[-6000:] + sweep.stdout[-2000:]
+    assert solo.returncode == 0, solo_err[-4000:]
+    solo_jobs = sorted(glob.glob(os.path.join(solo_root, "jaccard", "multirun-*", "*")))
+    solo_jobs = [j for j in solo_jobs if os.path.basename(j).isdigit()]
+    assert [os.path.basename(j) for j in solo_jobs] == ["0", "1", "2"], solo_jobs
 
     jobs = sorted(glob.glob(str(work / "runs" / "jaccard" / "multirun-*" / "*")))
     jobs = [j for j in jobs if os.path.basename(j).isdigit()]
@@ -99,7 +117,7 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
     import json
     import yaml
     assert "Ray launcher: 3 jobs" in sweep.stderr + sweep.stdout
-    for i, (job, k) in enumerate(zip(jobs, KS)):
+    for i, (job, solo_dir, k) in enumerate(zip(jobs, solo_jobs, KS)):
         overrides = yaml.safe_load(open(os.path.join(job, ".hydra", "overrides.yaml")))
         assert f"data.k={k}" in overrides
         hydra = yaml.safe_load(open(os.path.join(job, ".hydra", "hydra.yaml")))["hydra"]
@@ -110,12 +128,9 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
         assert len(meta["actors"]) == 2 and len({a["node_id"] for a in meta["actors"]}) == 1
         assert json.load(open(os.path.join(job, "status.json")))["state"] == "finished"
 
-        solo_dir = str(tmp_path / f"solo-{k}")
-        solo = subprocess.run(
-            [sys.executable, "-m", "apps.cli", f"data.k={k}", "data.inputs=inputs/*.fa",
-             f"run_dir={solo_dir}", "cluster=inprocess", "progress=false"],
-            cwd=str(work), env=env, capture_output=True, text=True, timeout=600)
-        assert solo.returncode == 0, solo.stderr[-4000:]
+        assert f"data.k={k}" in yaml.safe_load(
+            open(os.path.join(solo_dir, ".hydra", "overrides.yaml")))
+        assert json.load(open(os.path.join(solo_dir, "meta.json")))["executor"] == "inprocess"
         keys, got = _similarity(job)
         solo_keys, want = _similarity(solo_dir)
         assert keys == solo_keys

@@ -28,5 +28,6 @@ def test_codes_are_the_string_sets(k):
     sets = [canonical_kmers([p], k) for p in pieces[:6]]
     codes = [canonical_kmer_codes([p], k) for p in pieces[:6]]
     sim, inter = jaccard_matrix(sets)
-    sim2, inter2 = jaccard_matrix_of_codes(codes)
-    assert np.array_equal(inter, inter2) and np.array_equal(sim, sim2)
+    for method in ("masks", "sparse"):
+        sim2, inter2 = jaccard_matrix_of_codes(codes, method)
+        assert np.array_equal(inter, inter2) and np.array_equal(sim, sim2), method
