@@ -1,0 +1,438 @@
+"""Sinks whose tiles each write one part, merged at the end: ``TopK(k)`` (the k best columns per
+row, and per column for symmetric spaces; ties go to the lower column index) and
+``Threshold(t)`` (an edge list of the pairs with value >= t, or <= t), both as Parquet.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import zlib
+
+import numpy as np
+
+from ..run.journal import sink_entry
+from .sink_base import Sink, ThresholdReduction, TopKReduction
+from .space import Tile
+
+
+class _PartsSink(Sink):
+    """A sink whose tiles each write one part, merged at the end.
+
+    A part is one ``.npy`` file of a structured array (a header and the raw columns): a tile
+    writes it far faster than a Parquet part, whose writer costs the actor's CPU on every tile.
+    The CRC is taken of the bytes written, so nothing is read back."""
+
+    filename = "parts.parquet"
+
+    @property
+    def parts_dir(self) -> str:
+        return os.path.join(self.ctx.out_dir, self.filename + ".parts")
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.ctx.out_dir, self.filename)
+
+    def open(self, ctx, resume=False):
+        self.ctx = ctx
+        if not resume and os.path.exists(self.parts_dir):
+            shutil.rmtree(self.parts_dir)
+        os.makedirs(self.parts_dir, exist_ok=True)
+
+    def attach(self):
+        return None  # parts are numpy files: nothing to import
+
+    def before_finalize(self):
+        # importing pyarrow is not all: its first table from Python strings loads its pandas
+        # shim, so make one small table the way finalize will
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"key": np.array(["a"], dtype=object), "i": np.arange(1)}),
+                       io.BytesIO())
+
+    @staticmethod
+    def _encode_part(columns: dict) -> bytes:
+        import io
+        n = len(next(iter(columns.values())))
+        part = np.empty(n, dtype=[(k, np.asarray(v).dtype) for k, v in columns.items()])
+        for k, v in columns.items():
+            part[k] = v
+        buf = io.BytesIO()
+        np.save(buf, part, allow_pickle=False)
+        return buf.getvalue()
+
+    def store_tile(self, tile: Tile, payload: bytes) -> list[dict]:
+        path = os.path.join(self.parts_dir, f"tile-{tile.id:08d}.npy")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+        os.replace(tmp, path)
+        return [sink_entry(self.name, os.path.relpath(path, self.ctx.out_dir), len(payload),
+                           zlib.crc32(payload))]
+
+    def verify(self, entry):
+        path = os.path.join(self.ctx.out_dir, entry["location"])
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return False
+        return len(raw) == entry["length"] and (zlib.crc32(raw) & 0xFFFFFFFF) == entry["crc32"]
+
+    def _read_parts(self) -> np.ndarray | None:
+        """Every part, concatenated (a structured array), or None when there is none."""
+        files = sorted(f for f in os.listdir(self.parts_dir) if f.endswith(".npy"))
+        parts = [np.load(os.path.join(self.parts_dir, f), allow_pickle=False) for f in files]
+        return np.concatenate(parts) if parts else None
+
+
+def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
+    ii, jj = np.nonzero(mask)
+    return ii + tile.r0, jj + tile.c0, values[ii, jj]
+
+
+def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
+    """Each row's k best cells of a tile (and each column's, ``do_cols``), by value (times
+    ``sign``: -1 ranks the smallest first) then by lower index, in one pass: (i, j, is_column)
+    of every candidate. Most cells cost a comparison with the row's and the column's k-th best
+    so far; compiled with numba on first use (``_compiled``). The last value returned is
+    False, and nothing else, when a value is NaN."""
+    nr, nc = values.shape
+    rv = np.empty((nr, k))
+    rj = np.empty((nr, k), np.int64)
+    rn = np.zeros(nr, np.int64)
+    cv = np.empty((nc, k))
+    ci = np.empty((nc, k), np.int64)
+    cn = np.zeros(nc, np.int64)
+    cmin = np.full(nc, -np.inf)  # a column's k-th best once it holds k cells
+    for i in range(nr):
+        rmin = -np.inf
+        for j in range(nc):
+            if use_mask and not mask[i, j]:
+                continue
+            v = values[i, j] * sign
+            if v != v:  # NaN: the caller falls back to the sort, which ranks NaN last
+                return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.bool_), False
+            n = rn[i]
+            if n < k or v > rmin:  # later equal cells lose: their index is higher
+                p = n if n < k else k - 1
+                while p > 0 and rv[i, p - 1] < v:
+                    if p < k:
+                        rv[i, p] = rv[i, p - 1]
+                        rj[i, p] = rj[i, p - 1]
+                    p -= 1
+                rv[i, p] = v
+                rj[i, p] = j
+                if n < k:
+                    rn[i] = n + 1
+                if rn[i] == k:
+                    rmin = rv[i, k - 1]
+            if do_cols:
+                m = cn[j]
+                if m < k or v > cmin[j]:
+                    p = m if m < k else k - 1
+                    while p > 0 and cv[j, p - 1] < v:
+                        if p < k:
+                            cv[j, p] = cv[j, p - 1]
+                            ci[j, p] = ci[j, p - 1]
+                        p -= 1
+                    cv[j, p] = v
+                    ci[j, p] = i
+                    if m < k:
+                        cn[j] = m + 1
+                    if cn[j] == k:
+                        cmin[j] = cv[j, k - 1]
+    total = rn.sum() + (cn.sum() if do_cols else 0)
+    out_i = np.empty(total, np.int64)
+    out_j = np.empty(total, np.int64)
+    out_c = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(nr):
+        for p in range(rn[i]):
+            out_i[w] = i
+            out_j[w] = rj[i, p]
+            w += 1
+    if do_cols:
+        for j in range(nc):
+            for p in range(cn[j]):
+                out_i[w] = ci[j, p]
+                out_j[w] = j
+                out_c[w] = True
+                w += 1
+    return out_i, out_j, out_c, True
+
+
+def _topk_merge_py(q, t, v, k, sign):
+    """The k best (value times ``sign``, then lower target) of each query among candidates
+    in any order: (query, target, index into ``v``, rank) ordered by query then rank, what a
+    lexsort by (query, -value, target) cut at k gives. A counting sort by query, then an
+    insertion into each query's k best: linear, where the sort of a million candidates at
+    the end of a run of reads was most of its finalize."""
+    n = q.shape[0]
+    nq = 0
+    for x in range(n):
+        if q[x] + 1 > nq:
+            nq = q[x] + 1
+    start = np.zeros(nq + 1, np.int64)
+    for x in range(n):
+        start[q[x] + 1] += 1
+    for g in range(nq):
+        start[g + 1] += start[g]
+    pos = start[:nq].copy()
+    order = np.empty(n, np.int64)
+    for x in range(n):
+        order[pos[q[x]]] = x
+        pos[q[x]] += 1
+    total = 0
+    for g in range(nq):
+        total += min(k, start[g + 1] - start[g])
+    oq = np.empty(total, np.int64)
+    ot = np.empty(total, np.int64)
+    ox = np.empty(total, np.int64)
+    orank = np.empty(total, np.int64)
+    bs = np.empty(k)
+    bt = np.empty(k, np.int64)
+    bx = np.empty(k, np.int64)
+    w = 0
+    for g in range(nq):
+        m = 0
+        for y in range(start[g], start[g + 1]):
+            x = order[y]
+            sv = v[x] * sign
+            tx = t[x]
+            if m == k and not (sv > bs[k - 1] or (sv == bs[k - 1] and tx < bt[k - 1])):
+                continue
+            p = m if m < k else k - 1
+            while p > 0 and (sv > bs[p - 1] or (sv == bs[p - 1] and tx < bt[p - 1])):
+                bs[p] = bs[p - 1]
+                bt[p] = bt[p - 1]
+                bx[p] = bx[p - 1]
+                p -= 1
+            bs[p] = sv
+            bt[p] = tx
+            bx[p] = x
+            if m < k:
+                m += 1
+        for p in range(m):
+            oq[w] = g
+            ot[w] = bt[p]
+            ox[w] = bx[p]
+            orank[w] = p + 1
+            w += 1
+    return oq, ot, ox, orank
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(py_func):
+    """``py_func`` compiled on first use (numba is imported only by a TopK sink that writes)."""
+    kernel = _COMPILED.get(py_func)
+    if kernel is None:
+        import numba
+        kernel = _COMPILED[py_func] = numba.njit(cache=True, nogil=True)(py_func)
+    return kernel
+
+
+class TopK(_PartsSink):
+    """The k best targets per query (per row; per item on both sides for symmetric spaces).
+
+    ``per="col"`` keeps the k best rows of every column instead (output ``topk_cols``, its
+    ``query`` a column key and ``target`` a row key): with the per-row sink beside it, one pass
+    over a rectangle gives best hits both ways (reciprocal best hits) without computing the
+    transposed space again."""
+
+    name = "topk"
+    filename = "topk.parquet"
+
+    def __init__(self, k: int, field: str = "value", largest: bool = True, per: str = "row"):
+        if k < 1:
+            raise ValueError(f"TopK needs k >= 1, got {k}")
+        if per not in ("row", "col"):
+            raise ValueError(f"TopK per must be 'row' or 'col', got {per!r}")
+        self.k, self.field, self.largest, self.per = int(k), field, largest, per
+        if per == "col":
+            self.name, self.filename = "topk_cols", "topk_cols.parquet"
+
+    def _select(self, q, t, v):
+        """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
+        ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work."""
+        q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
+        if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
+            # (NaN ranks last in the sort below; the compiled merge takes every other float)
+            merge = _compiled(_topk_merge_py)
+            q, t, x, rank = merge(np.ascontiguousarray(q), np.ascontiguousarray(t),
+                                  np.ascontiguousarray(v), self.k, 1.0 if self.largest else -1.0)
+            return q, t, v[x], rank
+        key = v
+        if self.largest:
+            key = -(v.astype(np.int64) if v.dtype.kind in "ub" else v)
+        order = np.lexsort((t, key, q))
+        q, t, v = q[order], t[order], v[order]
+        starts = np.flatnonzero(np.r_[True, q[1:] != q[:-1]]) if len(q) else np.zeros(0, int)
+        rank = np.arange(len(q)) - np.repeat(starts, np.diff(np.r_[starts, len(q)]))
+        keep = rank < self.k
+        return q[keep], t[keep], v[keep], rank[keep] + 1
+
+    def _row_candidates(self, values: np.ndarray, mask: np.ndarray):
+        """(rows, cols) of a superset of every row's k best among the cells of the space: the
+        cells at least as good as the row's k-th best (ties kept; ``_select`` orders them).
+        Sorting only these instead of the whole tile saves a sort of every pair of it: a tile
+        of short reads holds millions. None when it does not apply (NaN, few columns)."""
+        if values.ndim != 2 or values.shape[1] <= self.k or \
+                (values.dtype.kind == "f" and np.isnan(values).any()):
+            return None
+        full = bool(mask.all())
+        if not full:  # cells outside the space rank last, and are never candidates
+            worst = -np.inf if self.largest else np.inf
+            if values.dtype.kind != "f":
+                info = np.iinfo(values.dtype) if values.dtype.kind in "iu" else None
+                worst = (info.min if self.largest else info.max) if info else worst
+            values = np.where(mask, values, worst)
+        if self.largest:
+            kth = np.partition(values, -self.k, axis=1)[:, -self.k]
+            good = values >= kth[:, None]
+        else:
+            kth = np.partition(values, self.k - 1, axis=1)[:, self.k - 1]
+            good = values <= kth[:, None]
+        return np.nonzero(good if full else good & mask)
+
+    def attach(self):
+        # compile (or load from numba's cache) the tile pass before the clock starts
+        self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
+        self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+
+    def before_finalize(self):
+        super().before_finalize()
+        self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+
+    def _compiled_cells(self, values, mask, both: bool = True):
+        return _compiled(_topk_cells_py)(
+            np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask),
+            not bool(mask.all()), self.k, 1.0 if self.largest else -1.0, both)
+
+    def reduction(self):
+        symmetric = bool(self.ctx.space.symmetric)
+        return TopKReduction(self.field, self.k, bool(self.largest),
+                             rows=symmetric or self.per == "row",
+                             cols=symmetric or self.per == "col")
+
+    def encode_reduced(self, tile, found):
+        """The candidates an app kept (``reduction()``) ranked as from the full field."""
+        col = np.asarray(found.is_col, bool)
+        i, j = np.asarray(found.i, np.int64), np.asarray(found.j, np.int64)
+        q = np.where(col, j + tile.c0, i + tile.r0)
+        t = np.where(col, i + tile.r0, j + tile.c0)
+        q, t, v, _ = self._select(q, t, np.asarray(found.values))
+        return self._encode_part({"qi": q, "ti": t, "score": v})
+
+    def encode_tile(self, tile, fields, mask):
+        values = np.asarray(fields[self.field])
+        mask = np.asarray(mask, bool)
+        symmetric = bool(self.ctx.space.symmetric)
+        r0, c0 = tile.r0, tile.c0
+        if self.per == "col" and not symmetric:  # a column's k best rows: the transpose's rows
+            values, mask, r0, c0 = values.T, mask.T, tile.c0, tile.r0
+        # exactly k candidates per row (and per column of a symmetric space), for float
+        # values (ints might not fit a float) without NaN (the sort below ranks them last)
+        i, j, col, ok = self._compiled_cells(values, mask, symmetric) \
+            if values.ndim == 2 and values.dtype.kind == "f" else (None, None, None, False)
+        if ok:
+            v = values[i, j]
+            q = np.where(col, j + c0, i + r0)
+            t = np.where(col, i + r0, j + c0)
+            q, t, v, _ = self._select(q, t, v)
+            return self._encode_part({"qi": q, "ti": t, "score": v})
+        rows = self._row_candidates(values, mask)
+        cols = self._row_candidates(values.T, mask.T) if symmetric else None
+        if rows is None or (symmetric and cols is None):
+            ii, jj = np.nonzero(mask)
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
+            if symmetric:  # a pair is a candidate for both its items
+                q, t, v = np.concatenate([q, t]), np.concatenate([t, q]), np.concatenate([v, v])
+        else:
+            ii, jj = rows
+            q, t, v = ii + r0, jj + c0, values[ii, jj]
+            if cols is not None:  # the column items' k best within the tile, as queries
+                cj, ci = cols
+                q = np.concatenate([q, cj + c0])
+                t = np.concatenate([t, ci + r0])
+                v = np.concatenate([v, values[ci, cj]])
+        q, t, v, _ = self._select(q, t, v)
+        return self._encode_part({"qi": q, "ti": t, "score": v})
+
+    def finalize(self):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        table = self._read_parts()
+        if table is None:
+            q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                         np.zeros(0))
+        else:
+            q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
+        rows, cols = self.ctx.row_keys, self.ctx.col_keys
+        if self.per == "col" and not self.ctx.space.symmetric:
+            rows, cols = cols, rows
+        if len(q) and all(isinstance(x, str) for x in (rows[0], cols[0])):
+            # keys taken in Arrow: no Python string made per output row
+            import pyarrow.compute as pc
+            query = pc.take(pa.array(list(rows), pa.string()), pa.array(q))
+            target = pc.take(pa.array(list(cols), pa.string()), pa.array(t))
+        elif len(q):
+            query, target = np.asarray(rows)[q], np.asarray(cols)[t]
+        else:
+            query = target = np.zeros(0, dtype=object)
+        out = pa.table({"query": query, "target": target,
+                        "qi": q, "ti": t, "score": v, "rank": rank})
+        tmp = self.path + ".tmp"
+        pq.write_table(out, tmp)
+        os.replace(tmp, self.path)
+        return self.path
+
+
+class Threshold(_PartsSink):
+    """Pairs whose ``field`` is >= t (``above=True``) or <= t, as a Parquet edge list."""
+
+    name = "threshold"
+    filename = "edges.parquet"
+
+    def __init__(self, t: float, field: str = "value", above: bool = True):
+        self.t, self.field, self.above = float(t), field, above
+
+    def reduction(self):
+        return ThresholdReduction(self.field, self.t, bool(self.above))
+
+    def encode_reduced(self, tile, found):
+        return self._encode_part({"i": np.asarray(found.i, np.int64) + tile.r0,
+                                  "j": np.asarray(found.j, np.int64) + tile.c0,
+                                  "value": np.asarray(found.values)})
+
+    def encode_tile(self, tile, fields, mask):
+        values = np.asarray(fields[self.field])
+        # only the passing cells become pairs (a tile may hold millions of pairs)
+        keep = (values >= self.t if self.above else values <= self.t) & np.asarray(mask, bool)
+        q, t, v = _pairs_of(tile, values, keep)
+        return self._encode_part({"i": q.astype(np.int64), "j": t.astype(np.int64),
+                                  "value": v})
+
+    def before_finalize(self):
+        import pandas  # noqa: F401
+        super().before_finalize()
+
+    def finalize(self):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import pandas as pd
+        table = self._read_parts()
+        df = (pd.DataFrame({k: table[k] for k in table.dtype.names}) if table is not None
+              else pd.DataFrame({"i": np.zeros(0, np.int64), "j": np.zeros(0, np.int64),
+                                 "value": np.zeros(0)}))
+        df = df.sort_values(["i", "j"], kind="mergesort").reset_index(drop=True)
+        rows, cols = np.asarray(self.ctx.row_keys), np.asarray(self.ctx.col_keys)
+        df.insert(0, "a", rows[df.i.to_numpy()] if len(df) else [])
+        df.insert(1, "b", cols[df.j.to_numpy()] if len(df) else [])
+        tmp = self.path + ".tmp"
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+        os.replace(tmp, self.path)
+        return self.path
