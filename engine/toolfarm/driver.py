@@ -304,12 +304,11 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                     try:
                         ray.get(ref)
                         queue.written(u)
+                        per_worker[wname]["units"] += 1
                     except Exception as exc:  # the writer failed (disk full, node lost)
                         error = f"writing the output failed: {exc}"[:2000]
                         log.write([{"unit": u, "worker": wname, "ok": False, "error": error}])
-                        if wname in per_worker:  # counted as a unit done when its tool ran
-                            per_worker[wname]["units"] -= 1
-                            per_worker[wname]["failed_runs"] += 1
+                        per_worker[wname]["failed_runs"] += 1
                         queue.failed(wname, u, {"error": error, "returncode": 0, "stderr": ""})
                     continue
                 wname, u = inflight.pop(ref)
@@ -334,8 +333,7 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                            | {"attempt": queue.attempts.get(u, 1)}])
                 if res["ok"]:
                     queue.ran(wname, u, res["seconds"])
-                    appends[written] = (wname, u)
-                    pw["units"] += 1
+                    appends[written] = (wname, u)  # a unit done once its append returns
                 else:
                     pw["failed_runs"] += 1
                     queue.failed(wname, u, {"error": res["error"],
