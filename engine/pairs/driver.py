@@ -408,7 +408,7 @@ class _Run:
                 self.members.stop(self.coordinator, keep)
             if not keep and self.coordinator is not None and self.ex.name == "ray":
                 self._await_coordinator_gone()
-            if self.ex is not getattr(self, "session_ex", None):
+            if self.ex is not self.session_ex:
                 self.ex.shutdown()
 
     def _await_coordinator_gone(self, timeout_s: float = 10.0) -> None:
