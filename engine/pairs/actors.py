@@ -277,11 +277,13 @@ class DeviceWorker:
         """Every item of a load in one hop off the event loop (one per item cost more than a
         small item's preprocess)."""
         out = {}
+        t0 = time.time()
         for item in items:
-            key = self.item_keys[item]
-            t0 = time.time()
-            out[item] = self.app.preprocess(key, hosts[item], self.device)
-            self.events.span(self.id, "preprocess", key, t0, time.time())
+            out[item] = self.app.preprocess(self.item_keys[item], hosts[item], self.device)
+        if items:  # one span for the load (a span per item cost more than a small item)
+            keys = [self.item_keys[items[0]], self.item_keys[items[-1]]]
+            what = keys[0] if len(items) == 1 else f"{len(items)} items ({keys[0]} .. {keys[1]})"
+            self.events.span(self.id, "preprocess", what, t0, time.time())
         return out
 
     def _describe(self, tile: Tile) -> str:

@@ -176,25 +176,29 @@ class TileCache:
     async def acquire(self, keys: Iterable) -> dict:
         """Pin every key and return {key: value}; the caller must ``release`` the same keys."""
         keys = list(dict.fromkeys(keys))
-        waiting: dict = {}
+        waiting: dict = {}  # id -> a load's future (one per load, shared by its keys)
         to_load: list = []
+        loaded = None  # the future of this call's own load
         # --- one synchronous step: nothing else runs on the event loop in between ---
         for key in keys:
             if key in self._loading:
                 self.cache.stats.hits += 1
                 self.cache.stats.waits += 1
-                waiting[key] = self._loading[key]
+                fut = self._loading[key]
+                waiting[id(fut)] = fut
                 self.cache.pin(key)
             elif key in self.cache:
                 self.cache.lookup(key)  # counts the hit, refreshes recency
                 self.cache.pin(key)
             else:
-                fut = asyncio.get_running_loop().create_future()
-                self._loading[key] = fut
+                if loaded is None:  # one future for every key of the load: a tile has
+                    # thousands of small items, and a future apiece cost ms to await
+                    loaded = asyncio.get_running_loop().create_future()
+                    waiting[id(loaded)] = loaded
+                self._loading[key] = loaded
                 # placeholder entry so pins and budget see it at once
                 self.cache.put(key, None, 0, pin=True, shrink=False)
                 self.cache.stats.misses += 1
-                waiting[key] = fut
                 to_load.append(key)
         self.cache.shrink()
         if to_load:
@@ -314,13 +318,14 @@ class NodeCache:
         self.cache.shrink()
         self._report()
         settled: dict = {}
-        while True:  # an item asked of the peers may have gone on to a load meanwhile
-            waits = {id(f): f for f in (self._pending.get(i) for i in items
-                                        if i not in settled) if f is not None}
+        waiting = [i for i in items if i in self._pending]
+        while waiting:  # an item asked of the peers may have gone on to a load meanwhile
+            waits = {id(f): f for f in (self._pending.get(i) for i in waiting) if f is not None}
             if not waits:
                 break
             for entries in await asyncio.gather(*waits.values()):
                 settled.update(entries)
+            waiting = [i for i in waiting if i not in settled]
         for item in items:
             # a small item is a value now, even if the tier evicted it the moment its load was
             # accounted (its handle is then the load's info list, not the item); a failed
