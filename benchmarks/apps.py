@@ -43,7 +43,7 @@ DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 # (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
 SIZES = {"phylogeny": ({"proteomes": 4, "k": 4}, {"proteomes": 16, "k": 7}),
          "forensics": ({"size": 256, "cameras": 2, "shots": 4},
-                       {"size": 512, "cameras": 4, "shots": 16}),
+                       {"size": 512, "cameras": 4, "shots": 20}),
          "microscopy": ({"particles": 8}, {"particles": 80})}
 
 
