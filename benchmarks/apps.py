@@ -11,6 +11,7 @@ measured in this process (every item parsed and preprocessed once; t_cmp the mea
 compute phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
 two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
 cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
+Every stage time is one core's: BLAS gets one thread here, as in each device actor.
 
 Each app runs twice: with the host tier the engine sizes itself (every item fits: R = 1) and with
 a host tier holding 25 % of the items (R = item loads / n > 1, each reload parsed and
@@ -33,6 +34,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# T_min is one core's time: the stage measurement and the two plain processes get one BLAS
+# thread each, as each device actor has (Ray gives a 1-CPU actor OMP_NUM_THREADS=1). With
+# OpenBLAS's default of a thread per core, microscopy's stage times used both cores (T_min
+# 32 s against 45 s on one) and two plain processes oversubscribed them (limit 0.54 vs 0.98).
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
 

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .backend import is_numpy_namespace
+from .lazyjit import lazy_njit
 
 __all__ = ["AMINO_ACIDS", "CompositionVector", "encode_proteins", "word_counts",
            "composition_vector", "cv_cosine", "cv_distance", "cv_distance_matrix", "K_RANGE"]
@@ -111,14 +112,46 @@ _TABLE_RANGE = 1 << 23
 
 def _member(xp, sorted_set, x, universe: int):
     """Boolean: which entries of ``x`` are in the sorted unique array ``sorted_set`` (codes below
-    ``universe``): a table lookup on numpy for small universes, else ``searchsorted``, which the
-    array API standard has."""
+    ``universe``): on numpy a table lookup for small universes, else a merge (``_merge_member``);
+    elsewhere ``searchsorted``, which the array API standard has."""
     if sorted_set.shape[0] == 0:
         return xp.zeros(x.shape, dtype=xp.bool)
-    if universe <= _TABLE_RANGE and is_numpy_namespace(xp):
-        return np.isin(x, sorted_set, kind="table")
+    if is_numpy_namespace(xp):
+        if universe <= _TABLE_RANGE:
+            return np.isin(x, sorted_set, kind="table")
+        out = np.empty(x.shape[0], dtype=np.bool_)
+        _merge_member(np.ascontiguousarray(sorted_set), np.ascontiguousarray(x), out)
+        return out
     idx = xp.clip(xp.searchsorted(sorted_set, x), 0, sorted_set.shape[0] - 1)
     return xp.take(sorted_set, idx) == x
+
+
+@lazy_njit(cache=True, nogil=True)
+def _merge_member(sorted_set, x, out):
+    """out[i] = x[i] in sorted_set, walking both in order: every ``x`` here is sorted or a few
+    sorted runs (a proteome's words, their prefixes, or their suffixes: sorted within each
+    first letter), so one pass streams both arrays where a binary search per entry jumps
+    about arrays of megabytes (searchsorted was 85 % of a k = 7 pair, and two processes
+    doing it measured half as fast each). A step back in ``x`` starts a new run, found by
+    binary search."""
+    n = sorted_set.shape[0]
+    p = 0
+    prev = x[0] if x.shape[0] else 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v < prev:  # a new run: position by binary search
+            lo, hi = 0, p
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if sorted_set[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            p = lo
+        while p < n and sorted_set[p] < v:
+            p += 1
+        out[i] = p < n and sorted_set[p] == v
+        prev = v
 
 
 def _lookup(xp, sorted_set, values, x):

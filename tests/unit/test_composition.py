@@ -101,3 +101,42 @@ def test_k_out_of_range_is_refused():
     for k in (2, 8):
         with pytest.raises(ValueError, match="k must be from 3 to 7"):
             composition_vector(xp, residues, k)
+
+
+def test_merge_membership_equals_numpy_isin_on_sorted_and_run_sorted_codes():
+    """Past the table's range (k >= 6) membership on numpy is a merge walk; the codes it gets
+    are sorted or sorted within runs (a proteome's k-words' suffixes restart at each first
+    letter). np.isin is the oracle."""
+    from kernels.composition import ALPHABET, _merge_member
+    rng = np.random.default_rng(7)
+    k = 7
+    universe = ALPHABET ** (k - 1)
+    for trial in range(5):
+        words = np.unique(rng.integers(0, ALPHABET ** k, 20_000 + 5_000 * trial))
+        sorted_set = np.unique(np.concatenate([words // ALPHABET,
+                                               rng.integers(0, universe, 10_000)]))
+        # sorted, sorted with repeats, and twenty sorted runs; and arbitrary order
+        for x in (words // ALPHABET, np.sort(rng.integers(0, universe, 30_000)),
+                  words % ALPHABET ** (k - 1), rng.integers(0, universe, 30_000),
+                  np.zeros(3, np.int64), np.array([universe - 1, 0, universe - 1])):
+            x = np.ascontiguousarray(x, dtype=np.int64)
+            out = np.empty(len(x), np.bool_)
+            _merge_member(sorted_set, x, out)
+            assert np.array_equal(out, np.isin(x, sorted_set))
+
+
+@pytest.mark.parametrize("k", [6, 7])
+def test_numpy_and_torch_paths_agree_past_the_table_range(k):
+    """At k = 6 and 7 the numpy path's merge and torch's searchsorted give the same distances
+    on real proteome slices (the dictionary reference cannot hold 20^k words)."""
+    paths = [os.path.join(PROTEOMES, rel) for rel in
+             ("S.Aureus/COL.faa", "S.Aureus/N315.faa", "H.Pylori/G27.faa")]
+    for p in paths:
+        if not os.path.exists(p):
+            pytest.skip(f"{p} not found: run scripts/predict_proteomes.py")
+    proteomes = [read_proteins(p)[:400] for p in paths]
+    (_, npx, to_np), (_, tx, to_t) = _namespaces()
+    got = _kernel_distances(proteomes, k, npx, to_np)
+    want = _kernel_distances(proteomes, k, tx, to_t)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert got[np.triu_indices(3, 1)].min() > 0.01
