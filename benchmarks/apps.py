@@ -39,7 +39,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # OpenBLAS's default of a thread per core, microscopy's stage times used both cores (T_min
 # 32 s against 45 s on one) and two plain processes oversubscribed them (limit 0.54 vs 0.98).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+    os.environ[_var] = "1"  # (not setdefault: a caller's setting would make T_min no core's)
 
 import numpy as np  # noqa: E402
 
