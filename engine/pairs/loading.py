@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..run.io import fetch, io_stats
+from ..run.runtime import keep_freed_memory
 from ..run.shipping import install
 from .store import StoreStats, add_stats, content_digest, source_digest
 
@@ -134,7 +135,9 @@ def _warms_up(app) -> bool:
 
 
 def warm_process(app, device: str) -> None:
-    """``app.warmup(device)`` once per process and app (see ``BasePairApp.warmup``)."""
+    """``app.warmup(device)`` once per process and app (see ``BasePairApp.warmup``); first,
+    the process's allocator keeps what it frees (``runtime.keep_freed_memory``)."""
+    keep_freed_memory()
     token = (type(app).__qualname__, device)
     warm = getattr(app, "warmup", None)
     if warm is not None and token not in _WARM:
