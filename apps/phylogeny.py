@@ -77,15 +77,20 @@ class PhylogenyApp(FileItemsApp):
             raise InputError(self._url[key], "the composition vector is zero (every word occurs "
                              "exactly as often as its background predicts)")
         return {"words": vec.words, "values": vec.values, "k1": vec.k1,
-                "norm2": vec.norm2, "support": vec.support}
+                "norm2": vec.norm2, "support": vec.support, "suffix_order": vec.suffix_order,
+                "suffixes": vec.suffixes}
 
     def preprocess(self, key, item, device):
         arrays = (item["words"], item["values"], item["k1"])
+        # (the numpy kernel's; an item stored before they were: None)
+        order, suffixes = item.get("suffix_order"), item.get("suffixes")
         if device not in ("cpu", "host"):
             from kernels.backend import namespace_for, to_device
             xp = namespace_for(device)
             arrays = tuple(to_device(xp, a, device) for a in arrays)
-        return CompositionVector(self.k, *arrays, float(item["norm2"]), int(item["support"]))
+            order = suffixes = None
+        return CompositionVector(self.k, *arrays, float(item["norm2"]), int(item["support"]),
+                                 order, suffixes)
 
     def compare(self, left, right, mask, device):
         from kernels.backend import namespace_for

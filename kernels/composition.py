@@ -61,10 +61,16 @@ class CompositionVector:
     k1: Any
     norm2: float
     support: int
+    # numpy only: the words' (k−1)-suffixes sorted, and the order that sorts them (int32), so
+    # that a pair looks them up in one merge walk; None elsewhere (searchsorted takes them in
+    # any order)
+    suffix_order: Any = None
+    suffixes: Any = None
 
     @property
     def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in (self.words, self.values, self.k1))
+        arrays = (self.words, self.values, self.k1, self.suffix_order, self.suffixes)
+        return sum(int(a.nbytes) for a in arrays if a is not None)
 
 
 def encode_proteins(proteins: Sequence[bytes]) -> np.ndarray:
@@ -164,6 +170,14 @@ def _support_size(xp, kmin1_words, k: int) -> int:
     if kmin1_words.shape[0] == 0:
         return 0
     tail = ALPHABET ** (k - 2)
+    if is_numpy_namespace(xp) and tail <= _TABLE_RANGE:
+        # L(m) and R(m) by direct counting over the (k−2)-strings (20^5 at k = 7): no sort of
+        # the (k−1)-words, which took 36 ms of a 75 ms pair at k = 7
+        left = np.bincount(kmin1_words % tail, minlength=tail)
+        prefixes = kmin1_words // ALPHABET  # sorted: R(m) is the length of m's run
+        first = np.flatnonzero(np.concatenate([[True], prefixes[1:] != prefixes[:-1]]))
+        right = np.diff(np.concatenate([first, [prefixes.shape[0]]]))
+        return int(np.dot(left[prefixes[first]], right))
     ends, left = _sorted_unique_counts(xp, kmin1_words % tail)     # a·m grouped by m
     starts, right = _sorted_unique_counts(xp, kmin1_words // ALPHABET)  # m·b grouped by m
     # both sorted: the m found on each side appear in the same order
@@ -193,7 +207,24 @@ def composition_vector(xp, residues, k: int) -> CompositionVector:
     values = (freq - background) / background
     support = _support_size(xp, k1, k)
     norm2 = float(xp.sum(values * values)) + (support - words.shape[0])
-    return CompositionVector(k, words, values, k1, norm2, support)
+    order = suffixes = None
+    if is_numpy_namespace(xp):
+        suffixes = words % ALPHABET ** (k - 1)
+        order = np.argsort(suffixes, kind="stable").astype(np.int32)
+        suffixes = suffixes[order]
+    return CompositionVector(k, words, values, k1, norm2, support, order, suffixes)
+
+
+def _suffixes_member(xp, a: CompositionVector, b_k1, k: int):
+    """Which of a's k-words have their (k−1)-suffix among ``b_k1``. The suffixes of sorted words
+    are sorted only within each first letter: through ``a.suffix_order`` one merge walk of the
+    sorted suffixes (2.3 ms on 1.3 M words at k = 7) instead of one per first letter over all
+    of ``b_k1`` (26 ms)."""
+    if a.suffix_order is None or not is_numpy_namespace(xp):
+        return _member(xp, b_k1, a.words % ALPHABET ** (k - 1), ALPHABET ** (k - 1))
+    found = np.empty(a.suffixes.shape[0], dtype=np.bool_)
+    found[a.suffix_order] = _member(xp, b_k1, a.suffixes, ALPHABET ** (k - 1))
+    return found
 
 
 def cv_cosine(xp, a: CompositionVector, b: CompositionVector) -> float:
@@ -206,10 +237,8 @@ def cv_cosine(xp, a: CompositionVector, b: CompositionVector) -> float:
     words_range, k1_range = ALPHABET ** k, ALPHABET ** (k - 1)
     a_in_pb = _member(xp, b.words, a.words, words_range)
     b_in_pa = _member(xp, a.words, b.words, words_range)
-    a_in_sb = (_member(xp, b.k1, a.words // ALPHABET, k1_range)
-               & _member(xp, b.k1, a.words % tail1, k1_range))
-    b_in_sa = (_member(xp, a.k1, b.words // ALPHABET, k1_range)
-               & _member(xp, a.k1, b.words % tail1, k1_range))
+    a_in_sb = _member(xp, b.k1, a.words // ALPHABET, k1_range) & _suffixes_member(xp, a, b.k1, k)
+    b_in_sa = _member(xp, a.k1, b.words // ALPHABET, k1_range) & _suffixes_member(xp, b, a.k1, k)
     # both word lists are sorted, so the shared words appear in the same order in each
     shared = float(xp.sum(a.values[a_in_pb] * b.values[b_in_pa]))
     a_on_zb = float(xp.sum(a.values[a_in_sb & ~a_in_pb]))
