@@ -588,7 +588,8 @@ def sec_many_small(d, ctx):
     for c in d.get("reads") or []:
         e = c["engine"]
         rows.append([c["set"], c["k"], f"{c['kept']:,}", f"{e['pairs']:,}",
-                     num(e["pairs_per_s"] / 1e6), num(c["bare_popcount"]["pairs_per_s"] / 1e6),
+                     num(e["pairs_per_s"] / 1e6), e.get("executor", "—"),
+                     num(c["bare_popcount"]["pairs_per_s"] / 1e6),
                      f"**{num(c['engine_vs_bare_popcount'])}**",
                      num((c.get("bare_popcount_best") or {}).get("pairs_per_s", 0) / 1e6
                          or None),
@@ -597,7 +598,8 @@ def sec_many_small(d, ctx):
                      num(c["bare_merge"]["pairs_per_s"] / 1e6) if "bare_merge" in c else "—",
                      num(c["engine_merge"]["pairs_per_s"] / 1e6) if "engine_merge" in c else "—",
                      num(c.get("target"))])
-    out = [table(["reads", "k", "kept", "pairs", "engine M pairs/s", "bare popcount M/s",
+    out = [table(["reads", "k", "kept", "pairs", "engine M pairs/s", "executor",
+                  "bare popcount M/s",
                   "engine / bare popcount", "best bare popcount M/s", "engine / best bare",
                   "bare jaccard M/s", "bare merge M/s",
                   "engine merge M/s", "target"], rows)]
