@@ -18,9 +18,11 @@ Figures (all cells are |q| x |t| summed over every pair):
   Also cells per CPU second of the two (which kernel is faster, even on a busy machine).
 * pyopal_2p: ``pyopal.Aligner.align(q, Database(targets), mode="score", algorithm="sw")`` the
   same way; its scores are checked equal to parasail's on the first queries.
-* engine_parasail: ``apps.align.align(kernel="parasail")`` on a local Ray with 2 CPUs, top_k, no
-  cut-off: the app's cells / compute seconds; ``efficiency`` = engine_parasail / kernel_2p, the
-  same kernel on both sides (target >= 0.9).
+* engine_parasail: ``apps.align.align(kernel="parasail")`` with 2 CPUs and the executor
+  ``executor=auto`` picks in a fresh process (in-process at this size), top_k, no cut-off: the
+  app's cells / compute seconds; ``efficiency`` = engine_parasail / kernel_2p, the same kernel
+  on both sides (target >= 0.9). engine_parasail_ray: the same run forced onto a local Ray (the
+  path of a cluster), with its own efficiency.
 * engine: the default ``kernel="auto"`` (Opal for tiles of short targets, parasail elsewhere):
   cells / compute seconds and the wall time of the whole call (Ray start-up, tracebacks,
   outputs); ``vs_pyopal`` = engine / pyopal_2p, ``vs_best_kernel`` = engine / the faster of
@@ -181,6 +183,10 @@ def run(args) -> dict:
         base = align([qf], [tf], top_k=args.top_k, matrix="blosum62", gap_open=GAP_OPEN,
                      gap_extend=GAP_EXTEND, runs_root=os.path.join(work, "runs"),
                      progress=False, kernel="parasail")
+        # the same on Ray whatever its size (a cluster's path; auto runs this size in-process)
+        on_ray = align([qf], [tf], top_k=args.top_k, matrix="blosum62", gap_open=GAP_OPEN,
+                       gap_extend=GAP_EXTEND, runs_root=os.path.join(work, "runs"),
+                       progress=False, kernel="parasail", executor="ray")
         t0 = time.perf_counter()
         res = align([qf], [tf], top_k=args.top_k, matrix="blosum62", gap_open=GAP_OPEN,
                     gap_extend=GAP_EXTEND, runs_root=os.path.join(work, "runs"),
@@ -207,7 +213,13 @@ def run(args) -> dict:
                           "cells_per_cpu_s": cells / pyopal_cpu,
                           "scores_equal_parasail": agrees},
             "engine_parasail": {"cells_per_s": b["cells_per_s"], "compute_s": b["compute_s"],
-                                "run_wall_s": b["wall_s"], "tiles": b["tiles"]},
+                                "run_wall_s": b["wall_s"], "tiles": b["tiles"],
+                                "executor": base.summary["executor"]},
+            "engine_parasail_ray": {"cells_per_s": on_ray.align["cells_per_s"],
+                                    "compute_s": on_ray.align["compute_s"],
+                                    "tiles": on_ray.align["tiles"],
+                                    "executor": on_ray.summary["executor"],
+                                    "efficiency": on_ray.align["cells_per_s"] / kernel_rate},
             "engine": {"kernel": "auto", "cells_per_s": a["cells_per_s"],
                        "compute_s": a["compute_s"], "run_wall_s": a["wall_s"],
                        "call_wall_s": engine_wall, "traceback_s": a["traceback_s"],

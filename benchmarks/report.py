@@ -628,8 +628,13 @@ def sec_many_small_proteomes(d, ctx):
                     num(d["kernel_2p"]["seconds"], "s")],
                    ["Opal (pyopal), 2 plain processes", num(d["pyopal_2p"]["cells_per_s"] / 1e9),
                     num(d["pyopal_2p"]["seconds"], "s")],
-                   ["pairflow, parasail kernel", num(d["engine_parasail"]["cells_per_s"] / 1e9),
+                   [f"pairflow, parasail kernel ({d['engine_parasail'].get('executor', '?')})",
+                    num(d["engine_parasail"]["cells_per_s"] / 1e9),
                     num(d["engine_parasail"]["run_wall_s"], "s")],
+                   *([[f"pairflow, parasail kernel, forced onto Ray (efficiency "
+                       f"{num(d['engine_parasail_ray']['efficiency'])})",
+                       num(d["engine_parasail_ray"]["cells_per_s"] / 1e9), "—"]]
+                     if d.get("engine_parasail_ray") else []),
                    ["pairflow, auto kernel", num(d["engine"]["cells_per_s"] / 1e9),
                     f"{num(d['engine']['call_wall_s'], 's')} (whole call)"],
                    ["blastp -num_threads 2 (heuristic)", "—", num(d["blastp"]["wall_s"], "s")]]),
