@@ -246,6 +246,13 @@ class JaccardApp(BasePairApp):
             for url in self.urls[:_FILES_KEPT]:
                 self._file_items(url)
 
+    @property
+    def warm_token(self):
+        """What ``warmup`` prepares besides the kernels: the record items of these files."""
+        if self.item != "record":
+            return None
+        return (tuple(self.urls[:_FILES_KEPT]), self.k, self.canonical, self.kernel)
+
     def _small_inputs(self) -> bool:
         """Every input an uncompressed local file, all of them together at most ``SMALL_BASES``
         bytes (so no item has more bases than the numpy path takes)."""

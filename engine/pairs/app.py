@@ -70,6 +70,10 @@ class BasePairApp:
         A numba kernel costs most of a second of CPU on its first call in a process even with
         its cache on disk; paid inside the first tiles, that is most of a short run's lost
         efficiency.
+
+        Once per process and class, unless the app has a ``warm_token`` (any hashable): then
+        once per token, for a warm-up that also prepares this app's inputs (``loading.
+        warm_process``).
         """
         return None
 
