@@ -146,14 +146,7 @@ def _merge_member(sorted_set, x, out):
     for i in range(x.shape[0]):
         v = x[i]
         if v < prev:  # a new run: position by binary search
-            lo, hi = 0, p
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if sorted_set[mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            p = lo
+            p = np.searchsorted(sorted_set[:p], v)
         while p < n and sorted_set[p] < v:
             p += 1
         out[i] = p < n and sorted_set[p] == v

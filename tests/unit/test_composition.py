@@ -62,14 +62,19 @@ def test_distances_equal_dict_bruteforce_on_synthetic_proteomes(k):
     assert want[np.triu_indices(3, 1)].min() > 0.05  # the proteomes really differ
 
 
-def test_distances_equal_dict_bruteforce_on_real_proteins():
-    """Slices of three predicted proteomes of two species at k = 4 (160,000 words)."""
+def _real_proteomes(n_proteins: int) -> list:
+    """The first proteins of three predicted proteomes of two species."""
     paths = [os.path.join(PROTEOMES, rel) for rel in
              ("S.Aureus/COL.faa", "S.Aureus/N315.faa", "H.Pylori/G27.faa")]
     for p in paths:
         if not os.path.exists(p):
             pytest.skip(f"{p} not found: run scripts/predict_proteomes.py")
-    proteomes = [read_proteins(p)[:150] for p in paths]
+    return [read_proteins(p)[:n_proteins] for p in paths]
+
+
+def test_distances_equal_dict_bruteforce_on_real_proteins():
+    """Slices of three predicted proteomes of two species at k = 4 (160,000 words)."""
+    proteomes = _real_proteomes(150)
     vectors = [dict_vector(p, 4) for p in proteomes]
     want = np.array([[dict_distance(a, b) for b in vectors] for a in vectors])
     for name, xp, move in _namespaces():
@@ -129,12 +134,7 @@ def test_merge_membership_equals_numpy_isin_on_sorted_and_run_sorted_codes():
 def test_numpy_and_torch_paths_agree_past_the_table_range(k):
     """At k = 6 and 7 the numpy path's merge and torch's searchsorted give the same distances
     on real proteome slices (the dictionary reference cannot hold 20^k words)."""
-    paths = [os.path.join(PROTEOMES, rel) for rel in
-             ("S.Aureus/COL.faa", "S.Aureus/N315.faa", "H.Pylori/G27.faa")]
-    for p in paths:
-        if not os.path.exists(p):
-            pytest.skip(f"{p} not found: run scripts/predict_proteomes.py")
-    proteomes = [read_proteins(p)[:400] for p in paths]
+    proteomes = _real_proteomes(400)
     (_, npx, to_np), (_, tx, to_t) = _namespaces()
     got = _kernel_distances(proteomes, k, npx, to_np)
     want = _kernel_distances(proteomes, k, tx, to_t)
