@@ -226,7 +226,7 @@ def cv_cosine(xp, a: CompositionVector, b: CompositionVector) -> float:
         raise ValueError(f"composition vectors of different k ({a.k} and {b.k})")
     if a.norm2 <= 0 or b.norm2 <= 0:
         raise ValueError("a composition vector is zero: the cosine is undefined")
-    k, tail1 = a.k, ALPHABET ** (a.k - 1)
+    k = a.k
     words_range, k1_range = ALPHABET ** k, ALPHABET ** (k - 1)
     a_in_pb = _member(xp, b.words, a.words, words_range)
     b_in_pa = _member(xp, a.words, b.words, words_range)
