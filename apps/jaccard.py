@@ -73,6 +73,7 @@ class _FileItems:
 
     def __init__(self, seqs: list, k: int, canonical: bool, kernel: str):
         self.kernel = kernel
+        self.used = 0  # when the process last asked for this file (_FILE_USES)
         if kernel == "bitset":
             self.bits = _bits.kmer_bitsets(seqs, k, canonical)
             self.sizes = _bits.bitset_sizes(self.bits)
@@ -201,8 +202,8 @@ class JaccardApp(BasePairApp):
             return hit
         seqs = [r.sequence for r in self.catalog.file_records(url, raw)]
         built = _FileItems(seqs, self.k, self.canonical, self.kernel)
+        built.used = next(_FILE_USES)
         with _FILES_LOCK:
-            built.used = next(_FILE_USES)
             _FILES[tag] = built
             while len(_FILES) > _FILES_KEPT:
                 del _FILES[min(_FILES, key=lambda t: _FILES[t].used)]

@@ -406,8 +406,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     c1 = np.empty(jblock, np.uint64)
     word_major = nw <= WORD_MAJOR_MAX_WORDS
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
-    flag = np.zeros(-(-jblock // 8) * 8, np.bool_)
-    flag8 = flag.view(np.uint64)  # the flags eight at a time
+    flag = np.empty(jblock, np.bool_)
     # a threshold no cell beats: what a row's flags are checked against when only columns
     # keep their best (and the other way round)
     no_num = np.full(jblock, t_num)
@@ -449,22 +448,17 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                                 col_den[rlo:rhi], sign, flag)
                 # pass 3: the flagged cells, checked again against the k-th bests as they are
                 # now, enter their row's and column's k best in column order
-                for q in range(m, -(-m // 8) * 8):  # the last word's bytes past the row
-                    flag[q] = False
-                for q in range(-(-m // 8)):
-                    if flag8[q] == 0:  # eight cells, none flagged (the common case)
+                for j in range(rlo, rhi):
+                    if not flag[j - rlo] or (use_mask and not mask[i, j]):
                         continue
-                    for j in range(rlo + 8 * q, min(rhi, rlo + 8 * q + 8)):
-                        if not flag[j - rlo] or (use_mask and not mask[i, j]):
-                            continue
-                        c = np.int64(cnt[j - rlo])
-                        u = max(sa + size_b[j] - c, np.int64(1))
-                        if do_rows and sign * (c * td - tn * u) > 0:
-                            if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
-                                tn, td = rnum[i, k - 1], rden[i, k - 1]
-                        if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
-                            if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
-                                col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
+                    c = np.int64(cnt[j - rlo])
+                    u = max(sa + size_b[j] - c, np.int64(1))
+                    if do_rows and sign * (c * td - tn * u) > 0:
+                        if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
+                            tn, td = rnum[i, k - 1], rden[i, k - 1]
+                    if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
+                        if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
+                            col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
                 if do_rows:
                     row_num[i], row_den[i] = tn, td
     total = rn.sum() + cn.sum()
