@@ -254,10 +254,10 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pairflow-many-small-") as work:
         if "proteomes" in parts:
             out["proteomes"] = run_proteomes(args)
-        if "reads" in parts:  # as a user's run goes: no Ray started beforehand
-            out["reads"] = run_reads(args, os.path.join(work, "runs"), work)
             if "error" in out["proteomes"]:
                 print(f"proteomes: {out['proteomes']['error']}")
+        if "reads" in parts:  # as a user's run goes: no Ray started beforehand
+            out["reads"] = run_reads(args, os.path.join(work, "runs"), work)
     goals = [target(f"engine / bare popcount, {c['set']}, k = {c['k']}",
                     c["engine_vs_bare_popcount"], ">=", c["target"])
              for c in out.get("reads", []) if c.get("target") is not None]
