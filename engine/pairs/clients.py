@@ -44,8 +44,8 @@ class SchedulerClient:
         return self.handle.fail.remote(actor, message)
 
     # node caches
-    def next_uses(self, items: list):
-        return self.handle.next_uses.remote(items)
+    def next_uses(self, items: list, node: str | None = None):
+        return self.handle.next_uses.remote(items, node)
 
     def l2_update(self, node: str, items: list):
         return self.handle.l2_update.remote(node, items)

@@ -23,7 +23,7 @@ class AllPairsConfig:
     device_cache_bytes: int | None = None
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
     l3: bool = False                     # L3: take items from peer nodes' caches (directory.py)
-    l3_hops: int = 1                     #   through a directory of the h latest holders
+    l3_hops: int = 1                     #   asking at most h of an item's holders
     store: str | None = None             # L4: parsed items kept across runs at this directory
                                          #   or fsspec URL (store.py); None: off
     plan: str = "auto"                   # auto | stripe | hilbert | zorder

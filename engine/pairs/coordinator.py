@@ -29,8 +29,8 @@ class _InProcessScheduler:
     def __init__(self, scheduler: Scheduler):
         self.scheduler = scheduler
 
-    async def next_uses(self, items: list) -> dict:
-        return self.scheduler.next_uses(items)
+    async def next_uses(self, items: list, node: str | None = None) -> dict:
+        return self.scheduler.next_uses(items, node)
 
     def l2_update(self, node: str, items: list) -> None:
         self.scheduler.l2_update(node, items)
@@ -103,8 +103,8 @@ class CoordinatorCore:
     async def fail(self, actor, message):
         return self.scheduler.fail(actor, message)
 
-    async def next_uses(self, items):
-        return self.scheduler.next_uses(items)
+    async def next_uses(self, items, node=None):
+        return self.scheduler.next_uses(items, node)
 
     async def l2_update(self, node, items):
         return self.scheduler.l2_update(node, items)

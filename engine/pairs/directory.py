@@ -3,7 +3,7 @@ object store instead of loading it from storage again (Rocket's distributed cach
 
 ``DirectoryShard`` is the pure bookkeeping of one shard: item ``i`` belongs to shard
 ``i mod p`` (p = the run's node caches, shard s lives in node cache s), and a shard remembers,
-per item, the ``h`` nodes that most recently reported holding it (most recent first).
+per item, the nodes that hold it (most recent first); an asker tries at most ``h`` of them.
 
 ``Peers`` is one node cache's side of L3 (tiers.NodeCache calls it on an L2 miss): ask each
 item's shard for its candidates (one call per shard per batch of misses, never one per item),
@@ -20,7 +20,6 @@ store, so this node owns its copy and the peer may evict its own) makes a taken 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from typing import Awaitable, Callable
 
 
@@ -29,7 +28,11 @@ def shard_of(item: int, shards: int) -> int:
 
 
 class DirectoryShard:
-    """Per item, the ``hops`` nodes that most recently held it (most recent first)."""
+    """Per item, every node that holds it, most recent first; a lookup's caller asks at most
+    ``hops`` of them. Every holder is kept, not only the latest ``hops``: a copy taken from a
+    peer is often the first to go (a node streams a column past its stripe and drops it), and a
+    shard that had forgotten the peer still holding the item would send the next asker to
+    storage."""
 
     def __init__(self, hops: int = 1):
         if hops < 1:
@@ -52,10 +55,9 @@ class DirectoryShard:
             if node in nodes:
                 nodes.remove(node)
             nodes.insert(0, node)
-            del nodes[self.hops:]
 
     def lookup(self, items) -> dict[int, list[int]]:
-        """The candidates of every item that has any."""
+        """The holders of every item that has any, most recent first."""
         self.lookups += 1
         return {int(i): list(self.holders[int(i)]) for i in items if int(i) in self.holders}
 

@@ -159,7 +159,7 @@ class _Run:
         if hierarchical:  # engine/pairs/frontier.py
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
-                "seed": cfg.seed}
+                "seed": cfg.seed, "shares": plan.shares}
         if self.pre.ship:  # the driver writes what the workers ship (pairs/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,

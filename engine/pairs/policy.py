@@ -85,9 +85,10 @@ class StripePlan:
         self.cache_items = cache_items
         self.spare_tiles = max(1, spare_tiles)
 
-    def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
-        if not tiles:
-            return []
+    def _grid(self, tiles: Sequence[Tile], items: ItemMap, room: int = 0):
+        """The leaf-block grid: (block -> tile index, block rows, block columns, stripe rows h),
+        transposed when striping the columns loads less (two different item sets). ``room``:
+        at least this many leaves of the host tier are kept for streamed columns."""
         leaf = max(max(t.r1 - t.r0, t.c1 - t.c0) for t in tiles)
         block = {}
         for idx, t in enumerate(tiles):
@@ -99,7 +100,7 @@ class StripePlan:
         # tiles under way on a node run down one streamed column together (consecutive tiles of
         # the order share it), so that room is ceil(tiles under way / stripe rows) leaves, not
         # one per tile, which brings a small host tier's R much closer to 1 + n/(2S) (simulated).
-        stream = math.ceil(self.spare_tiles / max(1, s // leaf - 1))
+        stream = max(room, math.ceil(self.spare_tiles / max(1, s // leaf - 1)))
         stripe_items = max(leaf, s - stream * leaf)
         h = max(1, stripe_items // leaf)
         brows, bcols = -(-n_rows // leaf), -(-n_cols // leaf)
@@ -112,22 +113,90 @@ class StripePlan:
         if transpose:
             block = {(bc, br): idx for (br, bc), idx in block.items()}
             brows, bcols = bcols, brows
-        order: list[int] = []
+        return block, brows, bcols, h
+
+    @staticmethod
+    def _stripes(brows: int, bcols: int, width: int):
+        """Each stripe's rows, the columns inside it, and the streamed columns in snake order."""
         descending = True
-        for s0 in range(0, brows, h):
-            srows = range(s0, min(s0 + h, brows))
-            inside = [bc for bc in range(s0, min(s0 + h, bcols))]
-            outside = [bc for bc in range(bcols) if not (s0 <= bc < s0 + h)]
+        for s0 in range(0, brows, width):
+            inside = list(range(s0, min(s0 + width, bcols)))
+            outside = [bc for bc in range(bcols) if not (s0 <= bc < s0 + width)]
             if descending:
                 outside.reverse()
+            descending = not descending
+            yield range(s0, min(s0 + width, brows)), inside, outside
+
+    def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        if not tiles:
+            return []
+        block, brows, bcols, h = self._grid(tiles, items)
+        order: list[int] = []
+        for srows, inside, outside in self._stripes(brows, bcols, h):
             # Columns inside the stripe first (only stripe items), then the stream.
             for bc in inside + outside:
                 for br in srows:
                     idx = block.get((br, bc))
                     if idx is not None:
                         order.append(idx)
-            descending = not descending
         return order
+
+    def deal(self, tiles: Sequence[Tile], items: ItemMap, nodes: int) -> list[list[int]]:
+        """Each node's tiles, in order, for nodes that share their host tiers through L3.
+
+        One stripe is ``nodes`` node stripes side by side (each h leaves of rows, what one
+        node's host tier holds), so the cluster's stripe is as wide as its caches together and
+        every item streams past it once: R near ``1 + n / (2 S nodes)`` instead of one node's
+        ``1 + n / (2 S)``. Node m keeps its own rows and runs them against every streamed
+        column in the same order as the other nodes, so a column one node loaded is still in
+        its host tier when the others ask for it (the same work per column keeps them in step).
+        Inside the stripe, the tiles between the rows of nodes a and b go to a when b is less
+        than half the ring of nodes ahead of a, else to b, and a block exactly half the ring
+        away is split like a chessboard (a circulant split: every node gets the same work, and
+        takes the other rows from the node that holds them for its own stream); they come before
+        the stream, so the nodes reach it together."""
+        if nodes <= 1 or not tiles:
+            return [self.order(tiles, items)] if nodes >= 1 else []
+        # room for two streamed columns when two tiles may be under way: a node's tiles cross
+        # from one column to the next together, and its own rows must not be what gives way
+        block, brows, bcols, h = self._grid(tiles, items, room=min(2, self.spare_tiles))
+        shared = np.array_equal(items.row_items, items.col_items)
+        out: list[list[int]] = [[] for _ in range(nodes)]
+        for srows, inside, outside in self._stripes(brows, bcols, h * nodes):
+            rows = list(srows)
+            groups = [rows[m * len(rows) // nodes:(m + 1) * len(rows) // nodes]
+                      for m in range(nodes)]
+            owner = {br: m for m, g in enumerate(groups) for br in g}
+            if shared:
+                mine: list[list[tuple]] = [[] for _ in range(nodes)]
+                cols = set(inside)
+                for (br, bc), idx in block.items():
+                    if br not in owner or bc not in cols:
+                        continue
+                    a = owner[br]
+                    b = owner.get(bc, a)  # a column past the last row: the row's node
+                    ahead = (b - a) % nodes
+                    if 2 * ahead < nodes or (2 * ahead == nodes and (br + bc) % 2 == 0):
+                        mine[a].append((ahead, bc, br, idx))
+                    else:
+                        mine[b].append(((a - b) % nodes, br, bc, idx))
+            for m, g in enumerate(groups):
+                if shared:
+                    out[m].extend(idx for *_, idx in sorted(mine[m]))
+                for bc in (outside if shared else inside + outside):
+                    for br in g:
+                        idx = block.get((br, bc))
+                        if idx is not None:
+                            out[m].append(idx)
+        return out
+
+
+def interleave(shares: Sequence[Sequence[int]]) -> list[int]:
+    """One order from per-node orders, taking from each in turn (each node's order kept)."""
+    out: list[int] = []
+    for k in range(max((len(s) for s in shares), default=0)):
+        out.extend(s[k] for s in shares if k < len(s))
+    return out
 
 
 def hilbert_index(x, y, side: int) -> np.ndarray:

@@ -73,7 +73,8 @@ class Scheduler:
         # hierarchical scheduling (engine/pairs/frontier.py): node frontiers ``refill`` in
         # batches; ``hierarchical``: {"nodes": [...], "seed": int}
         self.stealing = None if hierarchical is None else StealingPolicy(
-            order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or ())
+            order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or (),
+            hierarchical.get("shares"))
         self.steal_times: list[float] = []
         self.t0 = time.time()
         self.handout_calls = 0  # round trips to the head that hand out tiles (either mode)
@@ -210,7 +211,11 @@ class Scheduler:
     def l2_update(self, node: str, items: list[int]) -> None:
         self.l2[node] = set(items)
 
-    def next_uses(self, items: list[int]) -> dict:
+    def next_uses(self, items: list[int], node: str | None = None) -> dict:
+        """Plan positions of the items' next uses; with node frontiers, in ``node``'s own work
+        (``StealingPolicy.next_uses``), else in the run's one plan."""
+        if self.stealing is not None and node in self.stealing.shares:
+            return self.stealing.next_uses(node, items, self.policy.tile_items)
         return self.policy.next_uses(items)
 
     def kept_fields(self) -> dict:

@@ -23,6 +23,7 @@ from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache
 from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
 from .sizing import device_cache_items
+from .stealing import deal as deal_shares
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
@@ -45,7 +46,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
              actors_per_node: int = 1, nodes: int = 1, l1_items: int | None = None,
              in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
              window: int = 8, tiles: Sequence[Tile] | None = None, l3: bool = False,
-             l3_hops: int = 1, deal: bool = False) -> SimResult:
+             l3_hops: int = 1, deal: bool | str = False) -> SimResult:
     """Count item loads for one run of ``space`` with ``host_items`` items per node's L2
     (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights).
 
@@ -54,19 +55,20 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     holds it (a hit at that hop, not a load). What enters an L2 is the same either way, so the
     tiles dealt are too: with L3, loads + L3 hits = the loads without it.
 
-    ``deal``: the plan's order is cut into ``nodes`` contiguous shares, one per node, each handed
-    out by a ``TilePolicy`` of its own (subtrees dealt to nodes, without stealing), instead of
-    one plan every node pulls from."""
+    ``deal``: the run is dealt to the nodes as the hierarchical scheduler deals it
+    (``stealing.deal``: contiguous runs of the plan, or with L3 stripes as wide as every host tier
+    together; ``deal="contiguous"``: always the former), each share handed out by a
+    ``TilePolicy`` of its own (without stealing), instead of one plan every node pulls from."""
     if items is None:
         items = ItemMap.shared(space.n_rows) if space.symmetric else \
             ItemMap.disjoint(space.n_rows, space.n_cols)
     tiles = leaves(space, leaf) if tiles is None else list(tiles)
     n_actors = actors_per_node * nodes
     spare = actors_per_node * in_flight
-    order = make_plan(plan, host_items, spare).order(tiles, items)
+    planner = make_plan(plan, host_items, spare)
+    order = planner.order(tiles, items)
     if deal and nodes > 1:
-        shares = [order[k * len(order) // nodes:(k + 1) * len(order) // nodes]
-                  for k in range(nodes)]
+        shares = deal_shares(planner, tiles, items, order, nodes, l3 and deal != "contiguous")
         policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
                                window=window, locality=True) for share in shares]
     else:
@@ -258,8 +260,10 @@ def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float
 def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
                 tiles: Sequence[Tile] | None = None, actors_per_node: int = 1, nodes: int = 1,
                 in_flight: int = 1, l1_items: int | None = None, window: int = 8,
-                plan: str = "auto", eviction: str = "auto", weighted: bool = False) -> PlanChoice:
-    """Simulate every candidate (``candidates``) for this run and pick the fewest loads.
+                plan: str = "auto", eviction: str = "auto", weighted: bool = False,
+                l3: bool = False) -> PlanChoice:
+    """Simulate every candidate (``candidates``) for this run and pick the fewest loads
+    (``l3``: the nodes share their host tiers and the run is dealt to them as with L3).
 
     Nothing is simulated when there is one candidate, or when the host tier holds every item
     (each item is then loaded once, whatever the order)."""
@@ -271,7 +275,8 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
                                           "each item once")
     tiles = leaves(space, leaf) if tiles is None else list(tiles)
     l1 = device_cache_items(leaf, in_flight, l1_items)
-    kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window)
+    kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window,
+              l3=l3 and nodes > 1, deal=l3 and nodes > 1)
     note = ""
     f = 1.0
     if len(tiles) > MAX_SIM_TILES:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import PairflowError
 from .config import AllPairsConfig
-from .policy import ItemMap, bound_R, make_plan
+from .policy import ItemMap, bound_R, interleave, make_plan
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 
 
@@ -65,6 +65,7 @@ class RunPlan:
     choice: dict | None = None  # how plan and eviction were chosen (``PlanChoice.to_dict``)
     heartbeat_s: float = 1.0   # how often a device actor says it is alive
     silent_after_s: float = 10.0  # silent this long: the actor is lost (liveness)
+    shares: list | None = None  # per node with actors, its tiles in order (L3: StripePlan.deal)
 
     @property
     def n_actors(self) -> int:
@@ -288,14 +289,27 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     from .simulate import choose_plan
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
     l1_sim = max(1, min(l1_items, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
+    dealt = sum(1 for n in node_plan if n.actors)
+    # with L3 and node frontiers the nodes' host tiers act as one: the run is dealt to them so
+    shared_tiers = cfg.l3 and dealt > 1 and str(cfg.hierarchical).lower() != "false"
     choice = choose_plan(space, leaf, host_items_eff, items=items, tiles=tiles,
-                         actors_per_node=per_node, nodes=len(node_plan), in_flight=cfg.in_flight,
+                         actors_per_node=per_node, nodes=max(1, dealt), in_flight=cfg.in_flight,
                          l1_items=l1_sim, window=cfg.window, plan=plan,
-                         eviction=cfg.eviction, weighted=weights is not None)
+                         eviction=cfg.eviction, weighted=weights is not None, l3=shared_tiers)
     plan = choice.plan
-    order = make_plan(plan, host_items_eff, per_node_tiles).order(tiles, items)
+    planner = make_plan(plan, host_items_eff, per_node_tiles)
+    order = planner.order(tiles, items)
+    shares = None
+    if shared_tiers and hasattr(planner, "deal"):
+        # the host tiers share through L3: stripes as wide as all of them (stealing.deal)
+        shares = planner.deal(tiles, items, dealt)
+        order = interleave(shares)
     if resume_tiles is not None:
-        tiles, order = saved_tiles(resume_tiles)
+        saved, order = saved_tiles(resume_tiles)
+        if shares is not None:  # the same blocks, numbered as the first run numbered them
+            at = {(t.r0, t.c0): t.id for t in saved}
+            shares = [[at[(tiles[i].r0, tiles[i].c0)] for i in share] for share in shares]
+        tiles = saved
     elif weights is not None and measured.get("tail_weight"):
         tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
     t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
@@ -309,7 +323,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         l1_items=l1_items, l1_bytes=l1_bytes,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
-        choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent)
+        choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:

@@ -6,8 +6,10 @@ tier's reuse is lost. Here the run's plan is cut into runs of consecutive tiles 
 Z- or Hilbert order an aligned run of leaves is a quadtree subtree; in the stripe plan a run is a
 stretch of one stripe's stream), which are dealt to nodes:
 
-* ``StealingPolicy`` (head side) deals each node an equal contiguous share of the plan at the
-  start, so the stripe plan's reuse holds inside each share. A node asks for a batch of tiles at
+* ``deal`` cuts the plan into one share per node: equal contiguous runs of the plan (so the
+  stripe plan's reuse holds inside each share), or with L3, stripes as wide as every node's host
+  tier together, which the nodes stream in step (``StripePlan.deal``).
+* ``StealingPolicy`` (head side) starts each node on its share. A node asks for a batch of tiles at
   once (``take``): from its own share first, then from the shares of lost nodes (``orphans``),
   then by stealing the LARGEST remaining run from a RANDOM other node (seeded), cut in half when
   it is more than one tile (the thief takes the back half, the victim keeps the front it is
@@ -29,11 +31,28 @@ from collections import deque
 from typing import Iterable, Sequence
 
 
+def contiguous_shares(order: Sequence[int], nodes: int) -> list[list[int]]:
+    """Equal contiguous runs of the plan's order, one per node."""
+    order = [int(t) for t in order]
+    return [order[len(order) * i // nodes:len(order) * (i + 1) // nodes] for i in range(nodes)]
+
+
+def deal(plan, tiles, items, order: Sequence[int], nodes: int, l3: bool) -> list[list[int]]:
+    """Each node's share of the run, in order. Without L3 a node's host tier serves only that
+    node, so each share is a contiguous run of the one plan (the plan's reuse holds inside it).
+    With L3 the host tiers together act as one, so a plan that can (``StripePlan.deal``) deals
+    stripes as wide as all of them, the nodes streaming the same columns in step."""
+    if l3 and nodes > 1 and hasattr(plan, "deal"):
+        return plan.deal(tiles, items, nodes)
+    return contiguous_shares(order, max(1, nodes))
+
+
 class StealingPolicy:
-    """Which tiles a node gets next: its share, then lost nodes' work, then stolen work."""
+    """Which tiles a node gets next: its share, then lost nodes' work, then stolen work.
+    ``shares``: each node's tiles in order (``deal``); default: contiguous runs of ``order``."""
 
     def __init__(self, order: Sequence[int], nodes: Sequence[str] = (), seed: int = 0,
-                 done: Iterable[int] = ()):
+                 done: Iterable[int] = (), shares: Sequence[Sequence[int]] | None = None):
         done = set(done)
         pending = [int(t) for t in order if t not in done]
         self.rng = random.Random(seed)
@@ -49,9 +68,11 @@ class StealingPolicy:
             if pending:
                 self.orphans.append(pending)
             return
-        for i, node in enumerate(nodes):  # equal contiguous shares of the plan
-            lo, hi = len(pending) * i // len(nodes), len(pending) * (i + 1) // len(nodes)
-            self.shares[node] = [pending[lo:hi]] if hi > lo else []
+        if shares is None or len(shares) != len(nodes):
+            shares = contiguous_shares(pending, len(nodes))
+        for node, share in zip(nodes, shares):
+            share = [int(t) for t in share if int(t) not in done]
+            self.shares[node] = [share] if share else []
 
     # -- state --------------------------------------------------------------------------------
     def remaining(self, node: str | None = None) -> int:
@@ -111,6 +132,27 @@ class StealingPolicy:
             stolen = segs.pop(big)
         self.shares[thief].append(stolen)
         self.steals.append({"thief": thief, "victim": victim, "tiles": len(stolen)})
+
+    def next_uses(self, node: str, items, tile_items, horizon: int = 512) -> dict:
+        """Next use of each item in ``node``'s own work, for its host tier's eviction: the
+        position of the first tile needing it among the node's granted, unfinished tiles (in
+        grant order) and then its share, within ``horizon`` tiles (past it, and for items
+        none of them needs: INF). The run's one plan would also count the other nodes' tiles,
+        which with L3 stream the same columns: a node would then keep a column its peers still
+        need over its own stripe rows, and load those again at the next column."""
+        want = {int(i) for i in items}
+        first: dict = {}
+        pos = 0
+        upcoming = (t for t, n in self.held.items() if n == node)
+        for seq in (upcoming, (t for seg in self.shares.get(node, ()) for t in seg)):
+            for t in seq:
+                if pos >= horizon or len(first) == len(want):
+                    break
+                for i in tile_items[t]:
+                    if i in want and i not in first:
+                        first[i] = float(pos)
+                pos += 1
+        return {i: first.get(i, math.inf) for i in want}
 
     # -- completion and loss --------------------------------------------------------------------
     def complete(self, t: int) -> None:

@@ -256,8 +256,9 @@ class NodeCache:
     handle per item (a Ray ObjectRef: this cache submitted the task, so it owns the object and
     a device actor's death does not empty the tier) and an awaitable of their infos
     (``{"raw_bytes", "nbytes"[, "value"]}``; ``None`` when the load failed). An item whose info
-    holds its ``value`` is kept by value, the others by handle. ``scheduler``: ``next_uses(items)``
-    (awaitable advice for next-use eviction) and ``l2_update(node, items)`` (what this tier
+    holds its ``value`` is kept by value, the others by handle. ``scheduler``:
+    ``next_uses(items, node)`` (awaitable advice for next-use eviction, in this node's work)
+    and ``l2_update(node, items)`` (what this tier
     holds, for cache-aware hand-out). ``events``: an ``EventBuffer`` of the run's metrics.
     """
 
@@ -288,7 +289,7 @@ class NodeCache:
         if missing and self.advised and self.cache.near_budget(len(missing), 0.9):
             # inserting will evict: decide with fresh next-use advice, not a stale one
             self.cache.eviction.advice = await self.scheduler.next_uses(
-                self.cache.keys() + missing)
+                self.cache.keys() + missing, self.node)
         out = {}
         to_load = []
         for item in items:
@@ -434,7 +435,8 @@ class NodeCache:
 
     async def _shrink(self) -> None:
         if self.advised and self.cache.near_budget():
-            self.cache.eviction.advice = await self.scheduler.next_uses(self.cache.keys())
+            self.cache.eviction.advice = await self.scheduler.next_uses(self.cache.keys(),
+                                                                        self.node)
         self.cache.shrink()  # an eviction changes the state _report sends next
 
     def _report(self, force: bool = False) -> None:

@@ -13,15 +13,17 @@ from engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import Events, FakeLoads, FakeScheduler
 
 
-def test_a_shard_keeps_the_latest_holders_most_recent_first():
-    shard = DirectoryShard(hops=2)
+def test_a_shard_keeps_every_holder_most_recent_first():
+    shard = DirectoryShard(hops=1)
     shard.record(0, added=[5, 6])
     shard.record(1, added=[5])
     shard.record(2, added=[5])
-    assert shard.lookup([5, 6, 7]) == {5: [2, 1], 6: [0]}
+    assert shard.lookup([5, 6, 7]) == {5: [2, 1, 0], 6: [0]}
     shard.record(2, removed=[5])
-    assert shard.lookup([5]) == {5: [1]}
-    shard.record(1, removed=[5])
+    assert shard.lookup([5]) == {5: [1, 0]}
+    shard.record(1, removed=[5])  # the latest copies gone: the first holder is still found
+    assert shard.lookup([5]) == {5: [0]}
+    shard.record(0, removed=[5])
     assert shard.lookup([5]) == {}
     shard.record(0, added=[6])  # again: stays one entry, first
     assert shard.holders[6] == [0]

@@ -55,7 +55,7 @@ class FakeScheduler:
         self.held: dict[str, list] = {}
         self.asked: list[list] = []
 
-    async def next_uses(self, items):
+    async def next_uses(self, items, node=None):
         self.asked.append(list(items))
         return {i: self.advice.get(i, float("inf")) for i in items}
 

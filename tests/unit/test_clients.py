@@ -35,7 +35,7 @@ def test_a_scheduler_call_is_one_call_on_the_coordinator():
     assert h.calls == [
         ("complete_and_request", ("dev-0", 7, [], None, "node-0", [1], [2], [3]), {}),
         ("request", ("dev-0", "node-0", (), (), ()), {}),
-        ("next_uses", ([4, 5],), {}),
+        ("next_uses", ([4, 5], None), {}),
     ]
 
 

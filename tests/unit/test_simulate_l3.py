@@ -1,6 +1,8 @@
 """The simulator's multi-node runs with an L3 directory (engine/pairs/simulate.py), on cases
-computed by hand and on an invariant: L3 changes where an item comes from, never what enters a
-node's L2, so the tiles dealt are the same and loads + L3 hits = the loads without L3."""
+computed by hand and on an invariant: with the same tiles dealt to the same nodes, L3 changes
+where an item comes from, never what enters a node's L2, so loads + L3 hits = the loads without
+L3. With L3 the stripe plan deals stripes as wide as every host tier together
+(``StripePlan.deal``), which loads fewer."""
 import pytest
 
 from engine.pairs.simulate import simulate
@@ -27,7 +29,7 @@ def test_with_room_for_every_item_each_is_loaded_once_in_the_whole_cluster():
 
 @pytest.mark.parametrize("nodes,host,hops,plan,deal", [
     (2, 6, 1, "stripe", False), (4, 8, 1, "zorder", False), (4, 8, 2, "hilbert", False),
-    (8, 6, 1, "stripe", True), (3, 10, 3, "zorder", True)])
+    (8, 6, 1, "stripe", "contiguous"), (3, 10, 3, "zorder", True)])
 def test_l3_only_moves_loads_to_peers(nodes, host, hops, plan, deal):
     kw = dict(nodes=nodes, plan=plan, deal=deal)
     off = simulate(Triangle(40), 2, host, **kw)
@@ -49,3 +51,18 @@ def test_dealt_shares_cover_every_tile_once():
     for nodes in (1, 3, 7):
         r = simulate(Triangle(30), 2, 6, nodes=nodes, deal=True)
         assert r.tiles == 15 * 16 // 2 and r.pairs == 30 * 29 // 2
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_stripes_as_wide_as_the_cluster_load_fewer(nodes):
+    # n = 96, S = 16: one node's stripe model is 1 + n/(2S) = 4; with the host tiers of all the
+    # nodes together the stripe is nodes times as wide: 1 + n/(2 S nodes), 1.75 at 4 nodes
+    # (the issue's target: within 10 % of it)
+    n, leaf, host = 96, 4, 16
+    one = simulate(Triangle(n), leaf, host)
+    runs = {deal: simulate(Triangle(n), leaf, host, nodes=nodes, l3=True, deal=deal)
+            for deal in ("contiguous", True)}
+    assert runs[True].loads < runs["contiguous"].loads
+    if nodes == 4:
+        assert runs[True].R <= 1.1 * (1 + n / (8 * host)) < one.R
+    assert (runs[True].tiles, runs[True].pairs) == (one.tiles, one.pairs)

@@ -188,3 +188,24 @@ def test_the_scheduler_journals_each_tile_once_through_refills_and_a_lost_node(t
     assert sorted(a + seen) == list(range(n))  # every tile, node-1's included, once
     assert sch.completed == n and not sch.in_flight
     assert sch.scheduling()["head_round_trips"] == calls
+
+
+def test_dealt_shares_are_each_nodes_start_and_done_tiles_are_dropped():
+    p = StealingPolicy(range(8), ["a", "b"], shares=[[0, 2, 4, 6], [1, 3, 5, 7]], done=[2, 5])
+    # a grant is at most the node's fair part of what is left: 6 left over 2 nodes, then 3
+    assert p.take("a", 10) == [0, 4, 6]
+    assert p.take("b", 10) == [1, 3]
+    assert p.take("b", 10) == [7]
+
+
+def test_next_uses_count_only_the_nodes_own_work():
+    # tile t needs items tile_items[t]; node a holds tile 0 (granted) and has tiles 2, 4 left,
+    # node b has 1, 3. Item 9 is needed by b's tiles only: for a it has no next use.
+    tile_items = [(0, 1), (9, 2), (1, 2), (9, 3), (3, 4)]
+    p = StealingPolicy(range(5), ["a", "b"], shares=[[0, 2, 4], [1, 3]])
+    assert p.take("a", 1) == [0]
+    assert p.next_uses("a", [0, 1, 2, 3, 9], tile_items) == \
+        {0: 0.0, 1: 0.0, 2: 1.0, 3: 2.0, 9: float("inf")}
+    assert p.next_uses("b", [9, 3, 0], tile_items) == {9: 0.0, 3: 1.0, 0: float("inf")}
+    # a horizon of one tile: what comes later counts as no use
+    assert p.next_uses("a", [1, 3], tile_items, horizon=1) == {1: 0.0, 3: float("inf")}
