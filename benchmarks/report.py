@@ -558,6 +558,7 @@ def sec_cluster(d, ctx):
 
 def sec_scaling(d, ctx):
     real = [[r["nodes"], "on" if r["l3"] else "off", f"{r['n']} / {r['S']}", num(r["R"]),
+             num(r.get("simulated_R")),
              num(r["bytes_from_storage"] / 1e6), r["l3_hits_per_hop"],
              (r.get("scheduling") or {}).get("steals"),
              num((r.get("scheduling") or {}).get("round_trips_per_tile")),
@@ -567,7 +568,7 @@ def sec_scaling(d, ctx):
            for r in d.get("simulated") or []]
     out = [d.get("note", "")]
     if real:
-        out.append(table(["real nodes", "L3", "n / S", "R", "MB from storage",
+        out.append(table(["real nodes", "L3", "n / S", "R", "simulated R", "MB from storage",
                           "L3 hits per hop", "steals", "head round trips per tile", "exact"],
                          real))
     out.append(table(["simulated nodes", "plan", "L3", "n / S", "R", "L3 hits per hop",

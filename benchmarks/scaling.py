@@ -43,7 +43,12 @@ from engine.pairs.space import Triangle  # noqa: E402
 
 ROCKET_R = {1: 6.7, 16: 1.7}  # Rocket's published R (its figure: one node, sixteen nodes)
 NO_SPEEDUP = ("A speedup cannot be measured on this machine: every node is a process on the "
-              "same 2 cores. Loads from storage, bytes and directory hits are what it reports.")
+              "same 2 cores. Loads from storage, bytes and directory hits are what it reports. "
+              "With L3 the nodes stream the same columns in step (`StripePlan.deal`); the "
+              "planner's simulation of the same run (nodes in lockstep) is beside the measured "
+              "R. The gap is the nodes' drift: four one-CPU nodes time-sliced on two cores run "
+              "a column or two apart, and a node more than its room of columns behind the one "
+              "that loaded a column loads it again.")
 
 
 def _scheduling(summary: dict) -> dict:
@@ -111,6 +116,9 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
                     # that joins late takes few tiles, and the run is then nearly one node's
                     "loads_per_node": {c["node"]: c.get("loads") for c in s["node_caches"]},
                     "exact": exact, "wall_s": time.time() - t0, "run_dir": res.run_dir,
+                    # the planner's simulation of this very run (lockstep nodes): the modelled R
+                    "plan": s.get("plan"), "simulated_R": ((s.get("plan_choice") or {}).get(
+                        "simulated_R") or {}).get(f"{s.get('plan')}/{s.get('eviction')}"),
                     "scheduling": _scheduling(s)})
                 print(f"  {k} node(s), L3 {'on ' if l3 else 'off'}: R {s['R']:.2f}, "
                       f"{s['tiers']['source']['bytes'] / 1e6:.1f} MB from storage, "

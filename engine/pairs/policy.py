@@ -157,9 +157,10 @@ class StripePlan:
         the stream, so the nodes reach it together."""
         if nodes <= 1 or not tiles:
             return [self.order(tiles, items)] if nodes >= 1 else []
-        # room for two streamed columns when two tiles may be under way: a node's tiles cross
-        # from one column to the next together, and its own rows must not be what gives way
-        block, brows, bcols, h = self._grid(tiles, items, room=min(2, self.spare_tiles))
+        # room for two streamed columns when two tiles may be under way (a node's tiles cross
+        # from one column to the next together, and its own rows must not be what gives way),
+        # and one more for the peers that run a column behind: they take it from this node
+        block, brows, bcols, h = self._grid(tiles, items, room=min(2, self.spare_tiles) + 1)
         shared = np.array_equal(items.row_items, items.col_items)
         out: list[list[int]] = [[] for _ in range(nodes)]
         for srows, inside, outside in self._stripes(brows, bcols, h * nodes):

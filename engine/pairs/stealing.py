@@ -134,24 +134,24 @@ class StealingPolicy:
         self.steals.append({"thief": thief, "victim": victim, "tiles": len(stolen)})
 
     def next_uses(self, node: str, items, tile_items, horizon: int = 512) -> dict:
-        """Next use of each item in ``node``'s own work, for its host tier's eviction: the
-        position of the first tile needing it among the node's granted, unfinished tiles (in
-        grant order) and then its share, within ``horizon`` tiles (past it, and for items
-        none of them needs: INF). The run's one plan would also count the other nodes' tiles,
-        which with L3 stream the same columns: a node would then keep a column its peers still
-        need over its own stripe rows, and load those again at the next column."""
+        """Next use of each item in ``node``'s own work not yet granted (its share, in order),
+        for its host tier's eviction: the position of the first tile needing it within
+        ``horizon`` tiles (past it, and for items none of them needs: INF). The run's one plan
+        would also count the other nodes' tiles, which with L3 stream the same columns: a node
+        would then keep a column its peers still need over its own stripe rows, and load those
+        again at the next column. Granted tiles are left out: the head learns they are done
+        only at the node's next refill, so counting them kept what finished tiles needed and
+        evicted what comes next (measured on one node: R 5.4 with them, 3.2 without)."""
         want = {int(i) for i in items}
         first: dict = {}
         pos = 0
-        upcoming = (t for t, n in self.held.items() if n == node)
-        for seq in (upcoming, (t for seg in self.shares.get(node, ()) for t in seg)):
-            for t in seq:
-                if pos >= horizon or len(first) == len(want):
-                    break
-                for i in tile_items[t]:
-                    if i in want and i not in first:
-                        first[i] = float(pos)
-                pos += 1
+        for t in (t for seg in self.shares.get(node, ()) for t in seg):
+            if pos >= horizon or len(first) == len(want):
+                break
+            for i in tile_items[t]:
+                if i in want and i not in first:
+                    first[i] = float(pos)
+            pos += 1
         return {i: first.get(i, math.inf) for i in want}
 
     # -- completion and loss --------------------------------------------------------------------

@@ -198,14 +198,15 @@ def test_dealt_shares_are_each_nodes_start_and_done_tiles_are_dropped():
     assert p.take("b", 10) == [7]
 
 
-def test_next_uses_count_only_the_nodes_own_work():
-    # tile t needs items tile_items[t]; node a holds tile 0 (granted) and has tiles 2, 4 left,
-    # node b has 1, 3. Item 9 is needed by b's tiles only: for a it has no next use.
+def test_next_uses_count_only_the_nodes_own_work_not_yet_granted():
+    # tile t needs items tile_items[t]; node a was granted tile 0 and has tiles 2, 4 left,
+    # node b has 1, 3. Item 9 is needed by b's tiles only: for a it has no next use; item 0
+    # only by the granted tile 0 (it may be done already: the head hears so at the next refill).
     tile_items = [(0, 1), (9, 2), (1, 2), (9, 3), (3, 4)]
     p = StealingPolicy(range(5), ["a", "b"], shares=[[0, 2, 4], [1, 3]])
     assert p.take("a", 1) == [0]
     assert p.next_uses("a", [0, 1, 2, 3, 9], tile_items) == \
-        {0: 0.0, 1: 0.0, 2: 1.0, 3: 2.0, 9: float("inf")}
+        {0: float("inf"), 1: 0.0, 2: 0.0, 3: 1.0, 9: float("inf")}
     assert p.next_uses("b", [9, 3, 0], tile_items) == {9: 0.0, 3: 1.0, 0: float("inf")}
     # a horizon of one tile: what comes later counts as no use
     assert p.next_uses("a", [1, 3], tile_items, horizon=1) == {1: 0.0, 3: float("inf")}

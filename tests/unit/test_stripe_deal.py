@@ -14,8 +14,9 @@ def _blocks(tiles, share, leaf):
 
 
 def test_two_nodes_by_hand():
-    # 8 items, a leaf of one item (pairs i < j), S = 3 items, one tile under way: a node's stripe
-    # is 2 rows (one leaf of room for the streamed column), so two nodes make stripes of 4 rows:
+    # 8 items, a leaf of one item (pairs i < j), S = 4 items, one tile under way: a node's stripe
+    # is 2 rows (a leaf of room for the streamed column and one for a peer a column behind),
+    # so two nodes make stripes of 4 rows:
     # rows 0-3, then 4-7. Node 0 owns rows 0-1, node 1 rows 2-3. Inside the stripe each takes
     # its own block first, then the blocks between the groups: node 1 is half the ring ahead of
     # node 0, so that block is split like a chessboard ((0,2) and (1,3) to node 0, (0,3) and
@@ -24,7 +25,7 @@ def test_two_nodes_by_hand():
     # owns row 4, node 1 rows 5-6; column 7 is no node's row there, so its blocks go to the
     # row's node; (4,6) and (4,5) are split like a chessboard again; nothing is left to stream.
     tiles = leaves(Triangle(8), 1)
-    shares = StripePlan(3, 1).deal(tiles, ItemMap.shared(8), 2)
+    shares = StripePlan(4, 1).deal(tiles, ItemMap.shared(8), 2)
     assert _blocks(tiles, shares[0], 1) == [
         (0, 1), (0, 2), (1, 3), (0, 7), (1, 7), (0, 6), (1, 6), (0, 5), (1, 5), (0, 4), (1, 4),
         (4, 7), (4, 6)]
@@ -34,10 +35,11 @@ def test_two_nodes_by_hand():
 
 
 def test_two_tiles_under_way_keep_two_columns_of_room():
-    # as above with two tiles under way per node: two leaves of room, so a node's stripe is one
-    # row and the cluster's two; the stream runs down from column 7
+    # as above with two tiles under way per node: three leaves of room (two columns under way,
+    # one for the peer behind), so a node's stripe is one row and the cluster's two; the stream
+    # runs down from column 7
     tiles = leaves(Triangle(8), 1)
-    shares = StripePlan(3, 2).deal(tiles, ItemMap.shared(8), 2)
+    shares = StripePlan(4, 2).deal(tiles, ItemMap.shared(8), 2)
     assert _blocks(tiles, shares[0], 1)[:6] == [(0, 7), (0, 6), (0, 5), (0, 4), (0, 3), (0, 2)]
     assert _blocks(tiles, shares[1], 1)[:7] == [(0, 1), (1, 7), (1, 6), (1, 5), (1, 4), (1, 3),
                                                 (1, 2)]
