@@ -1,9 +1,9 @@
 """The Ray side of the all-pairs engine's workers: load tasks, node caches and device actors.
 
 ``NodeCacheActor`` (one per node but the head, whose cache lives in the coordinator): a
-``tiers.NodeCache`` whose loader submits ``load_items`` tasks pinned to its node. It submits them
-itself so that it owns the parsed objects (an object dies with its owner; a device actor's death
-must not empty the host tier).
+``node_cache.NodeCache`` whose loader submits ``load_items`` tasks pinned to its node. It
+submits them itself so that it owns the parsed objects (an object dies with its owner; a device
+actor's death must not empty the host tier).
 
 ``DeviceActor`` (one per device: a GPU, or a CPU slot): pulls tiles from the scheduler, keeps
 ``in_flight`` of them under way so the next tile's items load while this one computes, holds
@@ -30,7 +30,8 @@ from .loading import check_items, load_items, measure_stages, warm_process
 from .policy import AdvisedEviction, make_eviction
 from .scheduler import describe_tile
 from .space import PairSpace, Tile
-from .tiers import BudgetCache, NodeCache, TileCache
+from .node_cache import NodeCache
+from .tiers import BudgetCache, TileCache
 
 # The classes below are plain: Ray wraps them on first use (``__getattr__`` at the end), so the
 # in-process executor (executor.py) runs the same workers on threads without importing Ray.

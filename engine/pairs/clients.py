@@ -95,7 +95,7 @@ class MetricsClient:
 
 
 class NodeCacheClient:
-    """A node's L2 (``tiers.NodeCache``): in its own ``NodeCacheActor``, or, on the head node,
+    """A node's L2 (``node_cache.NodeCache``): in its own ``NodeCacheActor``, or, on the head node,
     inside the coordinator (``in_coordinator``), whose methods for it are ``cache_*``."""
 
     __slots__ = ("handle", "in_coordinator")

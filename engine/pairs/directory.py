@@ -5,7 +5,7 @@ object store instead of loading it from storage again (Rocket's distributed cach
 ``i mod p`` (p = the run's node caches, shard s lives in node cache s), and a shard remembers,
 per item, the nodes that hold it (most recent first); an asker tries at most ``h`` of them.
 
-``Peers`` is one node cache's side of L3 (tiers.NodeCache calls it on an L2 miss): ask each
+``Peers`` is one node cache's side of L3 (node_cache.NodeCache calls it on an L2 miss): ask each
 item's shard for its candidates (one call per shard per batch of misses, never one per item),
 then take the items from at most ``h`` candidates, hop by hop (one call per candidate node per
 hop). What a candidate no longer holds, or fails to hand over (evicted meanwhile, its node

@@ -4,7 +4,7 @@ The driver (driver.py) talks to its workers through one of two executors with th
 surface: start the runtime, list the nodes, put/get/wait on references, run the pre-flight and
 probe functions, start the coordinator, node caches and device actors, kill one. Both run the
 same worker classes (``actors.DeviceWorker``, ``coordinator.CoordinatorCore``, the same
-``tiers.NodeCache`` with its policy), so tiers, sinks, journal and scheduling are one code.
+``node_cache.NodeCache`` with its policy), so tiers, sinks, journal and scheduling are one code.
 
 ``InProcessExecutor``: no Ray at all. The coordinator is a thread running one event loop (as the
 Ray actor runs one), each device actor a thread with its own loop, and the node cache's load

@@ -1,4 +1,4 @@
-"""L3 (engine/pairs/directory.py) without Ray: node caches (``tiers.NodeCache`` with fake loads)
+"""L3 (engine/pairs/directory.py) without Ray: node caches (``node_cache.NodeCache`` with fake loads)
 joined through in-memory clients. A node takes what a peer holds instead of loading it; lookups
 are one call per shard per batch; what a peer no longer holds, or fails to hand over, is loaded;
 hits per hop and misses are counted and agree with the loads the fake loader saw."""
@@ -8,7 +8,8 @@ import pytest
 
 from engine.pairs.directory import DirectoryShard, Peers, l3_summary, shard_of
 from engine.pairs.policy import LRUEviction
-from engine.pairs.tiers import BudgetCache, NodeCache
+from engine.pairs.node_cache import NodeCache
+from engine.pairs.tiers import BudgetCache
 from engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import Events, FakeLoads, FakeScheduler
 

@@ -14,7 +14,8 @@ import pytest
 
 from engine.pairs.executor import LocalActor, _LoadThreads
 from engine.pairs.policy import LRUEviction
-from engine.pairs.tiers import BudgetCache, NodeCache
+from engine.pairs.node_cache import NodeCache
+from engine.pairs.tiers import BudgetCache
 from engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import (Events, FakeScheduler, lru_oracle, settle,
                                                size_of)

@@ -1,4 +1,4 @@
-"""The L2 tier's contract (``tiers.NodeCache``), run with a fake loader instead of Ray tasks:
+"""The L2 tier's contract (``node_cache.NodeCache``), run with a fake loader instead of Ray tasks:
 the budget is never exceeded once loads settle, an item being loaded is never evicted, hits,
 misses, bytes and evictions are counted as the other tiers count them (checked against an
 independent LRU model written here), and a second request for an item being loaded waits for
@@ -10,7 +10,8 @@ from collections import OrderedDict
 import pytest
 
 from engine.pairs.policy import AdvisedEviction, LRUEviction
-from engine.pairs.tiers import BudgetCache, NodeCache
+from engine.pairs.node_cache import NodeCache
+from engine.pairs.tiers import BudgetCache
 from engine.run.metrics import EventBuffer
 
 INLINE = 50  # items of at most this many bytes come back by value
