@@ -217,3 +217,32 @@ def test_load_batch_hand_cases():
     assert load_batch(cfg, 1e-4) == 1000          # 0.1 s of 0.1 ms parses
     assert load_batch(cfg, 2e-6) == LOAD_BATCH_MAX == 2048  # reads: capped, not 50,000
     assert load_batch(AllPairsConfig(load_batch=7), 2e-6) == 7
+
+
+def test_with_l3_on_several_nodes_the_run_is_dealt_in_cluster_stripes():
+    """``cache.l3`` with more than one node running actors: each node gets its share
+    (``StripePlan.deal``), the run's order interleaves them, and a resume names the same blocks
+    by the first run's tile ids."""
+    from engine.pairs.policy import StripePlan, interleave
+    from engine.pairs.space import leaves
+    nodes = [dict(NODE, node_id="head", cpus=0)] + \
+        [dict(NODE, node_id=f"w{i}", head=False, cpus=1) for i in range(3)]
+    measured = {"t_pair": 0.001, "t_parse": 0.01, "item_bytes": 100.0}
+    cfg = AllPairsConfig(l3=True, leaf_items=2, host_cache_items=8)
+    plan = plan_run(measured, Triangle(60), None, nodes, cfg, items=ItemMap.shared(60))
+    assert plan.plan == "stripe" and len(plan.shares) == 3   # the head runs no actor
+    tiles = leaves(Triangle(60), 2)
+    # spare tiles: one actor per node, two tiles under way each
+    assert plan.shares == StripePlan(8, 2).deal(tiles, ItemMap.shared(60), 3)
+    assert plan.order == interleave(plan.shares)
+    assert sorted(plan.order) == list(range(len(plan.tiles)))
+    # off, or on one node: no shares (node frontiers cut the plan in contiguous runs)
+    assert plan_run(measured, Triangle(60), None, nodes, AllPairsConfig(
+        leaf_items=2, host_cache_items=8), items=ItemMap.shared(60)).shares is None
+    assert plan_run(measured, Triangle(60), None, [NODE], cfg,
+                    items=ItemMap.shared(60)).shares is None
+    # a resume: the saved tiles (tiles.json, in the first run's order) keep their ids
+    planned = [plan.tiles[i].to_dict() for i in plan.order]
+    resumed = plan_run(plan.measured, Triangle(60), None, nodes, cfg, items=ItemMap.shared(60),
+                       resume_leaf=plan.leaf, resume_tiles=planned)
+    assert resumed.shares == plan.shares and resumed.order == plan.order
