@@ -170,9 +170,9 @@ class StripePlan:
             owner = {br: m for m, g in enumerate(groups) for br in g}
             if shared:
                 mine: list[list[tuple]] = [[] for _ in range(nodes)]
-                cols = set(inside)
-                for (br, bc), idx in block.items():
-                    if br not in owner or bc not in cols:
+                for br, bc in ((br, bc) for br in rows for bc in inside):
+                    idx = block.get((br, bc))
+                    if idx is None:
                         continue
                     a = owner[br]
                     b = owner.get(bc, a)  # a column past the last row: the row's node

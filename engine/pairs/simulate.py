@@ -23,7 +23,7 @@ from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache
 from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
 from .sizing import device_cache_items
-from .stealing import deal as deal_shares
+from .stealing import contiguous_shares, deal as deal_shares
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
@@ -68,7 +68,8 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     planner = make_plan(plan, host_items, spare)
     order = planner.order(tiles, items)
     if deal and nodes > 1:
-        shares = deal_shares(planner, tiles, items, order, nodes, l3 and deal != "contiguous")
+        shares = deal_shares(planner, tiles, items, nodes, l3 and deal != "contiguous") or \
+            contiguous_shares(order, nodes)
         policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
                                window=window, locality=True) for share in shares]
     else:

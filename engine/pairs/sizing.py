@@ -23,6 +23,7 @@ from ..errors import PairflowError
 from .config import AllPairsConfig
 from .policy import ItemMap, bound_R, interleave, make_plan
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
+from .stealing import deal
 
 
 @dataclass(frozen=True)
@@ -299,10 +300,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     plan = choice.plan
     planner = make_plan(plan, host_items_eff, per_node_tiles)
     order = planner.order(tiles, items)
-    shares = None
-    if shared_tiers and hasattr(planner, "deal"):
-        # the host tiers share through L3: stripes as wide as all of them (stealing.deal)
-        shares = planner.deal(tiles, items, dealt)
+    shares = deal(planner, tiles, items, dealt, shared_tiers)
+    if shares is not None:  # stripes as wide as every node's host tier
         order = interleave(shares)
     if resume_tiles is not None:
         saved, order = saved_tiles(resume_tiles)

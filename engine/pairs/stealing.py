@@ -6,8 +6,8 @@ tier's reuse is lost. Here the run's plan is cut into runs of consecutive tiles 
 Z- or Hilbert order an aligned run of leaves is a quadtree subtree; in the stripe plan a run is a
 stretch of one stripe's stream), which are dealt to nodes:
 
-* ``deal`` cuts the plan into one share per node: equal contiguous runs of the plan (so the
-  stripe plan's reuse holds inside each share), or with L3, stripes as wide as every node's host
+* Each node's share is an equal contiguous run of the plan (``contiguous_shares``: the stripe
+  plan's reuse holds inside it), or with L3 (``deal``), stripes as wide as every node's host
   tier together, which the nodes stream in step (``StripePlan.deal``).
 * ``StealingPolicy`` (head side) starts each node on its share. A node asks for a batch of tiles at
   once (``take``): from its own share first, then from the shares of lost nodes (``orphans``),
@@ -37,14 +37,16 @@ def contiguous_shares(order: Sequence[int], nodes: int) -> list[list[int]]:
     return [order[len(order) * i // nodes:len(order) * (i + 1) // nodes] for i in range(nodes)]
 
 
-def deal(plan, tiles, items, order: Sequence[int], nodes: int, l3: bool) -> list[list[int]]:
-    """Each node's share of the run, in order. Without L3 a node's host tier serves only that
-    node, so each share is a contiguous run of the one plan (the plan's reuse holds inside it).
-    With L3 the host tiers together act as one, so a plan that can (``StripePlan.deal``) deals
-    stripes as wide as all of them, the nodes streaming the same columns in step."""
+def deal(plan, tiles, items, nodes: int, l3: bool) -> list[list[int]] | None:
+    """Each node's share of the run, in order, when the run is dealt in stripes; None when its
+    shares are contiguous runs of the one plan (``contiguous_shares``, what ``StealingPolicy``
+    cuts by default). Without L3 a node's host tier serves only that node, so a contiguous run
+    keeps the plan's reuse. With L3 the host tiers together act as one, so a plan that can
+    (``StripePlan.deal``) deals stripes as wide as all of them, the nodes streaming the same
+    columns in step."""
     if l3 and nodes > 1 and hasattr(plan, "deal"):
         return plan.deal(tiles, items, nodes)
-    return contiguous_shares(order, max(1, nodes))
+    return None
 
 
 class StealingPolicy:
