@@ -521,6 +521,13 @@ def sec_farm(d, ctx):
                 f"{pct(a['overhead_in_run'])})"],
                ["(b) farm, 2 workers", f"{num(b['farm_2_workers_s'], 's')}: "
                 f"**{num(b['speedup'])}x** of 1 worker"],
+               *([["(b) the tool's own limit here: 2 direct loops side by side",
+                   f"{num(b['direct_2_loops_s'], 's')}: {num(b['limit'])}x of one loop; the "
+                   f"farm reaches {pct(b['of_limit'])} of it"],
+                  ["(b) tool seconds in the farm, 2 workers against 1",
+                   f"{num(b['tool_s_2_workers'], 's')} against {num(b['tool_s_1_worker'], 's')}"
+                   f" (each tool run {pct(b['tool_s_2_workers'] / b['tool_s_1_worker'] - 1)} "
+                   f"slower with every core busy)"]] if "limit" in b else []),
                ["(c) database bytes read", f"farm {d['c_db_bytes_per_node']['farm']:,}, naive "
                 f"{d['c_db_bytes_per_node']['naive']:,}"],
                ["(d) naive split (GNU-parallel style)", f"{num(n['run_s'], 's')} in "

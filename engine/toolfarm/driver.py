@@ -248,7 +248,6 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
     """Hand out units, collect results, journal what is on disk, until every unit is on disk
     or given up."""
     import ray
-    from ray.exceptions import RayActorError
 
     todo = [u.uid for u in units if u.uid not in done]
     queue = UnitQueue(todo, spec.retries)
@@ -259,8 +258,8 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
     journaled: dict[int, set] = {}
     on_disk = set(done)
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
-    inflight: dict = {}
-    appends: dict = {}  # a writer's append -> (worker, unit): the unit is finished when it returns
+    calls: dict = {}    # each worker's outstanding exchange -> the worker
+    unwritten: dict[str, set] = {w: set() for w in workers}  # ran, append not yet answered
     per_worker = {w: {"units": 0, "busy_s": 0.0, "failed_runs": 0} for w in workers}
     writer_stats = []
     t_run = time.time()
@@ -281,69 +280,79 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
         metrics.write([{"t": time.time(), "elapsed": time.time() - t_run,
                         "units_done": len(on_disk), "units_total": n_total,
                         "units_reused": reused, "units_failed": len(queue.failures),
-                        "retries": queue.retried, "in_flight": len(inflight),
+                        "retries": queue.retried,
+                        "in_flight": sum(len(h) for h in queue.held.values()),
                         "workers": per_worker, "final": final}])
 
+    def exchange(wname: str) -> None:
+        given = []
+        while (u := queue.next_for(wname, len(workers))) is not None:
+            given.append(units[u].to_list())
+        calls[workers[wname].exchange.remote(given)] = wname
+
+    def write_failed(wname: str, u: int, error: str) -> None:
+        log.write([{"unit": u, "worker": wname, "ok": False, "error": error[:2000]}])
+        per_worker[wname]["failed_runs"] += 1
+        queue.failed(wname, u, {"error": error[:2000], "returncode": 0, "stderr": ""})
+
     try:
-        while True:
-            for wname, actor in workers.items():
-                while True:
-                    u = queue.next_for(wname, len(workers))
-                    if u is None:
-                        break
-                    inflight[actor.run.remote(units[u].to_list())] = (wname, u)
-            if not inflight and not appends:
-                break
-            waiting = [*inflight, *appends]
-            ready, _ = ray.wait(waiting, num_returns=1, timeout=0.2)
+        for wname in workers:
+            exchange(wname)
+        while not (queue.idle() and not any(unwritten.values())):
+            ready, _ = ray.wait(list(calls), num_returns=1, timeout=0.2)
             if ready:
-                ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
             for ref in ready:
-                if ref in appends:
-                    wname, u = appends.pop(ref)
-                    try:
-                        ray.get(ref)
-                        queue.written(u)
-                        per_worker[wname]["units"] += 1
-                    except Exception as exc:  # the writer failed (disk full, node lost)
-                        error = f"writing the output failed: {exc}"[:2000]
-                        log.write([{"unit": u, "worker": wname, "ok": False, "error": error}])
-                        per_worker[wname]["failed_runs"] += 1
-                        queue.failed(wname, u, {"error": error, "returncode": 0, "stderr": ""})
-                    continue
-                wname, u = inflight.pop(ref)
+                wname = calls.pop(ref)
                 try:
-                    res = ray.get(ref)
-                except RayActorError as exc:  # its units go back; the others carry on
+                    events = ray.get(ref)
+                except Exception as exc:  # the worker is gone: its units go back
+                    try:  # (and one whose exchange failed otherwise runs nothing more)
+                        ray.kill(workers[wname])
+                    except Exception:
+                        pass
+                    for u in sorted(unwritten.pop(wname)):  # its appends' answers died with it
+                        write_failed(wname, u, f"worker lost before its output was written: "
+                                               f"{exc}"[:500])
                     for lost in queue.lost_worker(wname):
                         log.write([{"unit": lost, "worker": wname, "ok": False,
                                     "error": f"worker lost: {exc}"[:500]}])
                     if workers.pop(wname, None) is not None and not workers:
                         raise PairflowError("farm: every worker was lost") from exc
                     continue
-                except Exception as exc:  # the call itself failed: a failed run of the unit
-                    res = {"unit": u, "worker": wname, "ok": False, "seconds": 0.0,
-                           "error": f"{type(exc).__name__}: {exc}"[:2000], "returncode": None,
-                           "stderr": ""}
                 pw = per_worker[wname]
-                pw["busy_s"] += res.get("seconds", 0.0)
-                tool_s += res.get("seconds", 0.0)
-                written = res.pop("written", None)
-                log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
-                           | {"attempt": queue.attempts.get(u, 1)}])
-                if res["ok"]:
-                    queue.ran(wname, u, res["seconds"])
-                    appends[written] = (wname, u)  # a unit done once its append returns
-                else:
-                    pw["failed_runs"] += 1
-                    queue.failed(wname, u, {"error": res["error"],
-                                            "returncode": res["returncode"],
-                                            "stderr": res["stderr"]})
+                for kind, u_or_res, *error in events:
+                    if kind == "written":
+                        unwritten[wname].discard(u_or_res)
+                        queue.written(u_or_res)
+                        pw["units"] += 1
+                        continue
+                    if kind == "write_failed":
+                        unwritten[wname].discard(u_or_res)
+                        write_failed(wname, u_or_res, error[0])
+                        continue
+                    res = u_or_res
+                    u = res["unit"]
+                    pw["busy_s"] += res.get("seconds", 0.0)
+                    tool_s += res.get("seconds", 0.0)
+                    log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
+                               | {"attempt": queue.attempts.get(u, 1)}])
+                    if res["ok"]:
+                        queue.ran(wname, u, res["seconds"])
+                        unwritten[wname].add(u)  # finished once its append is answered
+                    else:
+                        pw["failed_runs"] += 1
+                        queue.failed(wname, u, {"error": res["error"],
+                                                "returncode": res["returncode"],
+                                                "stderr": res["stderr"]})
+            for wname in workers:  # every worker whose exchange returned: the next one
+                if wname not in calls.values():
+                    exchange(wname)
             now = time.time()
-            if now - last_drain >= 0.5:
+            if now - last_drain >= 1.0:  # the writers flush each second (flush_s)
                 last_drain = now
                 drain(ray.get([w.drain.remote() for w in writers]))
-            if now - last_metrics >= 0.5:
+            if now - last_metrics >= 1.0:
                 last_metrics = now
                 snapshot()
                 recorder.heartbeat()

@@ -230,6 +230,45 @@ def test_corrupted_block_is_detected_and_its_unit_rerun(ray_local, data, tmp_pat
     assert gathered(rd) == blast_oracle(data, data["queries"])
 
 
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(ray_local, data, tmp_path):
+    """SIGKILL one worker's process while it runs the tool: its units go to the other worker
+    and the gathered output is still exactly one blastp over the whole input."""
+    need_program("blastp")
+    import threading
+    from engine import farm
+    rd = tmp_path / "run"
+    # a slower tool (0.3 s a unit) so the run is surely still going when the worker dies
+    program = ["bash", "-c", 'sleep 0.3 && exec blastp -query "$0" -db "$1" -outfmt 6',
+               "{input}", "{shared:db}"]
+    out = {}
+    runner = threading.Thread(target=lambda: out.update(result=farm(
+        program=program, inputs=[data["queries"]], shared={"db": data["db"]},
+        prepare=[["makeblastdb", "-in", "{shared:db}", "-dbtype", "prot"]],
+        unit_records=1, workers_per_node=2, run_dir=str(rd), progress=False)))
+    runner.start()
+    victim, deadline = None, time.time() + 120
+    while victim is None and time.time() < deadline:
+        time.sleep(0.1)
+        try:
+            ran = [json.loads(x) for x in (rd / "farm.jsonl").read_text().splitlines()]
+            workers = json.loads((rd / "meta.json").read_text())["workers"]
+        except (OSError, ValueError, KeyError):
+            continue
+        if len(ran) >= 3:
+            victim = workers[0]
+    assert victim is not None, "the run never got going"
+    os.kill(victim["pid"], signal.SIGKILL)
+    runner.join(timeout=300)
+    result = out["result"]
+    s = result.summary
+    assert s["units_done"] == s["units_total"] == 45 and not result.failures
+    assert s["units_done"] - len(ran) > 5  # most of the run came after the kill
+    lost = [json.loads(x) for x in (rd / "farm.jsonl").read_text().splitlines()
+            if "worker lost" in x]
+    assert lost and all(e["worker"] == victim["worker"] for e in lost)
+    assert gathered(result.run_dir) == blast_oracle(data, data["queries"])
+
+
 def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local, data, tmp_path,
                                                                       monkeypatch):
     need_program("hmmsearch")
