@@ -87,9 +87,10 @@ class FarmWorker:
         self.scratch = scratch_dir(scratch_root, farm_digest, self.node)
         self.prepared: dict | None = None
         self.todo: queue.Queue = queue.Queue()      # units given, run in order
-        self.acks: queue.Queue = queue.Queue()      # (units, append reference) to wait for
+        self.acks: queue.Queue = queue.Queue()      # outputs for the writer (None: send now)
         self.events: queue.Queue = queue.Queue()    # what the next exchange reports
         self.threads: list[threading.Thread] = []
+        self.given = self.ran = 0                   # units given / run (ok or not)
 
     def ready(self) -> dict:
         """Up, with the node's shared files in place (prepared before the clock starts)."""
@@ -111,32 +112,31 @@ class FarmWorker:
 
     def exchange(self, units: list[list[int]], wait_s: float = 0.5) -> list[tuple]:
         """Queue ``units`` behind those given before; return every event since the last
-        exchange, waiting up to ``wait_s`` for the first: ``("ran", result)`` when the tool
-        finished a unit (ok or not), then ``("written", unit)`` or ``("write_failed", unit,
-        error)`` when the writer answered its append."""
+        exchange: ``("ran", result)`` when the tool finished a unit (ok or not), then
+        ``("written", unit)`` or ``("write_failed", unit, error)`` when the writer answered
+        its append. Returns at the first event that needs the driver (a unit ran, a write
+        failed, or anything once this worker has nothing left to run), else after ``wait_s``:
+        acknowledgements alone wait for the next unit's result, one call for both."""
         if not self.threads:
             self.threads = [threading.Thread(target=f, name=n, daemon=True) for f, n in
                             ((self._run_given, "farm-units"), (self._ack, "farm-acks"))]
             for t in self.threads:
                 t.start()
+        self.given += len(units)
         for u in units:
             self.todo.put(u)
-        try:
-            out = [self.events.get(timeout=wait_s)]
-        except queue.Empty:
-            return []
+        deadline, out = time.monotonic() + wait_s, []
         while True:
             try:
-                out.append(self.events.get_nowait())
+                out.append(self.events.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
+                return out
+            while not self.events.empty():
+                out.append(self.events.get_nowait())
+            if self.ran >= self.given or any(e[0] != "written" for e in out):
                 return out
 
     def _run_given(self) -> None:
-        """Run the given units; their outputs go to the writer in batches, sent when the
-        batch is ``APPEND_BYTES`` or ``APPEND_S`` old, or at once when no unit is queued (the
-        driver may be waiting for these to finish)."""
-        batch: list[tuple] = []
-        batch_bytes, since = 0, 0.0
         while True:
             unit = self.todo.get()
             try:
@@ -146,27 +146,38 @@ class FarmWorker:
                        "seconds": 0.0, "error": f"{type(exc).__name__}: {exc}"[:2000],
                        "returncode": None, "stderr": ""}
             outputs = res.pop("outputs", None)
+            self.ran += 1
             self.events.put(("ran", res))  # before its append's answer, always
-            if outputs is not None:
-                if not batch:
-                    since = time.monotonic()
-                batch.append((res["unit"], Unit.from_list(unit).first, outputs))
-                batch_bytes += res["bytes_out"]
-            if batch and (self.todo.empty() or batch_bytes >= APPEND_BYTES
-                          or time.monotonic() - since >= APPEND_S):
-                self.acks.put(([b[0] for b in batch], self.writer.append.remote(batch)))
-                batch, batch_bytes = [], 0
+            if outputs is not None:  # the other thread sends it: the next tool starts now
+                self.acks.put((res["unit"], Unit.from_list(unit).first, outputs))
+            if self.todo.empty():
+                self.acks.put(None)  # nothing queued: the driver may be waiting for these
 
     def _ack(self) -> None:
+        """Send outputs to the writer in batches, each sent at ``APPEND_BYTES``, at
+        ``APPEND_S`` old, or when nothing is queued to run; then report the writer's answer."""
         while True:
-            units, ref = self.acks.get()
+            first = self.acks.get()
+            if first is None:
+                continue
+            batch, size = [first], sum(len(b) for b in first[2].values())
+            deadline = time.monotonic() + APPEND_S
+            while size < APPEND_BYTES:
+                try:
+                    block = self.acks.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if block is None:
+                    break
+                batch.append(block)
+                size += sum(len(b) for b in block[2].values())
             try:
-                ray.get(ref)
-                for u in units:
-                    self.events.put(("written", u))
+                ray.get(self.writer.append.remote(batch))
+                for unit, _, _ in batch:
+                    self.events.put(("written", unit))
             except Exception as exc:  # the writer failed (disk full, its node lost)
-                for u in units:
-                    self.events.put(("write_failed", u, f"writing the output failed: {exc}"))
+                for unit, _, _ in batch:
+                    self.events.put(("write_failed", unit, f"writing the output failed: {exc}"))
 
     def run(self, unit: list[int]) -> dict:
         u = Unit.from_list(unit)
