@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .directory import DirectoryShard, shard_of
-from .tiers import BudgetCache
+from .tiers import BudgetCache, device_cache_items
 from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
-from .sizing import device_cache_items
 from .stealing import contiguous_shares, deal as deal_shares
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 

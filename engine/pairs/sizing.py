@@ -24,6 +24,7 @@ from .config import AllPairsConfig
 from .policy import ItemMap, bound_R, interleave, make_plan
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
+from .tiers import device_cache_items
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,6 @@ def _mixed(node: dict, cfg: AllPairsConfig) -> list[NodePlan]:
     if not devices:
         return []
     return [NodePlan(node, len(devices), devices[0], False, devices)]
-
-
-def device_cache_items(leaf: int, in_flight: int, configured: int | None = None) -> int:
-    """L1 items per device actor: the tiles under way plus one being prefetched, twice over
-    (row and column items), unless configured."""
-    return configured or max(4, 2 * leaf * (in_flight + 1))
 
 
 LOAD_BATCH_MAX = 2048  # items of one load task at most (its infos travel as one list)
@@ -286,8 +281,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
     # L2 plus every L1 of a node stay under ~70 % of its object store
     l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
-    # imported here: the simulator imports this module's rules (device_cache_items)
-    from .simulate import choose_plan
+    from .simulate import choose_plan  # here: the simulator costs an import most runs skip
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
     l1_sim = max(1, min(l1_items, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
     dealt = sum(1 for n in node_plan if n.actors)

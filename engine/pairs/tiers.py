@@ -24,6 +24,12 @@ from typing import Any, Awaitable, Callable, Hashable, Iterable
 from .policy import LRUEviction
 
 
+def device_cache_items(leaf: int, in_flight: int, configured: int | None = None) -> int:
+    """L1 items per device actor: the tiles under way plus one being prefetched, twice over
+    (row and column items), unless configured."""
+    return configured or max(4, 2 * leaf * (in_flight + 1))
+
+
 @dataclass
 class CacheStats:
     hits: int = 0

@@ -9,7 +9,8 @@ from engine.errors import PairflowError
 from engine.pairs.config import AllPairsConfig
 from engine.pairs.policy import ItemMap
 from engine.pairs.simulate import simulate
-from engine.pairs.sizing import (app_weights, choose_leaf, device_cache_items, plan_nodes,
+from engine.pairs.tiers import device_cache_items
+from engine.pairs.sizing import (app_weights, choose_leaf, plan_nodes,
                                  plan_run, validation_sample, weighted_budget, weighted_probe)
 from engine.pairs.space import PairWeights, Rectangle, Triangle
 
