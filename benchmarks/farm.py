@@ -19,6 +19,9 @@ no core idles behind the last long unit; the direct loop runs the units of the o
 (d) Naive GNU-parallel-style splitting: the input cut into one chunk per process slot's share,
     each chunk one process that reads and formats its own copy of the database
     (makeblastdb + blastp), 2 at a time.
+(e) The farm with 2 workers and ``unit_records="auto"`` (the presets' default): a probe times
+    blastp on 1 and 16 records and sizes the units so its fixed cost (database and matrix
+    loading, every run) is at most 5 % of a unit; against (d) and the units of 20 of (b).
 
 Times are the compute phase (the farm's run_s: workers up, every unit run and on disk), medians
 of 5 interleaved repetitions (with 3, single runs of either side moved by up to 9 %). Queries
@@ -90,7 +93,8 @@ def farm_run(queries: str, db: str, unit_records: int, workers: int, work: str) 
              scratch=tempfile.mkdtemp(dir=work, prefix="scratch-"))
     s = r.summary
     return {"run_s": s["run_s"], "tool_s": s["tool_s"], "units": s["units_total"],
-            "node_bytes": sum(s["node_bytes"].values()), "wall_s": s["wall_s"]}
+            "node_bytes": sum(s["node_bytes"].values()), "wall_s": s["wall_s"],
+            "unit_records": s["unit_records"], "probe_s": s["phases"].get("probe_s", 0.0)}
 
 
 def naive_split(queries: str, db: str, chunks: int, slots: int, work: str) -> dict:
@@ -141,13 +145,14 @@ def main() -> None:
     init_ray(num_cpus=2, object_store_mb=512)
     direct_loop(first_records(queries, unit_records, os.path.join(work, "warm.faa")), db,
                 unit_records, work)  # warm: the binaries and the database in the page cache
-    direct, direct2, one, two, naive = [], [], [], [], []
+    direct, direct2, one, two, naive, auto = [], [], [], [], [], []
     for _ in range(reps):  # interleaved, so a busy spell of the machine hits every variant
         direct.append(direct_loop(queries, db, unit_records, work))
         direct2.append(direct_loop(queries, db, unit_records, work, slots=2))
         one.append(farm_run(queries, db, unit_records, 1, work))
         two.append(farm_run(queries, db, unit_records, 2, work))
         naive.append(naive_split(queries, db, chunks=2 * 4, slots=2, work=work))
+        auto.append(farm_run(queries, db, "auto", 2, work))
     med = statistics.median
     direct_s = med(direct)
     one_s, two_s = med(r["run_s"] for r in one), med(r["run_s"] for r in two)
@@ -172,7 +177,12 @@ def main() -> None:
                                 "naive": naive[0]["db_bytes_read"]},
         "d_naive_split": {"run_s": med(r["run_s"] for r in naive), "chunks": naive[0]["chunks"],
                           "farm_2_workers_s": two_s},
-        "raw": {"direct": direct, "direct_2_loops": direct2, "farm_1": one, "farm_2": two, "naive": naive},
+        "e_auto_units": {"run_s": med(r["run_s"] for r in auto),
+                         "probe_s": med(r["probe_s"] for r in auto),
+                         "unit_records": [r["unit_records"] for r in auto],
+                         "units": [r["units"] for r in auto],
+                         "naive_s": med(r["run_s"] for r in naive), "fixed_units_s": two_s},
+        "raw": {"direct": direct, "auto": auto, "direct_2_loops": direct2, "farm_1": one, "farm_2": two, "naive": naive},
     }
     write(out_path("farm.json", args.out), out, "farm", quick=args.quick, started=started,
           targets=[target("(a) farm with 1 worker / tool run directly - 1",

@@ -531,9 +531,19 @@ def sec_farm(d, ctx):
                ["(c) database bytes read", f"farm {d['c_db_bytes_per_node']['farm']:,}, naive "
                 f"{d['c_db_bytes_per_node']['naive']:,}"],
                ["(d) naive split (GNU-parallel style)", f"{num(n['run_s'], 's')} in "
-                f"{n['chunks']} chunks"]])]
+                f"{n['chunks']} chunks"],
+               *([["(e) farm, 2 workers, unit_records=auto",
+                   f"{num(d['e_auto_units']['run_s'], 's')} (probe "
+                   f"{num(d['e_auto_units']['probe_s'], 's')} before it), units of "
+                   f"{d['e_auto_units']['unit_records'][0]} records "
+                   f"({d['e_auto_units']['units'][0]} units): "
+                   f"{num(n['run_s'] / d['e_auto_units']['run_s'])}x the naive split's speed, "
+                   f"{num(b['farm_2_workers_s'] / d['e_auto_units']['run_s'])}x units of "
+                   f"{d['unit_records']}"]] if "e_auto_units" in d else [])])]
     out.append(_img(plot_bars("blastp over a proteome: wall time",
-                              [("pairflow farm, 2 workers", b["farm_2_workers_s"]),
+                              [*([("pairflow farm, 2 workers, auto units",
+                                   d["e_auto_units"]["run_s"])] if "e_auto_units" in d else []),
+                               ("pairflow farm, 2 workers", b["farm_2_workers_s"]),
                                ("pairflow farm, 1 worker", a["farm_1_worker_s"]),
                                ("blastp directly, 1 process", a["direct_s"]),
                                ("naive split, 2 at a time", n["run_s"])],

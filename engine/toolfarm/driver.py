@@ -22,11 +22,12 @@ from .index import journal_blocks, replay
 from .segment import fasta_stats, plan_volumes
 from .shared import file_digest
 from .spec import FarmSpec
-from .units import (INPUTS_DIR, Unit, cut_units, decompressed, read_unit, record_names,
-                    scan_records)
+from .units import (AUTO, INPUTS_DIR, PROBE_RECORDS, Unit, choose_unit_records, cut_units,
+                    decompressed, fit_unit_cost, read_unit, record_names, scan_records)
 from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
+FALLBACK_UNIT_RECORDS = 50  # auto units when the probe cannot time the tool
 
 
 @dataclass
@@ -125,23 +126,21 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
         n_workers = sum(per_node)
 
         t0 = time.perf_counter()
-        if resume:
+        offsets = None
+        if resume:  # the first attempt's cut (a resume refuses a changed spec)
             plan = read_json(recorder.file(FARM_UNITS))
-            attempt = int(old_meta.get("attempt", 0)) + 1
+            records, attempt = plan["records"], int(old_meta.get("attempt", 0)) + 1
         else:
             offsets = [scan_records(p, spec.cut, spec.pattern, spec.pattern_ends)
                        for p in spec.inputs]
-            tail = spec.tail_units if spec.tail_units is not None else 2 * n_workers
-            units = cut_units(offsets, spec.unit_records, tail, per_file=spec.cut == "file")
-            plan = {"streams": list(spec.streams), "inputs": spec.inputs,
-                    "records": sum(len(o) - 1 for o in offsets),
-                    "units": [u.to_list() for u in units]}
-            write_json(recorder.file(FARM_UNITS), plan)
-            attempt = 0
-        units = [Unit.from_list(u) for u in plan["units"]]
-        if not units:
-            raise InputError(spec.inputs[0], "no records to run the tool on")
-        values = {"input_records": str(plan["records"])}
+            records, attempt = sum(len(o) - 1 for o in offsets), 0
+            if records == 0:
+                raise InputError(spec.inputs[0], "no records to run the tool on")
+            # auto units are cut once the workers are up: a probe of the tool sizes them
+            plan = None if spec.unit_records == AUTO and spec.cut != "file" else \
+                _cut(spec, offsets, spec.unit_records, n_workers, recorder)
+        values = {"input_records": str(records)}
+        result_dir = recorder.rundir.result_dir
         volumes = None
         if spec.volumes > 1:
             offs, letters = fasta_stats(spec.shared[spec.segment])
@@ -149,12 +148,6 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
             values.update(db_letters=str(sum(letters)), db_records=str(len(letters)))
         phases["cut_s"] = time.perf_counter() - t0
 
-        done, resumed = set(), None
-        result_dir = recorder.rundir.result_dir
-        if resume:
-            t0 = time.perf_counter()
-            done, resumed = replay(recorder.file(JOURNAL), result_dir, spec.streams, len(units))
-            phases["replay_s"] = time.perf_counter() - t0
 
         # shared files: into the object store once; each node's first worker fetches them
         t0 = time.perf_counter()
@@ -189,6 +182,19 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
         bad = [i for i in infos if i.get("error")]
         if bad:
             raise PairflowError(f"farm: {bad[0]['worker']}: {bad[0]['error']}")
+        chosen = None
+        if plan is None:  # unit_records="auto": time the tool, then cut
+            t0 = time.perf_counter()
+            chosen = _probe_unit_records(spec, offsets, next(iter(workers.values())),
+                                         n_workers)
+            plan = _cut(spec, offsets, chosen["unit_records"], n_workers, recorder)
+            phases["probe_s"] = time.perf_counter() - t0
+        units = [Unit.from_list(u) for u in plan["units"]]
+        done, resumed = set(), None
+        if resume:
+            t0 = time.perf_counter()
+            done, resumed = replay(recorder.file(JOURNAL), result_dir, spec.streams, len(units))
+            phases["replay_s"] = time.perf_counter() - t0
         node_bytes: dict[str, int] = {}
         for i in infos:  # what each node fetched from the object store (once per node)
             node_bytes[i["node"]] = node_bytes.get(i["node"], 0) + i["fetched_bytes"]
@@ -224,7 +230,8 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                    "records_total": plan["records"], "workers": len(workers),
                    "nodes": len(nodes), "attempt": attempt, "resumed": resumed,
                    "failures": failures, "units_failed": len(failures), "outputs": outputs,
-                   "phases": phases, "scratch": scratch_root, **stats}
+                   "phases": phases, "scratch": scratch_root,
+                   "unit_records": plan.get("unit_records"), "unit_choice": chosen, **stats}
         recorder.write_summary(summary)
         recorder.finished()
         return FarmResult(recorder.path, summary, failures)
@@ -242,6 +249,40 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                 pass
         if started_ray:
             ray.shutdown()
+
+
+def _cut(spec, offsets, unit_records: int, n_workers: int, recorder) -> dict:
+    """Units of ``unit_records`` (the last ones smaller), saved: a resume reuses this cut."""
+    tail = spec.tail_units if spec.tail_units is not None else 2 * n_workers
+    units = cut_units(offsets, unit_records, tail, per_file=spec.cut == "file")
+    plan = {"streams": list(spec.streams), "inputs": spec.inputs,
+            "records": sum(len(o) - 1 for o in offsets), "unit_records": unit_records,
+            "units": [u.to_list() for u in units]}
+    write_json(recorder.file(FARM_UNITS), plan)
+    return plan
+
+
+def _probe_unit_records(spec, offsets, worker, n_workers: int) -> dict:
+    """``unit_records="auto"``: the tool timed by one worker on the first record and on the
+    first ``PROBE_RECORDS`` of the first input (the one record twice, the faster counts), then
+    ``choose_unit_records``. A probe the tool fails falls back to ``FALLBACK_UNIT_RECORDS``
+    (the run itself then reports the failing records)."""
+    import ray
+    first = offsets[0]
+    many = min(PROBE_RECORDS, len(first) - 1)
+    records = sum(len(o) - 1 for o in offsets)
+    if many < 2:
+        return {"unit_records": max(1, records // (n_workers * 4)) or 1, "probe": None}
+    probe = [Unit(-1, 0, first[0], first[n], 0, n).to_list() for n in (1, many, 1)]
+    timed = ray.get(worker.probe.remote(probe))
+    if timed.get("error"):
+        return {"unit_records": FALLBACK_UNIT_RECORDS, "probe": None,
+                "error": timed["error"][:500]}
+    t1, tm, t1b = timed["seconds"]
+    fixed, per_record = fit_unit_cost(min(t1, t1b), tm, many)
+    n = choose_unit_records(fixed, per_record, records, n_workers)
+    return {"unit_records": n, "probe": {"records": [1, many], "seconds": timed["seconds"],
+                                         "fixed_s": fixed, "per_record_s": per_record}}
 
 
 def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> dict:

@@ -46,7 +46,7 @@ class FarmSpec:
     program: list[str]
     inputs: list[str]
     cut: str = "fasta"
-    unit_records: int = 50
+    unit_records: int | str = 50      # or "auto": sized by a probe of the tool (units.py)
     pattern: str | None = None        # cut="pattern": a regex that starts a record ...
     pattern_ends: bool = False        # ... or ends it (SDF's "$$$$")
     feed: str = "file"
@@ -76,8 +76,11 @@ class FarmSpec:
             raise PairflowError("farm: cut='pattern' needs pattern= (a regex)")
         if self.feed not in FEEDS:
             raise PairflowError(f"farm: unknown feed {self.feed!r}: choose stdin or file")
-        if self.unit_records < 1:
-            raise PairflowError(f"farm: unit_records must be >= 1, got {self.unit_records}")
+        if self.unit_records != "auto" and (not isinstance(self.unit_records, int)
+                                            or isinstance(self.unit_records, bool)
+                                            or self.unit_records < 1):
+            raise PairflowError(f"farm: unit_records must be an integer >= 1 or 'auto', got "
+                                f"{self.unit_records!r}")
         tokens = self.program + self.volume_args + [t for p in self.prepare for t in p]
         fields_ = {f for t in tokens for f in placeholders(t)}
         if self.feed == "file" and "input" not in fields_ and self.cut != "file":

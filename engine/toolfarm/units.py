@@ -9,11 +9,18 @@ makes each input file one unit (Clustal Omega aligns one file). Units never span
 The last units are cut smaller (half, then a quarter of ``unit_records``), so the run ends on
 short units and no core idles while one long unit finishes: the all-pairs engine splits its
 last tiles for the same reason.
+
+``unit_records="auto"``: every tool run pays a fixed cost (blastp loads its database and
+matrix: ~36 ms here, against ~7 ms a query), so small units waste cores and one huge unit per
+core leaves no room to balance. A probe times the tool on one record and on a few
+(``fit_unit_cost``), and ``choose_unit_records`` takes units big enough that the fixed cost is
+a small share of each, yet enough of them for every worker to get several.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 import os
 import re
 import shutil
@@ -136,6 +143,33 @@ def unit_size(left: int, unit_records: int, tail_units: int) -> int:
     else:
         n = max(1, unit_records // 4)
     return min(n, left)
+
+
+AUTO = "auto"
+FIXED_SHARE = 0.05        # auto units: the tool's fixed cost at most this share of a unit
+UNITS_PER_WORKER = 4      # and at least this many full units per worker (balance, progress)
+MAX_UNIT_S = 60.0         # and none longer than this (what a killed run loses per worker)
+PROBE_RECORDS = 16        # the probe's larger unit
+
+
+def fit_unit_cost(t_one: float, t_many: float, many: int) -> tuple[float, float]:
+    """(fixed seconds per tool run, seconds per record) from the tool timed on 1 record and on
+    ``many``: a line through the two points, the per-record cost kept above zero."""
+    per_record = max((t_many - t_one) / max(1, many - 1), 1e-6)
+    return max(0.0, t_one - per_record), per_record
+
+
+def choose_unit_records(fixed_s: float, per_record_s: float, records: int, workers: int,
+                        fixed_share: float = FIXED_SHARE,
+                        units_per_worker: int = UNITS_PER_WORKER,
+                        max_unit_s: float = MAX_UNIT_S) -> int:
+    """Records per unit: enough that the fixed cost is at most ``fixed_share`` of a unit's
+    time, but no more than leaves every worker ``units_per_worker`` units, nor a unit longer
+    than ``max_unit_s``; at least 1."""
+    want = math.ceil(fixed_s * (1 - fixed_share) / (fixed_share * per_record_s))
+    balance = records // max(1, workers * units_per_worker)
+    longest = int(max_unit_s / per_record_s)
+    return max(1, min(want, balance, longest))
 
 
 def unit_sizes(total: int, unit_records: int, tail_units: int) -> list[int]:

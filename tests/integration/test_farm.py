@@ -94,6 +94,28 @@ def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path, monke
     assert os.listdir(tmp_path / "scratch") == []  # the node's copy went with the run
 
 
+def test_auto_units_are_sized_by_a_probe_and_gather_equals_one_blastp(ray_local, data,
+                                                                       tmp_path):
+    """The blastp preset's unit_records=auto: the tool is timed, units are cut from the fit,
+    and the gathered output is still exactly one blastp over the whole input."""
+    rd = str(tmp_path / "run")
+    assert cli("app=farm", "farm=blastp", f"farm.queries={data['db']}", f"farm.db={data['db']}",
+               f"run_dir={rd}") == 0
+    assert gathered(rd) == blast_oracle(data, data["db"])
+    summary = json.load(open(os.path.join(rd, "summary.json")))
+    choice, n = summary["unit_choice"], summary["unit_records"]
+    probe = choice["probe"]
+    assert probe["records"] == [1, 16] and len(probe["seconds"]) == 3
+    assert probe["per_record_s"] > 0 and probe["fixed_s"] >= 0
+    from engine.toolfarm.units import choose_unit_records
+    assert n == choose_unit_records(probe["fixed_s"], probe["per_record_s"], data["n_db"], 2)
+    # blastp pays a start-up (database, matrix) far above one query's search: units of many
+    assert 1 < n <= data["n_db"] // 8
+    cut = json.load(open(os.path.join(rd, "units.json")))
+    sizes = [u[5] for u in cut["units"]]
+    assert max(sizes) == n and sum(sizes) == data["n_db"] == summary["records_total"]
+
+
 def test_hmmsearch_tblout_equals_one_hmmsearch(ray_local, data, tmp_path):
     need_program("hmmsearch")
     rd = str(tmp_path / "run")
