@@ -11,7 +11,7 @@ short units and no core idles while one long unit finishes: the all-pairs engine
 last tiles for the same reason.
 
 ``unit_records="auto"``: every tool run pays a fixed cost (blastp loads its database and
-matrix: ~36 ms here, against ~7 ms a query), so small units waste cores and one huge unit per
+matrix every time, several queries' worth), so small units waste cores and one huge unit per
 core leaves no room to balance. A probe times the tool on one record and on a few
 (``fit_unit_cost``), and ``choose_unit_records`` takes units big enough that the fixed cost is
 a small share of each, yet enough of them for every worker to get several.
