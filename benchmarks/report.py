@@ -539,7 +539,12 @@ def sec_farm(d, ctx):
                    f"({d['e_auto_units']['units'][0]} units): "
                    f"{num(n['run_s'] / d['e_auto_units']['run_s'])}x the naive split's speed, "
                    f"{num(b['farm_2_workers_s'] / d['e_auto_units']['run_s'])}x units of "
-                   f"{d['unit_records']}"]] if "e_auto_units" in d else [])])]
+                   f"{d['unit_records']}"]] if "e_auto_units" in d else []),
+               *([["(e) 2 workers against 1, both unit_records=auto",
+                   f"{num(d['e_auto_units']['speedup'])}x (1 worker: "
+                   f"{num(d['e_auto_units']['one_worker_s'], 's')}, units of "
+                   f"{d['e_auto_units']['one_worker_unit_records'][0]})"]]
+                 if "speedup" in d.get("e_auto_units", {}) else [])])]
     out.append(_img(plot_bars("blastp over a proteome: wall time",
                               [*([("pairflow farm, 2 workers, auto units",
                                    d["e_auto_units"]["run_s"])] if "e_auto_units" in d else []),
