@@ -7,7 +7,7 @@ unit of a big input, on every core of every node, journaled and resumable.
     shared.py    shared files materialised and prepared once per node (digest, lock, stamp)
     tool.py      one unit through the tool (no shell), per volume, merged
     segment.py   database volumes and the merge of their hits
-    dispatch.py  UnitQueue: hand-out, prefetch depth, retries, failures (the policy)
+    dispatch.py  UnitQueue: hand-out, prefetch depth, stealing, retries, failures (the policy)
     writer.py    BlockWriter: double-buffered, one file per node and stream
     index.py     the blocks' index in the run's journal; replay with CRC checks
     gather.py    one stream in input order, CRCs checked

@@ -21,6 +21,7 @@ import queue
 import socket
 import threading
 import time
+from collections import deque
 
 import ray
 
@@ -86,7 +87,8 @@ class FarmWorker:
         self.node = ray.get_runtime_context().get_node_id()
         self.scratch = scratch_dir(scratch_root, farm_digest, self.node)
         self.prepared: dict | None = None
-        self.todo: queue.Queue = queue.Queue()      # units given, run in order
+        self.todo: deque = deque()                  # units given, run in order (under cond)
+        self.cond = threading.Condition()
         self.acks: queue.Queue = queue.Queue()      # outputs for the writer (None: send now)
         self.events: queue.Queue = queue.Queue()    # what the next exchange reports
         self.threads: list[threading.Thread] = []
@@ -125,17 +127,18 @@ class FarmWorker:
         """Queue ``units`` behind those given before; return every event since the last
         exchange: ``("ran", result)`` when the tool finished a unit (ok or not), then
         ``("written", unit)`` or ``("write_failed", unit, error)`` when the writer answered
-        its append. Returns at the first event that needs the driver (a unit ran, a write
-        failed, or anything once this worker has nothing left to run), else after ``wait_s``:
-        acknowledgements alone wait for the next unit's result, one call for both."""
+        its append. Returns once the driver is needed (nothing queued behind the running unit,
+        a run or a write failed, or this worker is idle), else after ``wait_s``: a worker with
+        two units queued calls the driver once every two units."""
         if not self.threads:
             self.threads = [threading.Thread(target=f, name=n, daemon=True) for f, n in
                             ((self._run_given, "farm-units"), (self._ack, "farm-acks"))]
             for t in self.threads:
                 t.start()
-        self.given += len(units)
-        for u in units:
-            self.todo.put(u)
+        with self.cond:
+            self.todo.extend(units)
+            self.given += len(units)
+            self.cond.notify()
         deadline, out = time.monotonic() + wait_s, []
         while True:
             try:
@@ -144,12 +147,26 @@ class FarmWorker:
                 return out
             while not self.events.empty():
                 out.append(self.events.get_nowait())
-            if self.ran >= self.given or any(e[0] != "written" for e in out):
+            ran = [e for e in out if e[0] == "ran"]
+            if self.given - self.ran <= (1 if ran else 0) or \
+                    any(e[0] == "write_failed" for e in out) or \
+                    any(not e[1]["ok"] for e in ran):
                 return out
+
+    def give_back(self, n: int) -> list[list[int]]:
+        """Up to ``n`` queued units, never started (the last queued first out), for an idle
+        worker: they are no longer this worker's."""
+        with self.cond:
+            back = [self.todo.pop() for _ in range(min(n, len(self.todo)))]
+            self.given -= len(back)
+        return back[::-1]
 
     def _run_given(self) -> None:
         while True:
-            unit = self.todo.get()
+            with self.cond:
+                while not self.todo:
+                    self.cond.wait()
+                unit = self.todo.popleft()
             try:
                 res = self.run(unit)
             except BaseException as exc:  # an event for every unit given, whatever happens
@@ -161,7 +178,7 @@ class FarmWorker:
             self.events.put(("ran", res))  # before its append's answer, always
             if outputs is not None:  # the other thread sends it: the next tool starts now
                 self.acks.put((res["unit"], Unit.from_list(unit).first, outputs))
-            if self.todo.empty():
+            if not self.todo:
                 self.acks.put(None)  # nothing queued: the driver may be waiting for these
 
     def _ack(self) -> None:

@@ -2,10 +2,13 @@
 policy, apart from the Ray mechanism in ``driver.py`` (and testable without it).
 
 Workers pull: a worker holds its running unit plus a prefetch queue, so it starts the next unit
-the moment the tool exits. The queue is sized from measured unit times: deep enough to hide a
-hand-out round trip (``overhead_s``) behind queued work, and one unit deep once units take
-longer than that. Near the end (no more units pending than workers) a worker gets a unit only
-when it has nothing queued, so no unit waits behind another while a core idles.
+the moment the tool exits, and asks for more only when the queue is empty: with two queued
+units a worker calls the driver once every two units (every Ray call takes CPU from a tool on
+a machine whose cores all run one). The queue is sized from measured unit times: deep enough to
+hide a hand-out round trip (``overhead_s``) behind queued work. Near the end (no more units
+pending than workers) a worker gets a unit only when it has nothing queued, and a worker left
+with nothing takes back half of the queued units of the worker holding most (``steal``), so no
+unit waits behind another while a core idles.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class UnitQueue:
         self.failures: dict[int, dict] = {}         # unit -> its last failure, given up
         self.finished: set[int] = set()             # the tool succeeded (maybe not on disk yet)
         self.retried = 0
+        self.stolen = 0                             # units taken back from a busy worker
         self.unit_seconds = 0.0
         self.unit_runs = 0
 
@@ -30,11 +34,31 @@ class UnitQueue:
         return self.unit_seconds / self.unit_runs if self.unit_runs else None
 
     def depth(self) -> int:
-        """Units a worker may hold (running + queued)."""
+        """Units a worker may hold (running + queued): at least 3, so each hand-out brings two."""
         mean = self.mean_unit_s()
         if mean is None:
-            return 2
-        return max(2, min(self.max_depth, 1 + math.ceil(self.overhead_s / max(mean, 1e-6))))
+            return 3
+        return max(3, min(self.max_depth, 2 + math.ceil(self.overhead_s / max(mean, 1e-6))))
+
+    def steal(self, idle: str) -> tuple[str, int] | None:
+        """For ``idle`` (a worker holding nothing, nothing pending): the worker to take units
+        back from and how many (half its queued ones, at least one), or None."""
+        if self.pending or self.held.get(idle):
+            return None
+        victim = max(self.held, key=lambda w: (len(self.held[w]), w), default=None)
+        queued = len(self.held[victim]) - 1 if victim is not None else 0  # one is running
+        if queued < 1:
+            return None
+        return victim, (queued + 1) // 2
+
+    def returned(self, worker: str, units: list[int]) -> None:
+        """``worker`` gave back ``units`` it never started: pending again, first, in order,
+        their attempts not counted."""
+        for u in reversed(units):
+            self._release(worker, u)
+            self.attempts[u] -= 1
+            self.pending.appendleft(u)
+        self.stolen += len(units)
 
     def next_for(self, worker: str, workers: int) -> int | None:
         """A unit for ``worker`` if it may take one more, else None."""

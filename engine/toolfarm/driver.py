@@ -331,6 +331,18 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
             given.append(units[u].to_list())
         calls[workers[wname].exchange.remote(given)] = wname
 
+    def steal_for(idle: str) -> None:
+        """An idle worker, nothing pending: take queued units back from the busiest."""
+        plan = queue.steal(idle)
+        if plan is None:
+            return
+        victim, n = plan
+        try:
+            back = ray.get(workers[victim].give_back.remote(n), timeout=30)
+        except Exception:  # the victim died: its exchange says so, and its units go back
+            return
+        queue.returned(victim, [u[0] for u in back])
+
     def write_failed(wname: str, u: int, error: str) -> None:
         log.write([{"unit": u, "worker": wname, "ok": False, "error": error[:2000]}])
         per_worker[wname]["failed_runs"] += 1
@@ -388,6 +400,7 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
                                                 "stderr": res["stderr"]})
             for wname in workers:  # every worker whose exchange returned: the next one
                 if wname not in calls.values():
+                    steal_for(wname)
                     exchange(wname)
             now = time.time()
             if now - last_drain >= 1.0:  # the writers flush each second (flush_s)
@@ -414,6 +427,7 @@ def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> 
         metrics.close()
     wall = time.time() - t_run
     return {"run_s": wall, "units_done": len(on_disk), "units_run": len(queue.finished),
-            "units_reused": reused, "retries": queue.retried, "tool_s": tool_s,
+            "units_reused": reused, "retries": queue.retried, "stolen": queue.stolen,
+            "tool_s": tool_s,
             "per_worker": per_worker, "writers": writer_stats,
             "journal_s": journal.append_seconds, "failures": queue.failures}

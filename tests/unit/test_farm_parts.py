@@ -204,23 +204,51 @@ def test_blast6_merge_orders_like_one_search():
 
 
 def test_unit_queue_retries_then_reports_and_holds_back_the_tail():
-    q = UnitQueue(list(range(6)), retries=1)
-    assert q.next_for("a", 2) == 0 and q.next_for("a", 2) == 1 and q.next_for("a", 2) is None
-    assert q.next_for("b", 2) == 2
+    q = UnitQueue(list(range(8)), retries=1)
+    # before any unit ran: one running and two queued, so a worker asks every two units
+    assert [q.next_for("a", 2) for _ in range(4)] == [0, 1, 2, None]
+    assert q.next_for("b", 2) == 3
     assert q.failed("a", 0, {"error": "exit status 1"}) is True  # retried first
     assert q.next_for("a", 2) == 0
     assert q.failed("a", 0, {"error": "exit status 1"}) is False
     assert q.failures[0]["attempts"] == 2
     q.succeeded("a", 1, 0.001)
     assert q.depth() == 8  # short units: a deep prefetch queue hides the hand-out
-    # pending (3, 4, 5) > workers: a full depth; then the tail only to idle workers
-    assert q.next_for("a", 2) == 3
-    assert q.next_for("a", 2) is None and q.next_for("c", 2) == 4
-    assert q.next_for("c", 2) is None and q.next_for("d", 2) == 5
-    assert q.lost_worker("a") == [3] and list(q.pending) == [3]
+    # pending (4, 5, 6, 7) > workers: a full depth; then the tail only to idle workers
+    assert q.next_for("a", 2) == 4 and q.next_for("a", 2) == 5
+    assert q.next_for("a", 2) is None and q.next_for("c", 2) == 6
+    assert q.next_for("c", 2) is None and q.next_for("d", 2) == 7
+    assert q.lost_worker("a") == [2, 4, 5] and list(q.pending) == [2, 4, 5]
     q2 = UnitQueue([0], retries=0)
     q2.succeeded("x", 0, 10.0)
-    assert q2.depth() == 2
+    assert q2.depth() == 3
+
+
+def test_an_idle_worker_takes_back_half_of_the_busiest_queue():
+    q = UnitQueue(list(range(8)), retries=0)
+    assert [q.next_for("a", 2) for _ in range(3)] == [0, 1, 2]
+    assert [q.next_for("b", 2) for _ in range(3)] == [3, 4, 5]
+    assert q.steal("b") is None  # b still holds units
+    assert q.steal("c") is None  # units are pending
+    for u in (6, 7):
+        assert q.next_for("c", 2) == u
+        q.succeeded("c", u, 1.0)
+    # c holds nothing and nothing is pending: a and b hold one running and two queued each;
+    # ties go to the later name, half of two queued is one
+    assert q.steal("c") == ("b", 1)
+    q.returned("b", [5])
+    assert q.held["b"] == [3, 4] and list(q.pending) == [5] and q.attempts[5] == 0
+    assert q.stolen == 1
+    assert q.next_for("c", 2) == 5 and q.attempts[5] == 1 and q.held["c"] == [5]
+    for u in (3, 4):
+        q.succeeded("b", u, 1.0)
+    q.succeeded("a", 0, 1.0)
+    assert q.steal("b") == ("a", 1)  # a holds one running and one queued; c one running
+    q.returned("a", [2])
+    assert q.held["a"] == [1] and list(q.pending) == [2]
+
+
+def test_a_refused_write_is_a_failed_run():
     # a run whose output the writer then refuses is a failed run: retried like any other
     q3 = UnitQueue([0], retries=1)
     assert q3.next_for("w", 1) == 0
