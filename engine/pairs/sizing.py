@@ -293,10 +293,9 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                          eviction=cfg.eviction, weighted=weights is not None, l3=shared_tiers)
     plan = choice.plan
     planner = make_plan(plan, host_items_eff, per_node_tiles)
-    order = planner.order(tiles, items)
     shares = deal(planner, tiles, items, dealt, shared_tiers)
-    if shares is not None:  # stripes as wide as every node's host tier
-        order = interleave(shares)
+    # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
+    order = interleave(shares) if shares is not None else planner.order(tiles, items)
     if resume_tiles is not None:
         saved, order = saved_tiles(resume_tiles)
         if shares is not None:  # the same blocks, numbered as the first run numbered them

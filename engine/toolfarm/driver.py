@@ -22,8 +22,9 @@ from .index import journal_blocks, replay
 from .segment import fasta_stats, plan_volumes
 from .shared import file_digest
 from .spec import FarmSpec
-from .units import (AUTO, INPUTS_DIR, PROBE_RECORDS, Unit, choose_unit_records, cut_units,
-                    decompressed, fit_unit_cost, read_unit, record_names, scan_records)
+from .units import (AUTO, INPUTS_DIR, PROBE_RECORDS, UNITS_PER_WORKER, Unit,
+                    choose_unit_records, cut_units, decompressed, fit_unit_cost, read_unit,
+                    record_names, scan_records)
 from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
@@ -138,7 +139,7 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                 raise InputError(spec.inputs[0], "no records to run the tool on")
             # auto units are cut once the workers are up: a probe of the tool sizes them
             plan = None if spec.unit_records == AUTO and spec.cut != "file" else \
-                _cut(spec, offsets, spec.unit_records, n_workers, recorder)
+                _cut(spec, offsets, records, spec.unit_records, n_workers, recorder)
         values = {"input_records": str(records)}
         result_dir = recorder.rundir.result_dir
         volumes = None
@@ -147,7 +148,6 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
             volumes = plan_volumes(offs, letters, spec.volumes)
             values.update(db_letters=str(sum(letters)), db_records=str(len(letters)))
         phases["cut_s"] = time.perf_counter() - t0
-
 
         # shared files: into the object store once; each node's first worker fetches them
         t0 = time.perf_counter()
@@ -185,9 +185,9 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
         chosen = None
         if plan is None:  # unit_records="auto": time the tool, then cut
             t0 = time.perf_counter()
-            chosen = _probe_unit_records(spec, offsets, next(iter(workers.values())),
+            chosen = _probe_unit_records(offsets, records, next(iter(workers.values())),
                                          n_workers)
-            plan = _cut(spec, offsets, chosen["unit_records"], n_workers, recorder)
+            plan = _cut(spec, offsets, records, chosen["unit_records"], n_workers, recorder)
             phases["probe_s"] = time.perf_counter() - t0
         units = [Unit.from_list(u) for u in plan["units"]]
         done, resumed = set(), None
@@ -251,18 +251,18 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
             ray.shutdown()
 
 
-def _cut(spec, offsets, unit_records: int, n_workers: int, recorder) -> dict:
+def _cut(spec, offsets, records: int, unit_records: int, n_workers: int, recorder) -> dict:
     """Units of ``unit_records`` (the last ones smaller), saved: a resume reuses this cut."""
     tail = spec.tail_units if spec.tail_units is not None else 2 * n_workers
     units = cut_units(offsets, unit_records, tail, per_file=spec.cut == "file")
     plan = {"streams": list(spec.streams), "inputs": spec.inputs,
-            "records": sum(len(o) - 1 for o in offsets), "unit_records": unit_records,
+            "records": records, "unit_records": unit_records,
             "units": [u.to_list() for u in units]}
     write_json(recorder.file(FARM_UNITS), plan)
     return plan
 
 
-def _probe_unit_records(spec, offsets, worker, n_workers: int) -> dict:
+def _probe_unit_records(offsets, records: int, worker, n_workers: int) -> dict:
     """``unit_records="auto"``: the tool timed by one worker on the first record and on the
     first ``PROBE_RECORDS`` of the first input (the one record twice, the faster counts), then
     ``choose_unit_records``. A probe the tool fails falls back to ``FALLBACK_UNIT_RECORDS``
@@ -270,9 +270,9 @@ def _probe_unit_records(spec, offsets, worker, n_workers: int) -> dict:
     import ray
     first = offsets[0]
     many = min(PROBE_RECORDS, len(first) - 1)
-    records = sum(len(o) - 1 for o in offsets)
-    if many < 2:
-        return {"unit_records": max(1, records // (n_workers * 4)) or 1, "probe": None}
+    if many < 2:  # nothing to fit: units for balance alone
+        return {"unit_records": max(1, records // (n_workers * UNITS_PER_WORKER)),
+                "probe": None}
     probe = [Unit(-1, 0, first[0], first[n], 0, n).to_list() for n in (1, many, 1)]
     timed = ray.get(worker.probe.remote(probe))
     if timed.get("error"):

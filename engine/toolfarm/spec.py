@@ -23,6 +23,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from ..errors import PairflowError
+from .units import AUTO
 
 FORMATS = ("fasta", "fastq", "lines", "pattern", "file")
 FEEDS = ("stdin", "file")
@@ -76,7 +77,7 @@ class FarmSpec:
             raise PairflowError("farm: cut='pattern' needs pattern= (a regex)")
         if self.feed not in FEEDS:
             raise PairflowError(f"farm: unknown feed {self.feed!r}: choose stdin or file")
-        if self.unit_records != "auto" and (not isinstance(self.unit_records, int)
+        if self.unit_records != AUTO and (not isinstance(self.unit_records, int)
                                             or isinstance(self.unit_records, bool)
                                             or self.unit_records < 1):
             raise PairflowError(f"farm: unit_records must be an integer >= 1 or 'auto', got "
