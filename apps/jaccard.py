@@ -86,6 +86,13 @@ class _FileItems:
             return self.bits[i].copy()  # a row of its own: a view would pin the whole file
         return self.values[self.offsets[i]:self.offsets[i + 1]].copy()
 
+    def items(self, index: np.ndarray):
+        """The items of records ``index``: bitset rows as one array, or a list of k-mer
+        arrays (copies: a view would pin the whole file)."""
+        if self.kernel == "bitset":
+            return self.bits[index]
+        return [self.values[self.offsets[i]:self.offsets[i + 1]].copy() for i in index]
+
     @property
     def nbytes(self) -> int:
         return int(self.bits.nbytes if self.kernel == "bitset" else self.values.nbytes)
@@ -283,6 +290,29 @@ class JaccardApp(BasePairApp):
         return {"kmers": kset.hashes, "skipped": int(kset.skipped_windows),
                 "windows": int(kset.n_windows)}
 
+    def packs(self):
+        """Record items come a tile side at a time (``parse_pack``): a read's k-mer set is
+        microseconds of work, its bookkeeping as an item of its own more."""
+        return self.item == "record"
+
+    def parse_pack(self, keys):
+        """The items of records ``keys``: an (n, words) array of bitset rows, or a list of
+        k-mer arrays, cut from their files' items (built once per process)."""
+        where = [self.catalog.index_of(key) for key in keys]
+        parts, start = [], 0
+        for end in range(1, len(where) + 1):  # runs of one file
+            if end == len(where) or where[end][0] != where[start][0]:
+                items = self._file_items(where[start][0])
+                index = np.fromiter((i for _, i in where[start:end]), np.int64, end - start)
+                bad = np.flatnonzero(items.sizes[index] == 0)
+                if len(bad):  # a record without a k-mer that was not skipped: named
+                    self.check(keys[start + int(bad[0])], None)
+                parts.append(items.items(index))
+                start = end
+        if self.kernel == "bitset":
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return [row for part in parts for row in part]
+
     def item_nbytes(self, item):
         if isinstance(item, dict):
             return int(item["bits" if "bits" in item else "kmers"].nbytes)
@@ -295,6 +325,8 @@ class JaccardApp(BasePairApp):
             return item
         from kernels.backend import namespace_for, to_device
         xp = namespace_for(device)
+        if isinstance(item, list):  # a pack of k-mer arrays
+            return [to_device(xp, x.view(np.int64), device) for x in item]
         return to_device(xp, item.view(np.int64), device)
 
     def compare(self, left, right, mask, device):

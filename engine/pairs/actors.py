@@ -27,7 +27,7 @@ from ..errors import InputError, PairflowError, root_cause
 from ..run.metrics import EventBuffer
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .loading import check_items, load_items, measure_stages, warm_process
-from .policy import AdvisedEviction, make_eviction
+from .policy import AdvisedEviction, ItemMap, make_eviction
 from .scheduler import describe_tile
 from .space import PairSpace, Tile
 from .node_cache import NodeCache
@@ -190,6 +190,8 @@ class DeviceSpec:
     preprocessed_on_host: bool = False
     ship_results: bool = False   # the run directory is out of reach: encode, the driver writes
     heartbeat_s: float = 1.0     # how often run() tells the scheduler it is alive
+    row_offsets: np.ndarray | None = None  # packed items: each row's place in its pack
+    col_offsets: np.ndarray | None = None
 
 
 def device_options(device: str) -> dict:
@@ -224,8 +226,8 @@ class DeviceWorker:
         a blocking ``ray.get`` inside this async actor."""
         self.id, self.node = spec.actor_id, spec.node
         self.app, self.space = app, spec.space
-        self.row_items = np.asarray(spec.row_items)
-        self.col_items = np.asarray(spec.col_items)
+        self.items = ItemMap(spec.row_items, spec.col_items, spec.row_offsets, spec.col_offsets)
+        self.row_items, self.col_items = self.items.row_items, self.items.col_items
         self.item_keys = spec.item_keys
         self.node_cache, self.scheduler = spec.node_cache, spec.scheduler
         self.sinks = spec.sinks
@@ -288,15 +290,19 @@ class DeviceWorker:
         return out
 
     def _describe(self, tile: Tile) -> str:
-        keys = np.asarray(self.item_keys, dtype=object)
-        return describe_tile(tile, list(keys[self.row_items]), list(keys[self.col_items]))
+        def side(items, offsets):
+            if offsets is None:
+                return [self.item_keys[i] for i in items]
+            return [self.item_keys[i].members[o] for i, o in zip(items, offsets)]
+        return describe_tile(tile, side(self.row_items, self.items.row_offsets),
+                             side(self.col_items, self.items.col_offsets))
 
     def _compute(self, tile: Tile, values: dict, reduce: bool = False):
         """compare -> postprocess, off the event loop (kernels release the GIL); with
         ``reduce``, when every sink offers a reduction and the app takes them, the app's
         ``compare_reduced`` instead: then the fields are one ``TileCandidates`` per sink."""
-        left = [values[i] for i in self.row_items[tile.r0:tile.r1]]
-        right = [values[j] for j in self.col_items[tile.c0:tile.c1]]
+        left = self.items.rows(values, "row", tile.r0, tile.r1)
+        right = self.items.rows(values, "col", tile.c0, tile.c1)
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
         t0, c0 = time.time(), time.thread_time()
         try:

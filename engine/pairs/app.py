@@ -18,6 +18,24 @@ from .space import PairSpace, Tile, Triangle
 Key = str
 
 
+class PackKey(str):
+    """The key of a pack of items (``BasePairApp.packs``): reads as its first and last member's
+    keys (in messages and traces), and carries every member's key."""
+
+    members: tuple
+
+    def __new__(cls, members):
+        members = tuple(str(m) for m in members)
+        text = members[0] if len(members) == 1 else \
+            f"{members[0]} .. {members[-1]} ({len(members)} items)"
+        key = super().__new__(cls, text)
+        key.members = members
+        return key
+
+    def __reduce__(self):
+        return PackKey, (self.members,)
+
+
 @runtime_checkable
 class PairApp(Protocol):
     def keys(self) -> Sequence[Key]: ...
@@ -82,6 +100,20 @@ class BasePairApp:
 
     # optional: ``write_run_files(run_dir)``, called once before any compute, adds the app's own
     # files to the run directory (e.g. the inputs it skipped and why)
+
+    def packs(self) -> bool:
+        """Optional: may the engine load and cache a tile side's items as one *pack*
+        (``parse_pack``)? For items of microseconds (a read's k-mer bitset), whose per-item
+        bookkeeping (a load, a cache entry, the scheduler's sets) costs more than comparing
+        them. Then ``preprocess``, ``item_nbytes``, ``check`` and ``url`` also see pack keys
+        (a ``PackKey``: ``.members`` are the item keys), and ``compare`` gets the rows of packs:
+        an array (or list) whose row r is the item of the tile side's row r."""
+        return False
+
+    def parse_pack(self, keys: list[Key]) -> Any:
+        """The items of ``keys`` as one value, indexable by position (a 2-D array whose row r
+        is ``parse(keys[r], ...)``, or a list), when ``packs()`` says so."""
+        raise NotImplementedError
 
     def preprocess(self, key: Key, item: Any, device: str) -> Any:
         return item

@@ -33,7 +33,7 @@ from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
 from .frontier import use_hierarchical
 from .membership import Membership
-from .preflight import Checked, Preflight, read_inputs
+from .preflight import Checked, Preflight, packed_inputs, read_inputs
 from .result import AllPairsResult, RunHandle
 from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
@@ -92,7 +92,8 @@ class _Run:
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
                 probe_weight=pre.probe_weight,
                 resume_leaf=previous["leaf_items"] if previous is not None else None,
-                resume_tiles=self._saved_tiles() if previous is not None else None)
+                resume_tiles=self._saved_tiles() if previous is not None else None,
+                packable=cfg.pack_items and bool(self.app.packs()))
             self._adopt_plan()
             done_tiles = self._open_sinks(previous is not None)
             self._launch(done_tiles, pre.fingerprint)
@@ -119,6 +120,10 @@ class _Run:
         self.warnings.extend(plan.warnings)
         self.measured = plan.measured
         self.leaf, self.tiles, self.bound = plan.leaf, plan.tiles, plan.bound_R
+        if plan.pack_members is not None:  # the caches and loaders see packs of rows
+            self.inputs = packed_inputs(self.inputs, plan.items, plan.pack_members)
+            self.items = plan.items
+            self.measured = {**self.measured, "pack_bytes": plan.item_bytes}
         if self.cfg.progress and plan.choice:
             print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
         self.tile_dicts = [t.to_dict() for t in plan.tiles]
@@ -176,7 +181,7 @@ class _Run:
             # L3: every node cache hosts its directory shard and reaches the others
             self.ex.get([c.connect(i, caches, cfg.l3_hops) for i, c in enumerate(caches)])
         meta = {"kind": "allpairs", "app": self.app.name, "space": self.space.describe(),
-                "n_items": self.items.n_items, "keys_sample": self.keys[:50], "leaf_items":
+                "n_items": len(self.keys), "keys_sample": self.keys[:50], "leaf_items":
                 self.leaf, "tiles_total": len(self.tiles), "pairs_total": self.space.total,
                 "actors": actors_meta, "host_cache_items": plan.host_items_eff, "bound_R":
                 self.bound, "plan": plan.plan, "eviction": plan.eviction,
@@ -340,11 +345,13 @@ class _Run:
         wall = time.time() - self.t_start
         loads = snap["tiers"]["source"]["loads"]  # every node's last report, lost ones too
         summary = {
-            "app": self.app.name, "n_items": self.items.n_items,
+            "app": self.app.name, "n_items": len(self.keys),
+            "packs": self.items.n_items if self.items.is_packed else None,
             "space": self.space.describe(), "pairs_total": self.space.total,
             "tiles_total": len(self.tiles),
             "tiles_journaled": tiles_journaled(self.recorder.file(JOURNAL)),
             "leaf_items": self.leaf, "wall_s": wall, "compute_s": time.time() - self.t_compute,
+            # (packed: loads per pack, the unit the caches hold)
             "loads": loads, "R": loads / max(1, self.items.n_items), "bound_R": self.bound,
             "host_cache_items": self.meta["host_cache_items"],
             "plan": self.plan.plan, "eviction": self.plan.eviction,

@@ -129,6 +129,7 @@ class Membership:
         spec = DeviceSpec(
             actor_id=actor_id, node=f"node-{n_idx}", space=self.inputs.space,
             row_items=items.row_items, col_items=items.col_items,
+            row_offsets=items.row_offsets, col_offsets=items.col_offsets,
             item_keys=self.inputs.keys, tiles=self.tile_dicts, sinks=self.sinks,
             node_cache=self.node_caches[n_idx], metrics=self.metrics,
             scheduler=FrontierClient(self.frontiers[n_idx], self.scheduler)

@@ -18,7 +18,7 @@ fails: the run must stop that executor, and an exception carries no return value
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from ..errors import InputError, PairflowError
 from ..run.journal import check_same_work
 from ..run.runtime import shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
+from .app import PackKey
 from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
                        ray_is_up)
 from .loading import check_items, measure_stages
@@ -73,6 +74,13 @@ def read_inputs(app, sink_names: list[str]) -> RunInputs:
     items = ItemMap(np.array([index[k] for k in row_keys], dtype=np.int64),
                     np.array([index[k] for k in col_keys], dtype=np.int64))
     return RunInputs(keys, row_keys, col_keys, space, weights, items)
+
+
+def packed_inputs(inputs: RunInputs, items: ItemMap, members: list) -> RunInputs:
+    """The run's inputs once its items are packed (``sizing.plan_run``): the item keys are
+    the packs' (``PackKey``), the rows' and columns' keys stay those of the app's items."""
+    keys = [PackKey([inputs.keys[i] for i in m]) for m in members]
+    return replace(inputs, keys=keys, items=items)
 
 
 def problems_error(problems: list[str]) -> InputError:

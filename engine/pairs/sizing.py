@@ -68,6 +68,14 @@ class RunPlan:
     heartbeat_s: float = 1.0   # how often a device actor says it is alive
     silent_after_s: float = 10.0  # silent this long: the actor is lost (liveness)
     shares: list | None = None  # per node with actors, its tiles in order (L3: StripePlan.deal)
+    items: ItemMap | None = None  # the map the run's caches and policy use (packed or not)
+    pack_members: list | None = None  # packed: each pack's items (ids of the unpacked map)
+    item_bytes: float = 0.0    # one cached item's bytes (a pack's when packed)
+
+    @property
+    def pack_rows(self) -> int:
+        """Rows per pack (1: items are not packed)."""
+        return self.leaf if self.pack_members is not None else 1
 
     @property
     def n_actors(self) -> int:
@@ -248,10 +256,14 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
 def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
              nodes: list[dict], config: AllPairsConfig, *, items: ItemMap,
              probe_weight: float | None = None, resume_leaf: int | None = None,
-             resume_tiles: Sequence[dict] | None = None) -> RunPlan:
+             resume_tiles: Sequence[dict] | None = None, packable: bool = False) -> RunPlan:
     """The whole sizing of a run from measured stage costs (``t_pair``, ``t_parse``,
     ``item_bytes``; a resumed run passes its first run's, which already hold the weighted
     budget, ``resume_leaf`` and ``resume_tiles``, the first run's tiles in planned order).
+
+    ``packable``: the app can load a tile side's items as one (``parse_pack``); then, for
+    tiles cut on the leaf grid (no pair weights), the caches and the policy work on packs of
+    ``leaf`` rows (``ItemMap.packed``): budgets in packs, the plan chosen over packs.
 
     A resumed run works on the first run's tiles, whatever it would cut now: its journal names
     tiles by id, and the planner's choice (hence the order in which the tail is split) depends
@@ -273,17 +285,27 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items)
     tiles = leaves(space, leaf) if weights is None else \
         leaves(space, leaf, weights, measured["max_weight"])
+    item_bytes = float(measured.get("item_bytes", 1.0))
+    # the plan (an order of tiles) is chosen over rows; packed, the caches hold packs
+    run_items, members, bound = items, None, bound_R(items.n_items, host_items_eff)
+    l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
+    if packable and weights is None and leaf > 1:
+        run_items, members = items.packed(leaf)
+        item_bytes *= leaf
+        # a tile side is one pack: the L1 holds the sides of the tiles under way and one more
+        l1_items = device_cache_items(1, cfg.in_flight, cfg.device_cache_items)
+        bound = bound_R(run_items.n_items, min(run_items.n_items, max(1, host_items // leaf)))
     plan = cfg.plan
     if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
         plan = "zorder"
         warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
                         "plan assumes one tile per leaf block)")
-    l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
     # L2 plus every L1 of a node stay under ~70 % of its object store
     l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
     from .simulate import choose_plan  # here: the simulator costs an import most runs skip
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
-    l1_sim = max(1, min(l1_items, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
+    l1_sim = max(1, min(device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items),
+                        int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
     dealt = sum(1 for n in node_plan if n.actors)
     # with L3 and node frontiers the nodes' host tiers act as one: the run is dealt to them so
     shared_tiers = cfg.l3 and dealt > 1 and str(cfg.hierarchical).lower() != "false"
@@ -311,11 +333,13 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     return RunPlan(
         nodes=node_plan, leaf=leaf, tiles=tiles, order=order, plan=plan,
         host_bytes=host_bytes, host_items=host_items, host_items_eff=host_items_eff,
-        bound_R=bound_R(items.n_items, host_items_eff),
+        bound_R=bound,
         l1_items=l1_items, l1_bytes=l1_bytes,
-        load_batch=load_batch(cfg, measured.get("t_parse", 0.0)), deadlines=deadlines,
+        load_batch=load_batch(cfg, measured.get("t_parse", 0.0) * (leaf if members else 1)),
+        deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
-        choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares)
+        choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares,
+        items=run_items, pack_members=members, item_bytes=item_bytes)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:

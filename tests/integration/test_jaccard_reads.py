@@ -125,10 +125,13 @@ def test_topk_threshold_and_dense_equal_the_full_matrix(ray_local, runs, reads, 
     np.testing.assert_allclose(edges.value, [full[i, j] for i, j in want], atol=1e-12)
 
 
-def test_sinks_kept_in_the_kernel_equal_the_full_matrix(ray_local, runs, reads, tmp_path):
+@pytest.mark.parametrize("executor", ["inprocess", "ray"])
+def test_sinks_kept_in_the_kernel_equal_the_full_matrix(ray_local, runs, reads, tmp_path,
+                                                        executor):
     """TopK (largest and smallest) and Threshold alone: every tile goes through the kernel's
     reduction (``compare_reduced``, no postprocess span in the trace) and the outputs equal a
-    sort of the Python-set matrix."""
+    sort of the Python-set matrix. The reads are cached in packs of a tile side (70), on Ray
+    through the object store (no pack travels inline)."""
     import json
 
     from apps.jaccard import JaccardApp
@@ -140,7 +143,10 @@ def test_sinks_kept_in_the_kernel_equal_the_full_matrix(ray_local, runs, reads, 
     app = JaccardApp([str(fq)], k=k, item="record", kernel="bitset")
     res = _run(app, runs, [TopK(top_k, field="similarity"),
                            TopK(2, field="similarity", largest=False, per="col"),
-                           Threshold(t, field="similarity")], leaf_items=70)
+                           Threshold(t, field="similarity")], leaf_items=70,
+               executor=executor, inline_item_bytes=0)
+    assert res.summary["executor"] == executor
+    assert res.summary["packs"] == -(-res.summary["n_items"] // 70)
     with open(os.path.join(res.run_dir, "trace.jsonl")) as fh:
         stages = {json.loads(line).get("stage") for line in fh}
     assert "compare" in stages and "postprocess" not in stages

@@ -247,3 +247,51 @@ def test_with_l3_on_several_nodes_the_run_is_dealt_in_cluster_stripes():
     resumed = plan_run(plan.measured, Triangle(60), None, nodes, cfg, items=ItemMap.shared(60),
                        resume_leaf=plan.leaf, resume_tiles=planned)
     assert resumed.shares == plan.shares and resumed.order == plan.order
+
+
+def test_packed_plan_hand_case():
+    """The hand case above with an app that packs (``packable``): the same leaf, tiles and
+    order (the plan is chosen over rows), and caches of packs of 5 rows: 40 packs, an L1 of
+    the packs of the tiles under way and one more, loads in packs of 5 parses."""
+    measured = {"t_pair": 0.001, "t_parse": 0.044, "item_bytes": 100.0}
+    rows = plan_run(measured, Triangle(200), None, [NODE], AllPairsConfig(),
+                    items=ItemMap.shared(200))
+    plan = plan_run(measured, Triangle(200), None, [NODE], AllPairsConfig(),
+                    items=ItemMap.shared(200), packable=True)
+    assert plan.leaf == rows.leaf == 5 and plan.pack_rows == 5
+    assert plan.tiles == rows.tiles and plan.order == rows.order and plan.plan == rows.plan
+    assert plan.items.n_items == 40 and len(plan.pack_members) == 40
+    assert plan.pack_members[3].tolist() == [15, 16, 17, 18, 19]
+    assert plan.items.row_items[17] == 3 and plan.items.row_offsets[17] == 2
+    assert plan.item_bytes == 500.0
+    assert plan.l1_items == max(4, 2 * 1 * (2 + 1))      # a tile side is one pack
+    assert plan.load_batch == 1                           # ceil(0.1 s / (5 * 0.044 s))
+    # the host tier's 40 rows are 8 packs: R = 1 + 40 / (2 * 8)
+    assert plan.bound_R == pytest.approx(1 + 40 / (2 * 8))
+    # pair weights cut tiles off the leaf grid: nothing is packed
+    w = PairWeights(np.ones(200), np.ones(200))
+    weighted = plan_run(measured, Triangle(200), w, [NODE], AllPairsConfig(),
+                        items=ItemMap.shared(200), probe_weight=1.0, packable=True)
+    assert weighted.pack_members is None and weighted.pack_rows == 1
+
+
+def test_packed_map_hand_cases():
+    """Rows and columns of two item sets packed on their own; rows of a tile side taken from
+    the packs' values: one pack's slice, or slices of two joined (arrays or lists)."""
+    m = ItemMap(np.array([0, 1, 2, 3, 4]), np.array([5, 6, 7]))
+    packed, members = m.packed(2)
+    assert packed.row_items.tolist() == [0, 0, 1, 1, 2]
+    assert packed.row_offsets.tolist() == [0, 1, 0, 1, 0]
+    assert packed.col_items.tolist() == [3, 3, 4] and packed.col_offsets.tolist() == [0, 1, 0]
+    assert [x.tolist() for x in members] == [[0, 1], [2, 3], [4], [5, 6], [7]]
+    values = {p: np.array([[10 * p + o] for o in range(2)]) for p in range(5)}
+    one = packed.rows(values, "row", 2, 4)
+    assert one.tolist() == [[10], [11]] and np.shares_memory(one, values[1])
+    assert packed.rows(values, "row", 1, 5).tolist() == [[1], [10], [11], [20]]
+    assert packed.rows(values, "col", 0, 3).tolist() == [[30], [31], [40]]
+    lists = {p: [f"{p}.{o}" for o in range(2)] for p in range(5)}
+    assert packed.rows(lists, "row", 1, 4) == ["0.1", "1.0", "1.1"]
+    shared, members = ItemMap.shared(3).packed(2)
+    assert shared.col_items.tolist() == shared.row_items.tolist() == [0, 0, 1]
+    assert [x.tolist() for x in members] == [[0, 1], [2]]
+    assert ItemMap.shared(3).rows({0: "a", 1: "b", 2: "c"}, "col", 1, 3) == ["b", "c"]
