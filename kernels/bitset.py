@@ -90,6 +90,19 @@ def _popcount(typingctx, x):
     return sig, codegen
 
 
+@intrinsic
+def _ctz(typingctx, x):
+    """LLVM's cttz on a uint64 (x != 0): the index of its lowest set bit, one ``tzcnt``."""
+    if not isinstance(x, types.Integer):
+        return None
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], context.get_constant(types.boolean, True))
+
+    return sig, codegen
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _and_count(a, i, b, j, nw):
     """|A ∩ B| of row i of ``a`` and row j of ``b`` (inlined by numba: no call)."""
@@ -176,6 +189,64 @@ def _count_row_t(a, i, bt, off, m, nw, c0):
         row = bt[w, off:off + m]
         for j in range(m):
             c0[j] += _popcount(x0 & row[j])
+
+
+@numba.njit(cache=True, nogil=True)
+def _postings(b):
+    """For every bit x of the rows of ``b``, the rows holding it, ascending:
+    ``cols[start[x]:start[x + 1]]`` (CSR). Built once per tile for the sparse count."""
+    nb, nw = b.shape
+    nbits = 64 * nw
+    start = np.zeros(nbits + 1, np.int64)
+    for j in range(nb):
+        for w in range(nw):
+            x = b[j, w]
+            while x:
+                start[w * 64 + np.int64(_ctz(x)) + 1] += 1
+                x &= x - np.uint64(1)
+    for x in range(nbits):
+        start[x + 1] += start[x]
+    cols = np.empty(start[nbits], np.int32)
+    pos = start[:nbits].copy()
+    for j in range(nb):
+        for w in range(nw):
+            x = b[j, w]
+            while x:
+                bit = w * 64 + np.int64(_ctz(x))
+                cols[pos[bit]] = j
+                pos[bit] += 1
+                x &= x - np.uint64(1)
+    return start, cols
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_row_hits(a, i, start, cols, lo, hi, nw, c):
+    """c[j - lo] += 1 for every bit of row i of ``a`` that column j in [lo, hi) holds."""
+    for w in range(nw):
+        x = a[i, w]
+        while x:
+            bit = w * 64 + np.int64(_ctz(x))
+            x &= x - np.uint64(1)
+            for p in range(start[bit], start[bit + 1]):
+                j = cols[p]
+                if j >= hi:
+                    break
+                if j >= lo:
+                    c[j - lo] += np.uint64(1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_rows_sparse(a, i, two, start, cols, lo, hi, nw, c0, c1):
+    """``_count_rows`` from the right rows' postings (``_postings``): each set bit of a left
+    row adds one to the columns holding it. On sparse rows (a read's ~100 k-mers among
+    8,192 canonical 7-mers) that is about |A| |B| / 4^k steps a pair, not a popcount per word."""
+    for t in range(hi - lo):
+        c0[t] = 0
+    _add_row_hits(a, i, start, cols, lo, hi, nw, c0)
+    if two:
+        for t in range(hi - lo):
+            c1[t] = 0
+        _add_row_hits(a, i + 1, start, cols, lo, hi, nw, c1)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,7 +362,7 @@ def _pair_span(mask, use_mask, na, i, j0, j1):
 
 @numba.njit(cache=True, nogil=True)
 def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblock,
-                          with_j=True):
+                          with_j, sparse, pstart, pcols):
     """inter[i, j] = popcount(a[i] & b[j]) for every pair the mask allows (zeroed arrays), and
     with ``with_j`` J = |A∩B| / |A∪B| (0 for two empty sets) in the same pass: on sets of a
     few words the division and the stores cost as much as the popcounts, and a second pass
@@ -301,7 +372,7 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
     nb = b.shape[0]
     c0 = np.empty(jblock, np.uint64)
     c1 = np.empty(jblock, np.uint64)
-    word_major = nw <= WORD_MAJOR_MAX_WORDS
+    word_major = nw <= WORD_MAJOR_MAX_WORDS and not sparse
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
     for j0 in range(0, nb, jblock):
         j1 = min(nb, j0 + jblock)
@@ -312,7 +383,9 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
                 continue
             # (these six lines open every tile kernel here: a helper function between the
             # kernel and the counting loops stopped their vectorising, 3x slower measured)
-            if not word_major:
+            if sparse:
+                _count_rows_sparse(a, i, two, pstart, pcols, lo, hi, nw, c0, c1)
+            elif not word_major:
                 _count_rows(a, i, two, b, lo, hi, nw, c0, c1)
             elif two:
                 _count_two_rows_t(a, i, bt, lo - j0, hi - lo, nw, c0, c1)
@@ -360,16 +433,21 @@ def _flag_cells(cnt, size_b, sa, tn, td, col_num, col_den, sign, flag):
     row's set size ``sa``) enter the row's k best (k-th best so far tn / td) or its column's
     (``col_num[j] / col_den[j]``)? Compared as fractions, branch-free, so it vectorises;
     every argument starts at the row's first column (zero-based slices vectorise, offset
-    indices measured 3x slower)."""
+    indices measured 3x slower).
+
+    In doubles, which is exact: every term is a count below 2^17 (k <= 8), so each product is
+    below 2^34 and their difference an exact integer; an int64 multiply has no vector
+    instruction on AVX2 and cost this pass twice its time. ``cnt`` is narrowed to int32 first
+    (int32 -> double is one vector instruction; int64 -> double is not)."""
     for j in range(cnt.shape[0]):
-        c = np.int64(cnt[j])
-        u = max(sa + size_b[j] - c, np.int64(1))  # two empty sets: J = 0 = 0 / 1
+        c = np.float64(np.int32(cnt[j]))
+        u = max(sa + size_b[j] - c, 1.0)  # two empty sets: J = 0 = 0 / 1
         flag[j] = (sign * (c * td - tn * u) > 0) | (sign * (c * col_den[j] - col_num[j] * u) > 0)
 
 
 @numba.njit(cache=True, nogil=True)
 def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, do_cols,
-                        jblock):
+                        jblock, sparse, pstart, pcols):
     """J of every pair the mask allows, keeping only each row's k best (``do_rows``) and each
     column's (``do_cols``) by J times ``sign`` (-1: smallest first), ties to the lower index:
     (i, j, J, is_column) of every candidate, rows first then columns.
@@ -402,15 +480,20 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     cn = np.zeros(nc, np.int64)
     col_num = np.full(nc, t_num)
     col_den = np.ones(nc, np.int64)
+    # the same k-th bests, and the set sizes, as doubles for the flag pass (_flag_cells)
+    col_numf = col_num.astype(np.float64)
+    col_denf = col_den.astype(np.float64)
+    size_bf = size_b.astype(np.float64)
+    fsign = np.float64(sign)
     c0 = np.empty(jblock, np.uint64)
     c1 = np.empty(jblock, np.uint64)
-    word_major = nw <= WORD_MAJOR_MAX_WORDS
+    word_major = nw <= WORD_MAJOR_MAX_WORDS and not sparse
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
     flag = np.empty(jblock, np.bool_)
     # a threshold no cell beats: what a row's flags are checked against when only columns
     # keep their best (and the other way round)
-    no_num = np.full(jblock, t_num)
-    no_den = np.ones(jblock, np.int64)
+    no_num = np.full(jblock, np.float64(t_num))
+    no_den = np.ones(jblock, np.float64)
     for j0 in range(0, nb, jblock):
         j1 = min(nb, j0 + jblock)
         _load_block(b, bt, word_major, j0, j1)
@@ -419,7 +502,9 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
             if lo >= hi:
                 continue
             # pass 1, branch-free: the counts of two rows at a time
-            if not word_major:
+            if sparse:
+                _count_rows_sparse(a, i2, two, pstart, pcols, lo, hi, nw, c0, c1)
+            elif not word_major:
                 _count_rows(a, i2, two, b, lo, hi, nw, c0, c1)
             elif two:
                 _count_two_rows_t(a, i2, bt, lo - j0, hi - lo, nw, c0, c1)
@@ -437,15 +522,16 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                 # best only rises within the row, so this is every candidate and a few more.
                 m = rhi - rlo
                 cnt = cr[rlo - lo:rhi - lo]
+                saf, tnf, tdf = np.float64(sa), np.float64(tn), np.float64(td)
                 if do_rows and do_cols:
-                    _flag_cells(cnt, size_b[rlo:rhi], sa, tn, td, col_num[rlo:rhi],
-                                col_den[rlo:rhi], sign, flag)
+                    _flag_cells(cnt, size_bf[rlo:rhi], saf, tnf, tdf, col_numf[rlo:rhi],
+                                col_denf[rlo:rhi], fsign, flag)
                 elif do_rows:
-                    _flag_cells(cnt, size_b[rlo:rhi], sa, tn, td, no_num[:m], no_den[:m],
-                                sign, flag)
+                    _flag_cells(cnt, size_bf[rlo:rhi], saf, tnf, tdf, no_num[:m], no_den[:m],
+                                fsign, flag)
                 else:
-                    _flag_cells(cnt, size_b[rlo:rhi], sa, t_num, np.int64(1), col_num[rlo:rhi],
-                                col_den[rlo:rhi], sign, flag)
+                    _flag_cells(cnt, size_bf[rlo:rhi], saf, np.float64(t_num), 1.0,
+                                col_numf[rlo:rhi], col_denf[rlo:rhi], fsign, flag)
                 # pass 3: the flagged cells, checked again against the k-th bests as they are
                 # now, enter their row's and column's k best in column order
                 for j in range(rlo, rhi):
@@ -459,6 +545,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                     if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
                         if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
                             col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
+                            col_numf[j], col_denf[j] = col_num[j], col_den[j]
                 if do_rows:
                     row_num[i], row_den[i] = tn, td
     total = rn.sum() + cn.sum()
@@ -495,7 +582,8 @@ def _jaccard_flags(cnt, size_b, sa, t, above, val, flag):
 
 
 @numba.njit(cache=True, nogil=True)
-def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
+def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock, sparse, pstart,
+                   pcols):
     """(i, j, J) of the cells the mask allows whose J is >= t (``above``) or <= t, in the
     order visited (a cache block of columns at a time); nothing tile-sized is written."""
     na, nw = a.shape
@@ -507,7 +595,7 @@ def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
     n = 0
     c0 = np.empty(jblock, np.uint64)
     c1 = np.empty(jblock, np.uint64)
-    word_major = nw <= WORD_MAJOR_MAX_WORDS
+    word_major = nw <= WORD_MAJOR_MAX_WORDS and not sparse
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
     val = np.empty(jblock)
     flag = np.empty(jblock, np.bool_)
@@ -518,7 +606,9 @@ def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
             two, lo, hi, lo0, hi0, lo1, hi1 = _pair_span(mask, use_mask, na, i2, j0, j1)
             if lo >= hi:
                 continue
-            if not word_major:
+            if sparse:
+                _count_rows_sparse(a, i2, two, pstart, pcols, lo, hi, nw, c0, c1)
+            elif not word_major:
                 _count_rows(a, i2, two, b, lo, hi, nw, c0, c1)
             elif two:
                 _count_two_rows_t(a, i2, bt, lo - j0, hi - lo, nw, c0, c1)
@@ -548,8 +638,42 @@ def _jaccard_above(a, b, size_a, size_b, mask, use_mask, t, above, jblock):
     return out_i[:n], out_j[:n], out_v[:n]
 
 
-def _tile_args(lefts, rights, mask):
-    """The stacked rows, their sizes, the mask (or a dummy) and the column block of a tile."""
+COUNTS = ("auto", "dense", "sparse")
+# a postings step (a column read from the postings, its count incremented: a cache miss
+# more often than not) costs about this many popcount words. Measured on lambda reads, 2-core
+# AMD EPYC without AVX-512: ~5 ns a step against ~0.25 ns a word; at k = 6 (33 words, ~4
+# steps a pair) the two counts ran level, at k = 7 (128 words, ~1 step) sparse 3x faster
+SPARSE_STEP_COST = 16.0
+
+
+def prefer_sparse(words: int, mean_a: float, mean_b: float) -> bool:
+    """Count a tile from postings (about |A| |B| / (64 words) steps a pair) rather than by a
+    popcount per word? Sparse rows win: a 109-base read holds ~100 of the 8,192 canonical
+    7-mers (about 1.2 steps a pair against 128 words), but ~100 of 512 5-mers (~20 steps
+    against 8 words) is dense."""
+    return mean_a * mean_b / (64.0 * words) * SPARSE_STEP_COST < words
+
+
+_NO_POSTINGS = (np.zeros(1, np.int64), np.zeros(0, np.int32))
+
+
+def _count_plan(a, b, size_a, size_b, count: str):
+    """(column block, sparse, postings start, postings columns) of a tile's counting loop:
+    ``count="auto"`` chooses by ``prefer_sparse`` on the tile's mean set sizes."""
+    if count not in COUNTS:
+        raise ValueError(f"count must be one of {', '.join(COUNTS)}, got {count!r}")
+    sparse = count == "sparse" or (count == "auto" and len(a) > 0 and len(b) > 0 and
+                                   prefer_sparse(a.shape[1], float(size_a.mean()),
+                                                 float(size_b.mean())))
+    if sparse:  # one block: the postings cover every right row
+        start, cols = _postings(b)
+        return max(1, b.shape[0]), True, start, cols
+    return _column_block(a.shape[1]), False, *_NO_POSTINGS
+
+
+def _tile_args(lefts, rights, mask, count: str = "auto"):
+    """The stacked rows, their sizes, the mask (or a dummy), whether it is used, and the
+    counting plan (``_count_plan``) of a tile."""
     a, b = _stack(lefts), _stack(rights)
     if a.shape[1] != b.shape[1] and len(a) and len(b):
         raise ValueError(f"bitset rows differ in length: {a.shape[1]} and {b.shape[1]} words "
@@ -558,60 +682,54 @@ def _tile_args(lefts, rights, mask):
     m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
     if use_mask and m.shape != (a.shape[0], b.shape[0]):
         raise ValueError(f"mask has shape {m.shape}, expected {(a.shape[0], b.shape[0])}")
-    jblock = _column_block(a.shape[1])
-    return a, b, np.ascontiguousarray(m), use_mask, jblock
+    size_a, size_b = bitset_sizes(a), bitset_sizes(b)
+    return (a, b, size_a, size_b, np.ascontiguousarray(m), use_mask,
+            _count_plan(a, b, size_a, size_b, count))
 
 
 def bitset_jaccard_topk(lefts, rights, mask=None, k: int = 10, largest: bool = True,
-                        rows: bool = True, cols: bool = False):
+                        rows: bool = True, cols: bool = False, count: str = "auto"):
     """Each row's (``rows``) and each column's (``cols``) k best Jaccard values of a tile, ties
     to the lower index, without the tile's matrices: (i, j, J, is_column) arrays, a row's
     candidates (is_column False) first, then a column's. J is bit for bit what
     :func:`bitset_jaccard` gives for the same pair; cells where ``mask`` is False are no
-    candidates."""
+    candidates. ``count``: how |A ∩ B| is counted (``_count_plan``; the same counts)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    a, b, m, use_mask, jblock = _tile_args(lefts, rights, mask)
+    a, b, size_a, size_b, m, use_mask, plan = _tile_args(lefts, rights, mask, count)
     if a.shape[0] == 0 or b.shape[0] == 0:
         z = np.zeros(0, np.int64)
         return z, z.copy(), np.zeros(0), np.zeros(0, bool)
     use_mask = use_mask and not m.all()  # (an off-diagonal tile's mask holds every pair)
-    return _jaccard_topk_cells(a, b, bitset_sizes(a), bitset_sizes(b), m, use_mask, int(k),
-                               1 if largest else -1, bool(rows), bool(cols), jblock)
+    return _jaccard_topk_cells(a, b, size_a, size_b, m, use_mask, int(k),
+                               1 if largest else -1, bool(rows), bool(cols), *plan)
 
 
-def bitset_jaccard_threshold(lefts, rights, t: float, mask=None, above: bool = True):
+def bitset_jaccard_threshold(lefts, rights, t: float, mask=None, above: bool = True,
+                             count: str = "auto"):
     """The pairs of a tile whose Jaccard is >= t (``above``) or <= t, without the tile's
     matrices: (i, j, J) arrays in row-major order. J is bit for bit :func:`bitset_jaccard`'s."""
-    a, b, m, use_mask, jblock = _tile_args(lefts, rights, mask)
+    a, b, size_a, size_b, m, use_mask, plan = _tile_args(lefts, rights, mask, count)
     if a.shape[0] == 0 or b.shape[0] == 0:
         z = np.zeros(0, np.int64)
         return z, z.copy(), np.zeros(0)
-    i, j, v = _jaccard_above(a, b, bitset_sizes(a), bitset_sizes(b), m, use_mask, float(t),
-                             bool(above), jblock)
+    i, j, v = _jaccard_above(a, b, size_a, size_b, m, use_mask, float(t), bool(above), *plan)
     order = np.lexsort((j, i))
     return i[order], j[order], v[order]
 
 
-def bitset_jaccard(lefts, rights, mask=None) -> tuple[np.ndarray, np.ndarray]:
+def bitset_jaccard(lefts, rights, mask=None, count: str = "auto"
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """(|A ∩ B|, Jaccard) of every pair of a tile, numpy only, in one compiled pass: int64 and
     float64 arrays of shape (len(lefts), len(rights)), 0 where ``mask`` is False. J is what
     :func:`kernels.jaccard.jaccard_from_counts` gives (0 when both sets are empty)."""
-    a, b = _stack(lefts), _stack(rights)
-    if a.shape[1] != b.shape[1] and len(a) and len(b):
-        raise ValueError(f"bitset rows differ in length: {a.shape[1]} and {b.shape[1]} words "
-                         "(sets of different k?)")
+    a, b, size_a, size_b, m, use_mask, plan = _tile_args(lefts, rights, mask, count)
     inter = np.zeros((a.shape[0], b.shape[0]), dtype=np.int64)
     sim = np.zeros(inter.shape, dtype=np.float64)
     if inter.size == 0:
         return inter, sim
-    use_mask = mask is not None
-    m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
-    if use_mask and m.shape != inter.shape:
-        raise ValueError(f"mask has shape {m.shape}, expected {inter.shape}")
-    jblock = _column_block(a.shape[1])
-    _and_popcount_jaccard(a, b, bitset_sizes(a), bitset_sizes(b), np.ascontiguousarray(m),
-                          use_mask, inter, sim, jblock)
+    _and_popcount_jaccard(a, b, size_a, size_b, m, use_mask, inter, sim, plan[0], True,
+                          *plan[1:])
     return inter, sim
 
 
@@ -623,30 +741,22 @@ def _stack(rows) -> np.ndarray:
     return np.stack([np.asarray(r).view(np.uint64) for r in rows])
 
 
-def bitset_intersections(lefts, rights, mask=None, xp=None) -> np.ndarray:
+def bitset_intersections(lefts, rights, mask=None, xp=None, count: str = "auto") -> np.ndarray:
     """|A ∩ B| for every (i, j) of a tile as int64 numpy array (len(lefts), len(rights)).
 
     ``lefts``/``rights`` are bitset rows (a 2-D array, or a list of 1-D rows of one length) as
     uint64 (int64 on torch, which has no uint64). ``mask[i, j]`` False: not a pair of the space,
-    not computed, left 0. On a numpy namespace the compiled AND + popcount runs; on any other the
-    rows are unpacked to 0/1 and multiplied (``_intersections_xp``)."""
+    not computed, left 0. On a numpy namespace the compiled count runs (AND + popcount, or from
+    postings on sparse rows: ``count``, ``_count_plan``); on any other the rows are unpacked to
+    0/1 and multiplied (``_intersections_xp``)."""
     if xp is not None and not is_numpy_namespace(xp):
         return _intersections_xp(xp, lefts, rights, mask)
-    a, b = _stack(lefts), _stack(rights)
-    if a.shape[1] != b.shape[1] and len(a) and len(b):
-        raise ValueError(f"bitset rows differ in length: {a.shape[1]} and {b.shape[1]} words "
-                         "(sets of different k?)")
+    a, b, size_a, size_b, m, use_mask, plan = _tile_args(lefts, rights, mask, count)
     out = np.zeros((a.shape[0], b.shape[0]), dtype=np.int64)
     if out.size == 0:
         return out
-    use_mask = mask is not None
-    m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
-    if use_mask and m.shape != out.shape:
-        raise ValueError(f"mask has shape {m.shape}, expected {out.shape}")
-    jblock = _column_block(a.shape[1])
-    none = np.zeros(0, np.int64)  # (no sizes and no J wanted)
-    _and_popcount_jaccard(a, b, none, none, np.ascontiguousarray(m), use_mask, out,
-                          np.zeros((1, 1)), jblock, False)
+    _and_popcount_jaccard(a, b, size_a, size_b, m, use_mask, out, np.zeros((1, 1)), plan[0],
+                          False, *plan[1:])
     return out
 
 

@@ -48,10 +48,13 @@ def test_canonical_slots_count():
         assert n == (4 ** k + (4 ** (k // 2) if k % 2 == 0 else 0)) // 2
 
 
+@pytest.mark.parametrize("count", ["dense", "sparse", "auto"])
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(lefts=st.lists(_seq, max_size=6), rights=st.lists(_seq, max_size=6),
        k=st.integers(1, 5), canonical=st.booleans(), data=st.data())
-def test_tile_counts_and_jaccard_equal_sets(lefts, rights, k, canonical, data):
+def test_tile_counts_and_jaccard_equal_sets(lefts, rights, k, canonical, data, count):
+    """Both ways of counting (a popcount per word; the right rows' postings) against Python
+    sets, with and without a mask."""
     a = kmer_bitsets([s.encode() for s in lefts], k, canonical)
     b = kmer_bitsets([s.encode() for s in rights], k, canonical)
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=len(lefts) * len(rights),
@@ -61,9 +64,10 @@ def test_tile_counts_and_jaccard_equal_sets(lefts, rights, k, canonical, data):
     sb = [kmer_set(s, k, canonical) for s in rights]
     want = np.array([[len(x & y) for y in sb] for x in sa], np.int64).reshape(mask.shape)
     want_j = np.array([[jaccard(x, y) for y in sb] for x in sa]).reshape(mask.shape)
-    assert np.array_equal(bitset_intersections(a, b), want)
-    assert np.array_equal(bitset_intersections(a, b, mask=mask), np.where(mask, want, 0))
-    inter, sim = bitset_jaccard(list(a), list(b), mask)
+    assert np.array_equal(bitset_intersections(a, b, count=count), want)
+    assert np.array_equal(bitset_intersections(a, b, mask=mask, count=count),
+                          np.where(mask, want, 0))
+    inter, sim = bitset_jaccard(list(a), list(b), mask, count=count)
     assert np.array_equal(inter, np.where(mask, want, 0))
     np.testing.assert_allclose(sim, np.where(mask, want_j, 0.0), rtol=0, atol=1e-15)
 
@@ -92,9 +96,10 @@ def test_bitset_and_merge_agree_on_every_pair_of_real_reads(reads, k, canonical)
     bits = kmer_bitsets(seqs, k, canonical)
     values, offsets = record_kmer_sets(seqs, k, canonical)
     sets = [values[offsets[i]:offsets[i + 1]] for i in range(len(seqs))]
-    by_bits = bitset_intersections(bits, bits)
+    by_bits = bitset_intersections(bits, bits, count="dense")
     by_merge = intersection_counts(sets, sets)
     assert np.array_equal(by_bits, by_merge)
+    assert np.array_equal(bitset_intersections(bits, bits, count="sparse"), by_merge)
     assert np.array_equal(bitset_sizes(bits), np.diff(offsets))
     # and both equal Python sets on a sample of the pairs
     rng = random.Random(k)
@@ -114,6 +119,18 @@ def test_torch_path_equals_numpy(reads):
     mask = np.triu(np.ones((60, 60), bool), 1)
     got = bitset_intersections(rows[:60], rows[60:], mask=mask, xp=xp)
     assert np.array_equal(got, bitset_intersections(bits[:60], bits[60:], mask=mask))
+
+
+def test_prefer_sparse_rule():
+    """Steps a pair from postings (|A| |B| / bits) times their cost against words a pair:
+    reads of ~90 k-mers are counted from postings at k = 7 (8,192 canonical codes, 128 words)
+    and by popcount at k = 5 and 6."""
+    from kernels.bitset import SPARSE_STEP_COST, prefer_sparse
+    assert prefer_sparse(128, 90, 90)       # 90 * 90 / 8192 * 16 = 15.8 < 128
+    assert not prefer_sparse(33, 90, 90)    # 90 * 90 / 2112 * 16 = 61 > 33
+    assert not prefer_sparse(8, 90, 90)
+    assert prefer_sparse(514, 90, 90) and not prefer_sparse(128, 300, 300)
+    assert SPARSE_STEP_COST == 16.0
 
 
 def test_prefer_bitset_rule():

@@ -45,10 +45,11 @@ def _brute_topk(sets_a, sets_b, mask, k, largest, rows, cols):
     return want
 
 
+@pytest.mark.parametrize("count", ["dense", "sparse"])
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("kk", [1, 3, 10])
 @pytest.mark.parametrize("largest", [True, False])
-def test_kernel_topk_equals_a_sort_of_every_pair(seed, kk, largest):
+def test_kernel_topk_equals_a_sort_of_every_pair(seed, kk, largest, count):
     k = 3
     left, right = _reads(40, seed), _reads(33, seed + 100)
     a, b = kmer_bitsets([s.encode() for s in left], k), kmer_bitsets([s.encode() for s in right], k)
@@ -59,7 +60,8 @@ def test_kernel_topk_equals_a_sort_of_every_pair(seed, kk, largest):
     for mask in masks:
         m = np.ones((len(a), len(b)), bool) if mask is None else mask
         for rows, cols in ((True, True), (True, False), (False, True)):
-            i, j, v, col = bitset_jaccard_topk(a, b, mask, kk, largest, rows, cols)
+            i, j, v, col = bitset_jaccard_topk(a, b, mask, kk, largest, rows, cols,
+                                               count=count)
             assert set(zip(i.tolist(), j.tolist(), col.tolist())) == \
                 _brute_topk(sa, sb, m, kk, largest, rows, cols)
             assert len(set(zip(i.tolist(), j.tolist(), col.tolist()))) == len(i)
@@ -67,15 +69,16 @@ def test_kernel_topk_equals_a_sort_of_every_pair(seed, kk, largest):
                 assert vv == jaccard(sa[ii], sb[jj])  # the same double as the full matrix's
 
 
+@pytest.mark.parametrize("count", ["dense", "sparse"])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("above,t", [(True, 0.25), (False, 0.1), (True, 0.0), (True, 1.0)])
-def test_kernel_threshold_equals_every_passing_pair_in_row_order(seed, above, t):
+def test_kernel_threshold_equals_every_passing_pair_in_row_order(seed, above, t, count):
     k = 3
     left, right = _reads(60, seed), _reads(50, seed + 7)
     a, b = kmer_bitsets([s.encode() for s in left], k), kmer_bitsets([s.encode() for s in right], k)
     sa, sb = [kmer_set(s, k) for s in left], [kmer_set(s, k) for s in right]
     mask = np.random.default_rng(seed).random((len(a), len(b))) < 0.8
-    i, j, v = bitset_jaccard_threshold(a, b, t, mask, above)
+    i, j, v = bitset_jaccard_threshold(a, b, t, mask, above, count=count)
     want = [(x, y, jaccard(p, q)) for x, p in enumerate(sa) for y, q in enumerate(sb)
             if mask[x, y] and (jaccard(p, q) >= t if above else jaccard(p, q) <= t)]
     assert list(zip(i.tolist(), j.tolist(), v.tolist())) == want
