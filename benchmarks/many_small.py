@@ -13,10 +13,13 @@ actor spawn excluded: ``summary.compute_s``), against
 * the bare bitset kernel on both cores: the same pairs (upper triangle) in blocks of 1,024
   reads on 2 threads (the kernels release the GIL), bitsets built beforehand, in this process:
   ``popcount``, the issue's reference: a plain numba loop, popcount of AND per pair, one pair
-  at a time (``_plain_popcount`` here, as the issue measured it); ``popcount_best``: the
-  library's counting kernel (``kernels.bitset.bitset_intersections``: two rows against two
-  columns per load, or a word-major block on short rows), the modelled limit of the engine's
-  kernel; and ``jaccard`` (|A∩B| and J, the library's kernel for full tiles);
+  at a time (``_plain_kernel`` here, as the issue measured it); ``popcount_best``: the
+  library's counting kernel (``kernels.bitset.bitset_intersections``, ``count=auto``: a
+  popcount per word, two rows against two columns per load or word-major on short rows; or,
+  on sparse rows, from the right rows' postings); ``jaccard`` (|A∩B| and J, the library's
+  kernel for full tiles); and ``topk``, the engine's own kernel for this run
+  (``bitset_jaccard_topk``: each row's and column's 10 best J), its modelled limit: engine /
+  bare topk is the engine's efficiency;
 * the merge kernel (sorted k-mer arrays) the same way, bare, and through the engine
   (``kernel=merge``).
 
@@ -55,6 +58,7 @@ READS = os.path.join(DATA, "root", "usr", "share", "doc", "bowtie2", "examples",
 SETS = {"reads_1": ["reads_1"], "all": ["reads_1", "reads_2", "longreads"]}
 TARGETS = {5: 0.5, 7: 0.8}  # engine / bare popcount kernel on the 10 K reads
 BLOCK = 1024
+TOP_K = 10  # the engine's sink: TopK(10) of J, per item on both sides of the triangle
 
 
 def _blocks(n: int, block: int):
@@ -93,12 +97,13 @@ def _plain_kernel():
 def bare(rows, kind: str, threads: int = 2) -> dict:
     """All pairs i < j of ``rows`` (bitset rows or k-mer arrays) on ``threads`` threads;
     returns seconds and pairs/s (the best of two runs when it is short)."""
-    from kernels.bitset import bitset_intersections, bitset_jaccard
+    from kernels.bitset import bitset_intersections, bitset_jaccard, bitset_jaccard_topk
     from kernels.jaccard import intersection_counts
     n = len(rows)
     fn = {"popcount": lambda a, b, m: _plain_kernel()(a, b, m),
           "popcount_best": lambda a, b, m: bitset_intersections(a, b, mask=m),
           "jaccard": lambda a, b, m: bitset_jaccard(a, b, m),
+          "topk": lambda a, b, m: bitset_jaccard_topk(a, b, m, TOP_K, True, True, True),
           "merge": lambda a, b, m: intersection_counts(a, b, mask=m)}[kind]
 
     def one(block):
@@ -128,7 +133,7 @@ def engine(urls, k: int, kernel: str, runs_root: str) -> dict:
     t0 = time.perf_counter()
     app = JaccardApp(urls, k=k, item="record", kernel=kernel)
     t_app = time.perf_counter() - t0
-    res = allpairs(app=app, sink=TopK(10, field="similarity"), runs_root=runs_root,
+    res = allpairs(app=app, sink=TopK(TOP_K, field="similarity"), runs_root=runs_root,
                    wait=True, progress=False)
     s = res.summary
     return {"kernel": app.kernel, "executor": s["executor"], "n": s["n_items"],
@@ -136,6 +141,7 @@ def engine(urls, k: int, kernel: str, runs_root: str) -> dict:
             "pairs": s["pairs_total"], "compute_s": s["compute_s"], "wall_s": s["wall_s"],
             "app_build_s": t_app, "pairs_per_s": s["pairs_total"] / s["compute_s"],
             "tiles": s["tiles_total"], "leaf": s["leaf_items"], "R": s["R"],
+            "packs": s.get("packs"),
             "startup_s": s["phases"].get("startup_s")}
 
 
@@ -158,9 +164,13 @@ def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root
     bits = np.ascontiguousarray(bits[keep])
     values, offsets = record_kmer_sets(seqs, k)
     sets = [values[offsets[i]:offsets[i + 1]] for i in np.flatnonzero(keep)]
+    from kernels.bitset import bitset_sizes, prefer_sparse
+    mean = float(bitset_sizes(bits).mean())
     out = {"set": name, "k": k, "reads": len(seqs), "kept": int(keep.sum()),
+           "count": "sparse" if prefer_sparse(bits.shape[1], mean, mean) else "dense",
            "bare_popcount": bare(bits, "popcount"),
            "bare_popcount_best": bare(bits, "popcount_best"), "bare_jaccard": bare(bits, "jaccard"),
+           "bare_topk": bare(bits, "topk"),
            "engine": engine(urls, k, "auto", runs_root)}
     if merge:  # (the engine's merge run comes later: add_engine_merge)
         out["bare_merge"] = bare(sets, "merge")
@@ -169,6 +179,7 @@ def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root
     out["engine_vs_bare_popcount"] = e / out["bare_popcount"]["pairs_per_s"]
     out["engine_vs_bare_popcount_best"] = e / out["bare_popcount_best"]["pairs_per_s"]
     out["engine_vs_bare_jaccard"] = e / out["bare_jaccard"]["pairs_per_s"]
+    out["engine_vs_bare_topk"] = e / out["bare_topk"]["pairs_per_s"]
     if name == "reads_1" and not limit:
         out["target"] = TARGETS.get(k)
     return out
@@ -204,7 +215,9 @@ def _print_case(c: dict) -> None:
             f"{c['bare_popcount']['pairs_per_s'] / 1e6:.1f} M/s -> "
             f"{c['engine_vs_bare_popcount']:.2f} (best bare "
             f"{c['bare_popcount_best']['pairs_per_s'] / 1e6:.1f} M/s -> "
-            f"{c['engine_vs_bare_popcount_best']:.2f}; {e['executor']})")
+            f"{c['engine_vs_bare_popcount_best']:.2f}; {c['count']} count; its own top-k "
+            f"kernel bare {c['bare_topk']['pairs_per_s'] / 1e6:.1f} M/s -> "
+            f"{c['engine_vs_bare_topk']:.2f}; {e['executor']})")
     if c.get("target") is not None:
         line += f" (target {c['target']})"
     line += f"; bare jaccard {c['bare_jaccard']['pairs_per_s'] / 1e6:.1f} M/s"
