@@ -94,7 +94,7 @@ class Membership:
             node=f"node-{n_idx}", node_id=node_plan.node["node_id"], app=self.app,
             item_keys=self.inputs.keys,
             budget_bytes=None if cfg.host_cache_items else plan.host_bytes,
-            budget_items=plan.host_items if cfg.host_cache_items else None,
+            budget_items=plan.l2_items if cfg.host_cache_items else None,
             eviction=plan.eviction,
             preprocess_on=node_plan.device if node_plan.preprocess_on_host else None,
             load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),

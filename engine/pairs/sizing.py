@@ -71,6 +71,7 @@ class RunPlan:
     items: ItemMap | None = None  # the map the run's caches and policy use (packed or not)
     pack_members: list | None = None  # packed: each pack's items (ids of the unpacked map)
     item_bytes: float = 0.0    # one cached item's bytes (a pack's when packed)
+    l2_items: int = 0          # the host tier's item budget in cached items (packs when packed)
 
     @property
     def pack_rows(self) -> int:
@@ -288,13 +289,15 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     item_bytes = float(measured.get("item_bytes", 1.0))
     # the plan (an order of tiles) is chosen over rows; packed, the caches hold packs
     run_items, members, bound = items, None, bound_R(items.n_items, host_items_eff)
+    l2_items = host_items
     l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
     if packable and weights is None and leaf > 1:
         run_items, members = items.packed(leaf)
         item_bytes *= leaf
         # a tile side is one pack: the L1 holds the sides of the tiles under way and one more
         l1_items = device_cache_items(1, cfg.in_flight, cfg.device_cache_items)
-        bound = bound_R(run_items.n_items, min(run_items.n_items, max(1, host_items // leaf)))
+        l2_items = max(1, host_items // leaf)  # the host tier's rows, in whole packs
+        bound = bound_R(run_items.n_items, min(run_items.n_items, l2_items))
     plan = cfg.plan
     if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
         plan = "zorder"
@@ -339,7 +342,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
         choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares,
-        items=run_items, pack_members=members, item_bytes=item_bytes)
+        items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:

@@ -267,6 +267,7 @@ def test_packed_plan_hand_case():
     assert plan.l1_items == max(4, 2 * 1 * (2 + 1))      # a tile side is one pack
     assert plan.load_batch == 1                           # ceil(0.1 s / (5 * 0.044 s))
     # the host tier's 40 rows are 8 packs: R = 1 + 40 / (2 * 8)
+    assert plan.l2_items == 8 and rows.l2_items == rows.host_items == 40
     assert plan.bound_R == pytest.approx(1 + 40 / (2 * 8))
     # pair weights cut tiles off the leaf grid: nothing is packed
     w = PairWeights(np.ones(200), np.ones(200))
