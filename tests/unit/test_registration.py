@@ -51,6 +51,21 @@ def test_a_known_motion_is_recovered(cloud, angle, device):
     assert np.median(nearest) < 1.0
 
 
+def test_compiled_and_array_searches_agree(cloud):
+    """The compiled loops numpy runs and the array form torch runs are two writings of one
+    search: on pairs of noisy, partial copies both give the same motion and score."""
+    torch = pytest.importorskip("torch")
+    from kernels.backend import namespace_for
+    xp = namespace_for("torch-cpu")
+    rng = np.random.default_rng(11)
+    for angle in (17.0, 95.0, 200.0, 333.0):
+        target = cloud @ _rot(angle).T + rng.normal(0, 0.8, cloud.shape)
+        target = center(np, target[rng.random(len(target)) > 0.2])
+        got = register(np, cloud, target, 2.0)
+        want = register(xp, torch.from_numpy(cloud), torch.from_numpy(target), 2.0)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
 def test_self_registration_scores_one(cloud):
     score, theta, tx, ty = register(np, cloud, cloud, 2.0)
     assert score == pytest.approx(1.0, abs=1e-6)
