@@ -134,7 +134,8 @@ def provenance(name: str, data: dict) -> str:
     took = f", took {rec['elapsed_s'] / 60:.1f} min" if rec.get("elapsed_s") else ""
     return (f"Command: `{rec['command']}`  \n"
             f"Run {rec['date']}{took}, code `{code.get('describe')}` "
-            f"(commit `{(code.get('commit') or '')[:12]}`), on {m.get('cpu', '?')}, "
+            f"(commit `{(code.get('commit') or '')[:12]}`), on {m.get('cpu', '?')}"
+            f"{' (' + m['isa'] + ')' if m.get('isa') else ''}, "
             f"{m.get('cores', '?')} cores{mem}, {m.get('os', '?')}, Python {m.get('python', '?')}"
             f" (load {m.get('load_avg_1m', '?')} at the end).{quick}")
 
