@@ -466,7 +466,9 @@ def report(result) -> str:
              f"wall time {s['wall_s']:.2f} s (compute {s['compute_s']:.2f} s, "
              f"{rate:,.0f} pairs/s)",
              f"R = {s['R']:.3f} loads/item (model bound {s['bound_R']:.3f}, host tier holds "
-             f"{s['host_cache_items']} items)"]
+             f"{s['host_cache_items']} items)" if not s.get("packs") else
+             f"R = {s['R']:.3f} loads/pack ({s['packs']} packs of up to {s['leaf_items']} "
+             f"records, loaded and cached as one; model bound {s['bound_R']:.3f})"]
     for tier in ("L1", "L2"):
         t = tiers.get(tier, {})
         lines.append(f"{tier}: hits {t.get('hits', 0)}  misses {t.get('misses', 0)}  "

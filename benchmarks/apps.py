@@ -7,7 +7,7 @@
 For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficiency
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
 measured in this process (every item parsed and preprocessed once; t_cmp the mean per pair of a
-4 × 4 tile of different items, the best of two), p the run's device actors and T the engine's
+6 × 6 tile of items drawn at random, the best of two), p the run's device actors and T the engine's
 compute phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
 two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
 cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
@@ -70,46 +70,62 @@ def stage_times(app) -> tuple[float, float, int]:
         t0 = time.perf_counter()
         items[key] = app.preprocess(key, app.parse(key, raw), "cpu")
         t_items += time.perf_counter() - t0
-    side = min(4, len(keys) // 2)
-    left, right = [items[k] for k in keys[:side]], [items[k] for k in keys[side:2 * side]]
+    # a tile of items drawn at random (seeded), not the first ones: items differ in cost
+    # (particles of 78 to 102 points: pairs up to 1.7x apart), and the first eight particles
+    # timed 11 ms a pair where the run's pairs averaged ~17
+    side = min(6, len(keys) // 2)
+    drawn = [keys[i] for i in np.random.default_rng(0).permutation(len(keys))[:2 * side]]
+    left, right = [items[k] for k in drawn[:side]], [items[k] for k in drawn[side:]]
     mask = np.ones((side, side), bool)
     best = min(_timed(lambda: app.compare(left, right, mask, "cpu")) for _ in range(2))
     n = len(keys)
     return t_items, best / (side * side), n * (n - 1) // 2
 
 
-def _compare_in_process(app, keys, barrier, queue) -> None:
-    """One side of the two-process limit: prepare ``keys``, wait for the other process, then
-    time the compare of a tile of them (best of two)."""
+def _compare_in_process(app, keys, index, barriers, queue) -> None:
+    """One side of the two-process limit: prepare ``keys``, time the compare of a tile of them
+    alone (process 0 first, then process 1, the other waiting), then both side by side (best
+    of two each time). Each process is its own reference: the two halves hold different items
+    (particles of 78 to 102 points cost up to 1.7x apart), so a time of one half against the
+    other's measured the items, not the machine."""
     from engine.run.runtime import keep_freed_memory
     keep_freed_memory()  # as every process of the engine's does
     side = len(keys) // 2
     items = [app.preprocess(k, app.parse(k, _raw(app.url(k))), "cpu") for k in keys]
     mask = np.ones((side, side), bool)
-    barrier.wait()
-    best = min(_timed(lambda: app.compare(items[:side], items[side:], mask, "cpu"))
-               for _ in range(2))
-    queue.put(best / (side * side))
+
+    def best():
+        return min(_timed(lambda: app.compare(items[:side], items[side:], mask, "cpu"))
+                   for _ in range(2))
+    solo = None
+    for turn in range(2):  # one process alone at a time
+        if turn == index:
+            solo = best()
+        barriers[turn].wait()
+    barriers[2].wait()
+    queue.put((index, solo, best()))
 
 
-def two_process_limit(app, t_pair: float) -> tuple[float, list[float]]:
-    """The machine's own limit: two plain processes (no Ray) comparing tiles side by side.
-    t_pair / the slower one's time per pair: 1.0 when two busy cores each run as fast as one
-    alone; below 1 when they contend (memory bandwidth, shared cache)."""
+def two_process_limit(app) -> tuple[float, list[float]]:
+    """The machine's own limit: two plain processes (no Ray) comparing tiles side by side,
+    each against its own time alone (``_compare_in_process``): 1.0 when two busy cores each
+    run as fast as one alone; below 1 when they contend (memory bandwidth, shared cache).
+    Returns the mean of the two ratios and each process's time per pair side by side."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     keys = list(app.keys())
     side = min(4, len(keys) // 4) or 1
     halves = [keys[:2 * side], keys[2 * side:4 * side] or keys[:2 * side]]
-    barrier, queue = ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_compare_in_process, args=(app, h, barrier, queue))
-             for h in halves]
+    barriers, queue = [ctx.Barrier(2) for _ in range(3)], ctx.Queue()
+    procs = [ctx.Process(target=_compare_in_process, args=(app, h, i, barriers, queue))
+             for i, h in enumerate(halves)]
     for proc in procs:
         proc.start()
-    times = [queue.get() for _ in procs]
+    got = sorted(queue.get() for _ in procs)
     for proc in procs:
         proc.join()
-    return t_pair / max(times), times
+    ratios = [solo / both for _, solo, both in got]
+    return float(np.mean(ratios)), [both / (side * side) for _, _, both in got]
 
 
 def _timed(fn) -> float:
@@ -164,7 +180,7 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     t_items, t_pair, pairs = stage_times(app)
     t_min = t_items + pairs * t_pair
     n = len(app.keys())
-    limit, two_times = two_process_limit(app, t_pair)
+    limit, two_times = two_process_limit(app)
     row = {"n": n, "pairs": pairs, "t_items_s": t_items, "t_pair_s": t_pair, "T_min": t_min,
            "two_process_limit": limit, "two_process_t_pair_s": two_times,
            "rocket_efficiency": ROCKET[name], "size": size, "runs": {}}
