@@ -96,8 +96,9 @@ class EngineProducerHandle:
         self.log.close()
 
 
-def start_engine_producer(run_dir: Path, **_ignored) -> EngineProducerHandle:
-    return EngineProducerHandle(Path(run_dir))
+def start_engine_producer(run_dir: Path, n_records: int = 0,
+                          leaf_items: int = 8) -> EngineProducerHandle:
+    return EngineProducerHandle(Path(run_dir), n_records, leaf_items)
 
 
 def _producer(start_fn):

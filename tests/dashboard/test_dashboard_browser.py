@@ -321,7 +321,10 @@ def _write_timings(request):
 def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     run_dir = tmp_path / "live"
     name = "live-engine"
-    handle = producer(run_dir)
+    # tiles of 4 records (~900 tiles): the run must outlast the views' screenshots and the
+    # latency samples; with tiles of 8 its compute phase (9 s here once records were cached a
+    # tile side at a time) ended while the screenshots were taken
+    handle = producer(run_dir, leaf_items=4)
     server = serve(run_dir)
     ready = open_dashboard(page, server)
     record(name, **ready)
