@@ -26,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from engine.pairs.policy import ItemMap  # noqa: E402
+from engine.pairs.items import ItemMap  # noqa: E402
 from engine.pairs.simulate import choose_plan  # noqa: E402
 from engine.pairs.space import Triangle  # noqa: E402
 from _record import out_path, target, write  # noqa: E402

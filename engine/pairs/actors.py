@@ -27,7 +27,8 @@ from ..errors import InputError, PairflowError, root_cause
 from ..run.metrics import EventBuffer
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .loading import check_items, load_items, measure_stages, warm_process
-from .policy import AdvisedEviction, ItemMap, make_eviction
+from .items import ItemMap
+from .policy import AdvisedEviction, make_eviction
 from .scheduler import describe_tile
 from .space import PairSpace, Tile
 from .node_cache import NodeCache

@@ -31,24 +31,15 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
     ``keep``, only without a store), its info with the probe's times."""
     if parsed is not None:  # (what the probe read is counted by load_items, once)
         item, info = parsed
-        info, t2 = {k: v for k, v in info.items() if k != "io"}, time.time()
-        if preprocess_on is not None:
-            item = app.preprocess(key, item, preprocess_on)
-            info["preprocess"] = (t2, time.time())
-        info["nbytes"] = int(app.item_nbytes(item))
-        return item, info
+        return _prepared(app, key, item, {k: v for k, v in info.items() if k != "io"},
+                         preprocess_on)
     t0 = time.time()
     if isinstance(key, PackKey):  # the app reads its members' files itself; the L4 store
         item = app.parse_pack(list(key.members))  # keeps items, not packs
-        t1 = time.time()
-        info = {"raw_bytes": 0, "load": (t0, t0), "parse": (t0, t1)}
+        info = {"raw_bytes": 0, "load": (t0, t0), "parse": (t0, time.time())}
         if store is not None:
             info["store"] = StoreStats(bypassed=1).to_dict()
-        if preprocess_on is not None:
-            item = app.preprocess(key, item, preprocess_on)
-            info["preprocess"] = (t1, time.time())
-        info["nbytes"] = int(app.item_nbytes(item))
-        return item, info
+        return _prepared(app, key, item, info, preprocess_on)
     url = app.url(key)
     raw = fetch(url) if url else None
     t1 = time.time()
@@ -72,16 +63,22 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
                 return item, info
     t1 = time.time()
     item = app.parse(key, raw)
-    t2 = time.time()
-    info["parse"] = (t1, t2)
-    if preprocess_on is not None:
-        item = app.preprocess(key, item, preprocess_on)
-        info["preprocess"] = (t2, time.time())
-    info["nbytes"] = int(app.item_nbytes(item))
+    info["parse"] = (t1, time.time())
+    item, info = _prepared(app, key, item, info, preprocess_on)
     if digest is not None:
         store.put(digest, item, stats)
     if store is not None:
         info["store"] = stats.to_dict()
+    return item, info
+
+
+def _prepared(app, key: str, item, info: dict, preprocess_on: str | None):
+    """A parsed item preprocessed here when asked (timed in ``info``), and its size."""
+    if preprocess_on is not None:
+        t0 = time.time()
+        item = app.preprocess(key, item, preprocess_on)
+        info["preprocess"] = (t0, time.time())
+    info["nbytes"] = int(app.item_nbytes(item))
     return item, info
 
 

@@ -31,7 +31,7 @@ from .app import PackKey
 from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
                        ray_is_up)
 from .loading import check_items, measure_stages
-from .policy import ItemMap
+from .items import ItemMap
 from .shipped import check_sinks
 from .sizing import app_weights, plan_nodes, weighted_probe
 from .space import PairSpace, PairWeights

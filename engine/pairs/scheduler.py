@@ -22,7 +22,8 @@ import time
 
 from ..run.journal import JournalWriter
 from ..run.rundir import JOURNAL, RunDir
-from .policy import ItemMap, TilePolicy
+from .items import ItemMap
+from .policy import TilePolicy
 from .shipped import ShippedJournal
 from .space import Tile
 from .stealing import StealingPolicy

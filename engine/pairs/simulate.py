@@ -21,7 +21,8 @@ from typing import Sequence
 
 from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache, device_cache_items
-from .policy import EVICTIONS, PLANS, ItemMap, TilePolicy, make_eviction, make_plan
+from .items import ItemMap
+from .policy import EVICTIONS, PLANS, TilePolicy, make_eviction, make_plan
 from .stealing import contiguous_shares, deal as deal_shares
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import PairflowError
 from .config import AllPairsConfig
-from .policy import ItemMap, bound_R, interleave, make_plan
+from .items import ItemMap
+from .policy import bound_R, interleave, make_plan
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
 from .tiers import device_cache_items
@@ -290,7 +291,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     # the plan (an order of tiles) is chosen over rows; packed, the caches hold packs
     run_items, members, bound = items, None, bound_R(items.n_items, host_items_eff)
     l2_items = host_items
-    l1_items = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
+    l1_items = l1_rows = device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items)
     if packable and weights is None and leaf > 1:
         run_items, members = items.packed(leaf)
         item_bytes *= leaf
@@ -307,8 +308,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
     from .simulate import choose_plan  # here: the simulator costs an import most runs skip
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
-    l1_sim = max(1, min(device_cache_items(leaf, cfg.in_flight, cfg.device_cache_items),
-                        int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
+    l1_sim = max(1, min(l1_rows, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
     dealt = sum(1 for n in node_plan if n.actors)
     # with L3 and node frontiers the nodes' host tiers act as one: the run is dealt to them so
     shared_tiers = cfg.l3 and dealt > 1 and str(cfg.hierarchical).lower() != "false"

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.pairs.policy import HilbertPlan, ItemMap, LRUEviction, hilbert_index, hilbert_pairs
+from engine.pairs.items import ItemMap
+from engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs
 from engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
 from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 from engine.pairs.tiers import BudgetCache

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from engine.pairs.policy import (ItemMap, LRUEviction, NextUseEviction, StripePlan, TilePolicy,
+from engine.pairs.items import ItemMap
+from engine.pairs.policy import (LRUEviction, NextUseEviction, StripePlan, TilePolicy,
                            ZOrderPlan, bound_R)
 from engine.pairs.simulate import simulate
 from engine.pairs.space import Rectangle, Triangle, leaves

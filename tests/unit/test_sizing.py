@@ -7,7 +7,7 @@ import pytest
 
 from engine.errors import PairflowError
 from engine.pairs.config import AllPairsConfig
-from engine.pairs.policy import ItemMap
+from engine.pairs.items import ItemMap
 from engine.pairs.simulate import simulate
 from engine.pairs.tiers import device_cache_items
 from engine.pairs.sizing import (app_weights, choose_leaf, plan_nodes,

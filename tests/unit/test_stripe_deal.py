@@ -5,7 +5,8 @@ from collections import Counter
 
 import pytest
 
-from engine.pairs.policy import ItemMap, StripePlan, interleave
+from engine.pairs.items import ItemMap
+from engine.pairs.policy import StripePlan, interleave
 from engine.pairs.space import Rectangle, Triangle, leaves
 
 
