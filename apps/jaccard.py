@@ -359,7 +359,8 @@ class JaccardApp(BasePairApp):
         for r in reductions:
             if isinstance(r, TopKReduction):
                 i, j, v, col = _bits.bitset_jaccard_topk(left, right, mask, r.k, r.largest,
-                                                         r.rows, r.cols)
+                                                         r.rows, r.cols, row_floor=r.row_floor,
+                                                         col_floor=r.col_floor)
                 out.append(TileCandidates(i, j, v, col))
             elif isinstance(r, ThresholdReduction):
                 i, j, v = _bits.bitset_jaccard_threshold(left, right, r.t, mask, r.above)

@@ -333,6 +333,7 @@ def bitset_sizes(bits) -> np.ndarray:
     return out
 
 
+FLAG_CHUNK = 64  # columns flagged at a time in the top-k kernel (see its pass 2)
 _BLOCK_BYTES = 1 << 17  # a block of right rows this large stays in the L2 cache
 WORD_MAJOR_MAX_WORDS = 16  # rows up to this long are counted word-major (_count_rows_t)
 _WORD_MAJOR_BYTES = 1 << 16  # its copy of a block of right rows, at most this large
@@ -427,39 +428,60 @@ def _push(idx, nums, dens, n, slot, x, c, u, k, sign):
     return m == k
 
 
-@numba.njit(cache=True, nogil=True)
-def _flag_cells(cnt, size_b, sa, tn, td, col_num, col_den, sign, flag):
-    """``flag[j]``: may cell j (its count ``cnt[j]``, its column's set size ``size_b[j]``, the
-    row's set size ``sa``) enter the row's k best (k-th best so far tn / td) or its column's
-    (``col_num[j] / col_den[j]``)? Compared as fractions, branch-free, so it vectorises;
-    every argument starts at the row's first column (zero-based slices vectorise, offset
-    indices measured 3x slower).
+FLOOR_SLACK = 1e-9  # a threshold the flag pass uses is moved this much (relative) the
+#                     lenient way: the pass may flag a few cells too many, never one too few
 
-    In doubles, which is exact: every term is a count below 2^17 (k <= 8), so each product is
-    below 2^34 and their difference an exact integer; an int64 multiply has no vector
-    instruction on AVX2 and cost this pass twice its time. ``cnt`` is narrowed to int32 first
-    (int32 -> double is one vector instruction; int64 -> double is not)."""
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lenient(num, den, floor, sign):
+    """The flag pass's threshold as a double: the stricter of the k-th best so far (num / den)
+    and the floor, moved by ``FLOOR_SLACK`` the lenient way (cells tied with it stay flagged)."""
+    t = num / den
+    if sign * (floor - t) > 0:
+        t = floor
+    return t - sign * (abs(t) * FLOOR_SLACK + 1e-12)
+
+
+@numba.njit(cache=True, nogil=True)
+def _flag_cells(cnt, size_b, sa, row_t, col_t, sign, flag):
+    """``flag[j]``: may cell j (its count ``cnt[j]``, its column's set size ``size_b[j]``, the
+    row's set size ``sa``) enter the row's k best (its lenient threshold ``row_t``, from
+    ``_lenient``) or its column's (``col_t[j]``)? J = c / u beats t when c - t u > 0 (times
+    ``sign``): no division, branch-free, so it vectorises; every argument starts at the row's
+    first column (zero-based slices vectorise, offset indices measured 3x slower).
+
+    In doubles: every count is below 2^17 (k <= 8), so c and u are exact, and the lenient
+    thresholds absorb the rounding of t u. ``cnt`` is narrowed to int32 first (int32 -> double
+    is one vector instruction; int64 -> double is not)."""
     for j in range(cnt.shape[0]):
         c = np.float64(np.int32(cnt[j]))
         u = max(sa + size_b[j] - c, 1.0)  # two empty sets: J = 0 = 0 / 1
-        flag[j] = (sign * (c * td - tn * u) > 0) | (sign * (c * col_den[j] - col_num[j] * u) > 0)
+        flag[j] = (sign * (c - row_t * u) > 0) | (sign * (c - col_t[j] * u) > 0)
 
 
 @numba.njit(cache=True, nogil=True)
 def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, do_cols,
-                        jblock, sparse, pstart, pcols):
+                        row_floor, col_floor, jblock, sparse, pstart, pcols):
     """J of every pair the mask allows, keeping only each row's k best (``do_rows``) and each
-    column's (``do_cols``) by J times ``sign`` (-1: smallest first), ties to the lower index:
+    column's (``do_cols``) by J times ``sign`` (-1: smallest first), ties to the lower index,
+    among the cells at least as good as the row's ``row_floor`` (the column's ``col_floor``):
     (i, j, J, is_column) of every candidate, rows first then columns.
+
+    A floor is the k-th best its item already has in other tiles (``-inf``, ``+inf`` when
+    smallest win: none). A cell worse than it cannot be among the item's k best of the whole
+    run, and without it every tile starts each row and column from nothing: on a tile of
+    short reads at k = 5, a tenth of the cells then entered a k best (~k ln(m / k) records of
+    each of m rows and columns), and those pushes cost more than the counting.
 
     No tile-sized array is written and no J is divided out until the end: a cell is compared
     with its row's and column's k-th best as fractions, c * u' against c' * u (counts below
     2^31: exact), which orders cells exactly as their J do (distinct fractions of such small
     terms never round to one double); the kept ones are divided out as c / |A u B|, the very
-    double of :func:`bitset_jaccard`. Two rows' counts over a block of columns are taken first,
-    then a branch-free pass flags each row's cells that may enter a k best, then the flagged
-    ones are pushed. Cells are visited a cache block of columns at a time, rows in order within
-    it, so every row sees its columns, and every column its rows,
+    double of :func:`bitset_jaccard`. Two rows' counts over a block of columns are taken
+    first, then, ``FLAG_CHUNK`` columns at a time, a branch-free pass flags the cells that may
+    enter a k best and the flagged ones are pushed: each chunk is flagged against the k-th
+    bests as the chunks before it left them. Cells are visited a cache block of columns at a
+    time, rows in order within it, so every row sees its columns, and every column its rows,
     in increasing order: ties go to the lower index."""
     na, nw = a.shape
     nb = b.shape[0]
@@ -468,6 +490,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     # the k-th best so far as a fraction, "worse than any J" before a slot holds k:
     # -1/1 ranks below every J when the largest win, 2/1 above every J when the smallest do
     t_num = np.int64(-1) if sign > 0 else np.int64(2)
+    never = np.inf * sign  # a threshold no cell beats
     rj = np.empty((nr, k), np.int64)
     rnum = np.empty((nr, k), np.int64)
     rden = np.empty((nr, k), np.int64)
@@ -480,20 +503,23 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     cn = np.zeros(nc, np.int64)
     col_num = np.full(nc, t_num)
     col_den = np.ones(nc, np.int64)
-    # the same k-th bests, and the set sizes, as doubles for the flag pass (_flag_cells)
-    col_numf = col_num.astype(np.float64)
-    col_denf = col_den.astype(np.float64)
-    size_bf = size_b.astype(np.float64)
+    # the floors as lenient thresholds (a cell is kept when it beats these) and the flag
+    # pass's column thresholds (the stricter of the k-th best and the floor, lenient)
     fsign = np.float64(sign)
+    row_fl = np.empty(nr)
+    for i in range(nr):
+        row_fl[i] = _lenient(-fsign, 1.0, row_floor[i], fsign)
+    col_fl = np.empty(nc)
+    col_t = np.full(nb if do_cols else jblock, never)
+    for j in range(nc):
+        col_fl[j] = _lenient(-fsign, 1.0, col_floor[j], fsign)
+        col_t[j] = col_fl[j]
+    size_bf = size_b.astype(np.float64)
     c0 = np.empty(jblock, np.uint64)
     c1 = np.empty(jblock, np.uint64)
     word_major = nw <= WORD_MAJOR_MAX_WORDS and not sparse
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
-    flag = np.empty(jblock, np.bool_)
-    # a threshold no cell beats: what a row's flags are checked against when only columns
-    # keep their best (and the other way round)
-    no_num = np.full(jblock, np.float64(t_num))
-    no_den = np.ones(jblock, np.float64)
+    flag = np.empty(FLAG_CHUNK, np.bool_)
     for j0 in range(0, nb, jblock):
         j1 = min(nb, j0 + jblock)
         _load_block(b, bt, word_major, j0, j1)
@@ -516,36 +542,37 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                 if rlo >= rhi:
                     continue
                 sa = size_a[i]
-                tn, td = (row_num[i], row_den[i]) if do_rows else (t_num, np.int64(1))
-                # pass 2, branch-free so it vectorises: which cells beat the row's or their
-                # column's k-th best (compared as fractions: no division). The row's k-th
-                # best only rises within the row, so this is every candidate and a few more.
-                m = rhi - rlo
-                cnt = cr[rlo - lo:rhi - lo]
-                saf, tnf, tdf = np.float64(sa), np.float64(tn), np.float64(td)
-                if do_rows and do_cols:
-                    _flag_cells(cnt, size_bf[rlo:rhi], saf, tnf, tdf, col_numf[rlo:rhi],
-                                col_denf[rlo:rhi], fsign, flag)
-                elif do_rows:
-                    _flag_cells(cnt, size_bf[rlo:rhi], saf, tnf, tdf, no_num[:m], no_den[:m],
-                                fsign, flag)
+                saf = np.float64(sa)
+                if do_rows:
+                    tn, td, rfl = row_num[i], row_den[i], row_fl[i]
+                    row_t = _lenient(np.float64(tn), np.float64(td), rfl, fsign)
                 else:
-                    _flag_cells(cnt, size_bf[rlo:rhi], saf, np.float64(t_num), 1.0,
-                                col_numf[rlo:rhi], col_denf[rlo:rhi], fsign, flag)
-                # pass 3: the flagged cells, checked again against the k-th bests as they are
-                # now, enter their row's and column's k best in column order
-                for j in range(rlo, rhi):
-                    if not flag[j - rlo] or (use_mask and not mask[i, j]):
-                        continue
-                    c = np.int64(cnt[j - rlo])
-                    u = max(sa + size_b[j] - c, np.int64(1))
-                    if do_rows and sign * (c * td - tn * u) > 0:
-                        if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
-                            tn, td = rnum[i, k - 1], rden[i, k - 1]
-                    if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0:
-                        if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
-                            col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
-                            col_numf[j], col_denf[j] = col_num[j], col_den[j]
+                    tn, td, rfl, row_t = t_num, np.int64(1), never, never
+                for f0 in range(rlo, rhi, FLAG_CHUNK):
+                    f1 = min(rhi, f0 + FLAG_CHUNK)
+                    cnt = cr[f0 - lo:f1 - lo]
+                    # pass 2, branch-free so it vectorises: which cells beat the row's or
+                    # their column's threshold (a few more than can enter: it is lenient)
+                    _flag_cells(cnt, size_bf[f0:f1], saf, row_t,
+                                col_t[f0:f1] if do_cols else col_t[:f1 - f0], fsign, flag)
+                    # pass 3: the flagged cells, checked exactly against the k-th bests as
+                    # they are now, enter their row's and column's k best in column order
+                    for j in range(f0, f1):
+                        if not flag[j - f0] or (use_mask and not mask[i, j]):
+                            continue
+                        c = np.int64(cnt[j - f0])
+                        u = max(sa + size_b[j] - c, np.int64(1))
+                        if do_rows and sign * (c * td - tn * u) > 0 and \
+                                fsign * (c - rfl * u) > 0:
+                            if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
+                                tn, td = rnum[i, k - 1], rden[i, k - 1]
+                                row_t = _lenient(np.float64(tn), np.float64(td), rfl, fsign)
+                        if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0 and \
+                                fsign * (c - col_fl[j] * u) > 0:
+                            if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
+                                col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
+                                col_t[j] = _lenient(np.float64(col_num[j]),
+                                                    np.float64(col_den[j]), col_fl[j], fsign)
                 if do_rows:
                     row_num[i], row_den[i] = tn, td
     total = rn.sum() + cn.sum()
@@ -688,12 +715,18 @@ def _tile_args(lefts, rights, mask, count: str = "auto"):
 
 
 def bitset_jaccard_topk(lefts, rights, mask=None, k: int = 10, largest: bool = True,
-                        rows: bool = True, cols: bool = False, count: str = "auto"):
+                        rows: bool = True, cols: bool = False, count: str = "auto",
+                        row_floor=None, col_floor=None):
     """Each row's (``rows``) and each column's (``cols``) k best Jaccard values of a tile, ties
     to the lower index, without the tile's matrices: (i, j, J, is_column) arrays, a row's
     candidates (is_column False) first, then a column's. J is bit for bit what
     :func:`bitset_jaccard` gives for the same pair; cells where ``mask`` is False are no
-    candidates. ``count``: how |A ∩ B| is counted (``_count_plan``; the same counts)."""
+    candidates. ``count``: how |A ∩ B| is counted (``_count_plan``; the same counts).
+
+    ``row_floor`` / ``col_floor`` (one J per row / column, optional): the k-th best each item
+    already has elsewhere; cells worse than it are no candidates (cells equal to it are), so
+    a row keeps its k best among the cells at least as good as its floor. Merged over every
+    tile, the k best are the same; each tile pushes far fewer cells."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     a, b, size_a, size_b, m, use_mask, plan = _tile_args(lefts, rights, mask, count)
@@ -701,8 +734,16 @@ def bitset_jaccard_topk(lefts, rights, mask=None, k: int = 10, largest: bool = T
         z = np.zeros(0, np.int64)
         return z, z.copy(), np.zeros(0), np.zeros(0, bool)
     use_mask = use_mask and not m.all()  # (an off-diagonal tile's mask holds every pair)
+    none = -np.inf if largest else np.inf
+    floors = []
+    for name, fl, n in (("row_floor", row_floor, a.shape[0]), ("col_floor", col_floor,
+                                                                  b.shape[0])):
+        fl = np.full(n, none) if fl is None else np.ascontiguousarray(fl, dtype=np.float64)
+        if fl.shape != (n,):
+            raise ValueError(f"{name} has shape {fl.shape}, expected ({n},)")
+        floors.append(np.where(np.isnan(fl), none, fl))
     return _jaccard_topk_cells(a, b, size_a, size_b, m, use_mask, int(k),
-                               1 if largest else -1, bool(rows), bool(cols), *plan)
+                               1 if largest else -1, bool(rows), bool(cols), *floors, *plan)
 
 
 def bitset_jaccard_threshold(lefts, rights, t: float, mask=None, above: bool = True,

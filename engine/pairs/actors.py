@@ -308,8 +308,9 @@ class DeviceWorker:
         t0, c0 = time.time(), time.thread_time()
         try:
             if reduce and self.reductions is not None:
-                found = self.app.compare_reduced(left, right, mask, self.device,
-                                                 self.reductions)
+                found = self.app.compare_reduced(
+                    left, right, mask, self.device,
+                    [s.tile_reduction(tile, r) for s, r in zip(self.sinks, self.reductions)])
                 if found is not None:
                     t1, c1 = time.time(), time.thread_time()
                     self.events.span(self.id, "compare", f"tile {tile.id}", t0, t1,

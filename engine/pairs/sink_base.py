@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -46,6 +46,11 @@ class TopKReduction:
     largest: bool
     rows: bool
     cols: bool
+    # per tile (``Sink.tile_reduction``): the k-th best each row's / column's item already has
+    # in tiles written before (NaN: none yet). A kernel may drop the cells worse than it
+    # (not those equal to it): they cannot be among the item's k best of the run.
+    row_floor: np.ndarray | None = field(default=None, compare=False, repr=False)
+    col_floor: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,11 @@ class Sink:
         ``TopKReduction``, a ``ThresholdReduction``), for an app that can keep it while it
         computes; ``None``: the sink needs the tile's fields."""
         return None
+
+    def tile_reduction(self, tile: Tile, reduction):
+        """``reduction()`` for one tile, with what this sink already knows that lets a kernel
+        keep less (a ``TopK``'s floors); the default: the reduction as it is."""
+        return reduction
 
     def encode_reduced(self, tile: Tile, found: "TileCandidates"):
         """``encode_tile`` of a tile an app reduced to ``reduction()``'s candidates: the same

@@ -4,8 +4,11 @@ row, and per column for symmetric spaces; ties go to the lower column index) and
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
+import threading
+import weakref
 import zlib
 
 import numpy as np
@@ -235,6 +238,12 @@ def _compiled(py_func):
     return kernel
 
 
+# Each process's TopK floors, by the sink's output (the copies of one sink that the device
+# actors of one process hold share them; they go when the last copy does)
+_FLOORS: "weakref.WeakValueDictionary[str, np.ndarray]" = weakref.WeakValueDictionary()
+_FLOORS_LOCK = threading.Lock()
+
+
 class TopK(_PartsSink):
     """The k best targets per query (per row; per item on both sides for symmetric spaces).
 
@@ -318,13 +327,50 @@ class TopK(_PartsSink):
                              rows=symmetric or self.per == "row",
                              cols=symmetric or self.per == "col")
 
+    def _floors(self) -> np.ndarray:
+        """Each query's k-th best in the tiles this process has reduced (NaN: fewer than k
+        yet): a lower bound of its k-th best over the run (the k-th best of a subset is no
+        better), so a kernel may drop a later tile's cells worse than it. Shared by the
+        copies of this sink in one process; a stale read only keeps more cells."""
+        floors = getattr(self, "_floor_values", None)
+        if floors is None:
+            symmetric = bool(self.ctx.space.symmetric)
+            n = len(self.ctx.col_keys if self.per == "col" and not symmetric
+                    else self.ctx.row_keys)
+            with _FLOORS_LOCK:
+                floors = _FLOORS.get(self.path)
+                if floors is None or len(floors) != n:
+                    floors = np.full(n, np.nan)
+                    _FLOORS[self.path] = floors
+            self._floor_values = floors
+        return floors
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_floor_values", None)  # per process
+        return state
+
+    def tile_reduction(self, tile, reduction):
+        floors = self._floors()
+        return dataclasses.replace(
+            reduction,
+            row_floor=floors[tile.r0:tile.r1] if reduction.rows else None,
+            col_floor=floors[tile.c0:tile.c1] if reduction.cols else None)
+
     def encode_reduced(self, tile, found):
-        """The candidates an app kept (``reduction()``) ranked as from the full field."""
+        """The candidates an app kept (``reduction()``) ranked as from the full field; each
+        query with k of them here raises its floor (``_floors``) to its k-th."""
         col = np.asarray(found.is_col, bool)
         i, j = np.asarray(found.i, np.int64), np.asarray(found.j, np.int64)
         q = np.where(col, j + tile.c0, i + tile.r0)
         t = np.where(col, i + tile.r0, j + tile.c0)
-        q, t, v, _ = self._select(q, t, np.asarray(found.values))
+        q, t, v, rank = self._select(q, t, np.asarray(found.values))
+        kth = rank == self.k
+        if kth.any():
+            floors, qk, vk = self._floors(), q[kth], v[kth]
+            have = floors[qk]
+            better = np.fmax if self.largest else np.fmin  # (NaN: no floor yet)
+            floors[qk] = better(have, vk)
         return self._encode_part({"qi": q, "ti": t, "score": v})
 
     def encode_tile(self, tile, fields, mask):

@@ -7,12 +7,13 @@ import os
 import random
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from apps.jaccard import JaccardApp
 from engine.pairs.sinks import (SinkContext, Threshold, ThresholdReduction, TileCandidates, TopK,
                                 TopKReduction)
-from engine.pairs.space import Rectangle, Tile, Triangle
+from engine.pairs.space import Rectangle, Tile, Triangle, leaves
 from kernels.bitset import bitset_jaccard_threshold, bitset_jaccard_topk, kmer_bitsets
 from tests.conftest import need
 from tests.oracles import READS, jaccard, kmer_set
@@ -67,6 +68,87 @@ def test_kernel_topk_equals_a_sort_of_every_pair(seed, kk, largest, count):
             assert len(set(zip(i.tolist(), j.tolist(), col.tolist()))) == len(i)
             for ii, jj, vv in zip(i, j, v):
                 assert vv == jaccard(sa[ii], sb[jj])  # the same double as the full matrix's
+
+
+def _brute_topk_floored(sets_a, sets_b, mask, k, largest, row_floor, col_floor):
+    """Each row's / column's k best (i, j) among its cells at least as good as its floor
+    (NaN: no floor), ties to the lower index, from a sort of every allowed pair."""
+    sgn = -1 if largest else 1
+    cells = [(i, j, jaccard(a, b)) for i, a in enumerate(sets_a) for j, b in enumerate(sets_b)
+             if mask[i, j]]
+
+    def ok(v, f):
+        return np.isnan(f) or (v >= f if largest else v <= f)
+    want = set()
+    for i in range(len(sets_a)):
+        mine = sorted((sgn * v, j) for ii, j, v in cells if ii == i and ok(v, row_floor[i]))
+        want |= {(i, j, False) for _, j in mine[:k]}
+    for j in range(len(sets_b)):
+        mine = sorted((sgn * v, i) for i, jj, v in cells if jj == j and ok(v, col_floor[j]))
+        want |= {(i, j, True) for _, i in mine[:k]}
+    return want
+
+
+@pytest.mark.parametrize("count", ["dense", "sparse"])
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("largest", [True, False])
+def test_kernel_topk_with_floors_keeps_the_k_best_at_least_as_good_as_each_floor(seed, largest,
+                                                                                 count):
+    k, kk = 3, 3
+    left, right = _reads(40, seed), _reads(33, seed + 100)
+    a, b = kmer_bitsets([s.encode() for s in left], k), kmer_bitsets([s.encode() for s in right], k)
+    sa, sb = [kmer_set(s, k) for s in left], [kmer_set(s, k) for s in right]
+    rng = np.random.default_rng(seed)
+    # floors drawn from the tile's own J values (ties at the floor are kept), some absent
+    values = sorted({jaccard(x, y) for x in sa for y in sb})
+    row_floor = rng.choice(values, len(a))
+    col_floor = rng.choice(values, len(b))
+    row_floor[rng.random(len(a)) < 0.3] = np.nan
+    col_floor[rng.random(len(b)) < 0.3] = np.nan
+    mask = rng.random((len(a), len(b))) < 0.8
+    i, j, v, col = bitset_jaccard_topk(a, b, mask, kk, largest, True, True, count=count,
+                                       row_floor=row_floor, col_floor=col_floor)
+    assert set(zip(i.tolist(), j.tolist(), col.tolist())) == \
+        _brute_topk_floored(sa, sb, mask, kk, largest, row_floor, col_floor)
+    with pytest.raises(ValueError, match="row_floor has shape"):
+        bitset_jaccard_topk(a, b, mask, kk, largest, True, True, row_floor=row_floor[:-1])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_floors_from_earlier_tiles_keep_the_whole_runs_top_k(largest, tmp_path):
+    """Tiles reduced one after another, as a device actor does, each with the floors the sink
+    learnt from the tiles before: the merged top-k equals a sort of every pair, and the floors
+    made later tiles keep fewer candidates."""
+    k, kk, n, leaf = 3, 4, 150, 30
+    reads = _reads(n, 5, length=(0, 14))[:n]
+    bits = kmer_bitsets([s.encode() for s in reads], k)
+    sets = [kmer_set(s, k) for s in reads]
+    space = Triangle(n)
+    keys = [f"r{x}" for x in range(n)]
+    sink = TopK(kk, field="similarity", largest=largest)
+    sink.open(SinkContext(str(tmp_path), space, leaf, keys, keys, {"similarity": "float64"}))
+    kept = unfloored = 0
+    for tile in leaves(space, leaf):
+        mask = space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+        red = sink.tile_reduction(tile, sink.reduction())
+        args = (bits[tile.r0:tile.r1], bits[tile.c0:tile.c1], mask, red.k, red.largest,
+                red.rows, red.cols)
+        i, j, v, col = bitset_jaccard_topk(*args, row_floor=red.row_floor,
+                                           col_floor=red.col_floor)
+        kept += len(i)
+        unfloored += len(bitset_jaccard_topk(*args)[0])
+        sink.write_reduced(tile, TileCandidates(i, j, v, col))
+    sink.before_finalize()
+    got = pd.read_parquet(sink.finalize())
+    sgn = -1 if largest else 1
+    for x in range(n):
+        mine = sorted((sgn * jaccard(sets[x], sets[y]), y) for y in range(n) if y != x)[:kk]
+        row = got[got.qi == x].sort_values("rank")
+        assert row.ti.tolist() == [y for _, y in mine]
+        assert row.score.tolist() == [sgn * v for v, _ in mine]
+    assert kept <= unfloored
+    if largest:  # (the smallest J of these reads is a 0 that most pairs tie at: all kept)
+        assert kept < 0.8 * unfloored
 
 
 @pytest.mark.parametrize("count", ["dense", "sparse"])
