@@ -406,40 +406,38 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _push(idx, nums, dens, n, slot, x, c, u, k, sign):
-    """Insert the cell of index ``x`` and J = c / u into the k best of ``slot``, kept best
-    first (by J times ``sign``, compared as fractions): a later equal J ranks after the ones
-    there, so ties keep the lower index (indices come in increasing order). Returns whether
-    ``slot`` holds k."""
+def _push(idx, vals, n, slot, x, v, k, sign):
+    """Insert the cell of index ``x`` and J ``v`` into the k best of ``slot``, kept best first
+    (by J times ``sign``): a later equal J ranks after the ones there, so ties keep the lower
+    index (indices come in increasing order). Returns whether ``slot`` holds k."""
     m = n[slot]
     p = m if m < k else k - 1
-    while p > 0 and sign * (c * dens[slot, p - 1] - nums[slot, p - 1] * u) > 0:
+    while p > 0 and sign * (v - vals[slot, p - 1]) > 0:
         if p < k:
             idx[slot, p] = idx[slot, p - 1]
-            nums[slot, p] = nums[slot, p - 1]
-            dens[slot, p] = dens[slot, p - 1]
+            vals[slot, p] = vals[slot, p - 1]
         p -= 1
     idx[slot, p] = x
-    nums[slot, p] = c
-    dens[slot, p] = u
+    vals[slot, p] = v
     if m < k:
         n[slot] = m + 1
         m += 1
     return m == k
 
 
-FLOOR_SLACK = 1e-9  # a threshold the flag pass uses is moved this much (relative) the
-#                     lenient way: the pass may flag a few cells too many, never one too few
+FLOOR_SLACK = 1e-6  # a threshold the flag pass uses is moved this much (relative) the
+#                     lenient way, more than float32 rounds: the pass may flag a few cells too
+#                     many, never one too few
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _lenient(num, den, floor, sign):
-    """The flag pass's threshold as a double: the stricter of the k-th best so far (num / den)
-    and the floor, moved by ``FLOOR_SLACK`` the lenient way (cells tied with it stay flagged)."""
-    t = num / den
+def _lenient(kth, floor, sign):
+    """The flag pass's threshold: the stricter of the k-th best so far and the floor, moved
+    by ``FLOOR_SLACK`` the lenient way (cells tied with it stay flagged), in float32."""
+    t = kth
     if sign * (floor - t) > 0:
         t = floor
-    return t - sign * (abs(t) * FLOOR_SLACK + 1e-12)
+    return np.float32(t - sign * (abs(t) * FLOOR_SLACK + 1e-12))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -454,8 +452,8 @@ def _flag_cells(cnt, size_b, sa, row_t, col_t, sign, flag):
     thresholds absorb the rounding of t u. ``cnt`` is narrowed to int32 first (int32 -> double
     is one vector instruction; int64 -> double is not)."""
     for j in range(cnt.shape[0]):
-        c = np.float64(np.int32(cnt[j]))
-        u = max(sa + size_b[j] - c, 1.0)  # two empty sets: J = 0 = 0 / 1
+        c = np.float32(np.int32(cnt[j]))
+        u = max(sa + size_b[j] - c, np.float32(1.0))  # two empty sets: J = 0 = 0 / 1
         flag[j] = (sign * (c - row_t * u) > 0) | (sign * (c - col_t[j] * u) > 0)
 
 
@@ -473,12 +471,11 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     short reads at k = 5, a tenth of the cells then entered a k best (~k ln(m / k) records of
     each of m rows and columns), and those pushes cost more than the counting.
 
-    No tile-sized array is written and no J is divided out until the end: a cell is compared
-    with its row's and column's k-th best as fractions, c * u' against c' * u (counts below
-    2^31: exact), which orders cells exactly as their J do (distinct fractions of such small
-    terms never round to one double); the kept ones are divided out as c / |A u B|, the very
-    double of :func:`bitset_jaccard`. Two rows' counts over a block of columns are taken
-    first, then, ``FLAG_CHUNK`` columns at a time, a branch-free pass flags the cells that may
+    No tile-sized array is written, and J is divided out only for the cells the flag pass
+    lets through: as c / |A u B|, the very double of :func:`bitset_jaccard`, which orders
+    cells exactly as their fractions do (distinct fractions of terms below 2^31 never round
+    to one double; equal ones are one double, so ties with a floor are exact). Two rows'
+    counts over a block of columns are taken first, then, ``FLAG_CHUNK`` columns at a time, a branch-free pass flags the cells that may
     enter a k best and the flagged ones are pushed: each chunk is flagged against the k-th
     bests as the chunks before it left them. Cells are visited a cache block of columns at a
     time, rows in order within it, so every row sees its columns, and every column its rows,
@@ -487,39 +484,31 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     nb = b.shape[0]
     nr = na if do_rows else 0
     nc = nb if do_cols else 0
-    # the k-th best so far as a fraction, "worse than any J" before a slot holds k:
-    # -1/1 ranks below every J when the largest win, 2/1 above every J when the smallest do
-    t_num = np.int64(-1) if sign > 0 else np.int64(2)
-    never = np.inf * sign  # a threshold no cell beats
-    rj = np.empty((nr, k), np.int64)
-    rnum = np.empty((nr, k), np.int64)
-    rden = np.empty((nr, k), np.int64)
-    rn = np.zeros(nr, np.int64)
-    row_num = np.full(nr, t_num)
-    row_den = np.ones(nr, np.int64)
-    ci = np.empty((nc, k), np.int64)
-    cnum = np.empty((nc, k), np.int64)
-    cden = np.empty((nc, k), np.int64)
-    cn = np.zeros(nc, np.int64)
-    col_num = np.full(nc, t_num)
-    col_den = np.ones(nc, np.int64)
-    # the floors as lenient thresholds (a cell is kept when it beats these) and the flag
-    # pass's column thresholds (the stricter of the k-th best and the floor, lenient)
+    # the k-th best J so far, "worse than any J" before a slot holds k: -1 ranks below every
+    # J when the largest win, 2 above every J when the smallest do
     fsign = np.float64(sign)
-    row_fl = np.empty(nr)
-    for i in range(nr):
-        row_fl[i] = _lenient(-fsign, 1.0, row_floor[i], fsign)
-    col_fl = np.empty(nc)
-    col_t = np.full(nb if do_cols else jblock, never)
+    none = -1.0 if sign > 0 else 2.0
+    never = np.inf * fsign  # a threshold no cell beats
+    rj = np.empty((nr, k), np.int64)
+    rv = np.empty((nr, k))
+    rn = np.zeros(nr, np.int64)
+    row_kth = np.full(nr, none)
+    ci = np.empty((nc, k), np.int64)
+    cv = np.empty((nc, k))
+    cn = np.zeros(nc, np.int64)
+    col_kth = np.full(nc, none)
+    # the flag pass's column thresholds: the stricter of the k-th best and the floor, lenient
+    col_t = np.full(nb if do_cols else jblock, np.float32(never), np.float32)
     for j in range(nc):
-        col_fl[j] = _lenient(-fsign, 1.0, col_floor[j], fsign)
-        col_t[j] = col_fl[j]
-    size_bf = size_b.astype(np.float64)
+        col_t[j] = _lenient(none, col_floor[j], fsign)
+    fsign32 = np.float32(sign)
+    size_bf = size_b.astype(np.float32)
     c0 = np.empty(jblock, np.uint64)
     c1 = np.empty(jblock, np.uint64)
     word_major = nw <= WORD_MAJOR_MAX_WORDS and not sparse
     bt = np.empty((nw, jblock) if word_major else (1, 1), np.uint64)
-    flag = np.empty(FLAG_CHUNK, np.bool_)
+    flag = np.zeros(FLAG_CHUNK, np.bool_)
+    flag_words = flag.view(np.uint64)  # (FLAG_CHUNK is a multiple of 8)
     for j0 in range(0, nb, jblock):
         j1 = min(nb, j0 + jblock)
         _load_block(b, bt, word_major, j0, j1)
@@ -542,39 +531,45 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                 if rlo >= rhi:
                     continue
                 sa = size_a[i]
-                saf = np.float64(sa)
+                saf = np.float32(sa)
                 if do_rows:
-                    tn, td, rfl = row_num[i], row_den[i], row_fl[i]
-                    row_t = _lenient(np.float64(tn), np.float64(td), rfl, fsign)
+                    kth, floor = row_kth[i], row_floor[i]
+                    row_t = _lenient(kth, floor, fsign)
                 else:
-                    tn, td, rfl, row_t = t_num, np.int64(1), never, never
+                    kth, floor, row_t = none, never, np.float32(never)
                 for f0 in range(rlo, rhi, FLAG_CHUNK):
                     f1 = min(rhi, f0 + FLAG_CHUNK)
                     cnt = cr[f0 - lo:f1 - lo]
                     # pass 2, branch-free so it vectorises: which cells beat the row's or
                     # their column's threshold (a few more than can enter: it is lenient)
                     _flag_cells(cnt, size_bf[f0:f1], saf, row_t,
-                                col_t[f0:f1] if do_cols else col_t[:f1 - f0], fsign, flag)
+                                col_t[f0:f1] if do_cols else col_t[:f1 - f0], fsign32, flag)
                     # pass 3: the flagged cells, checked exactly against the k-th bests as
-                    # they are now, enter their row's and column's k best in column order
-                    for j in range(f0, f1):
-                        if not flag[j - f0] or (use_mask and not mask[i, j]):
+                    # they are now, enter their row's and column's k best in column order;
+                    # eight flags are read as one word, and most words are zero
+                    for x in range(f1 - f0, FLAG_CHUNK):
+                        flag[x] = False
+                    for w8 in range(FLAG_CHUNK // 8):
+                        if flag_words[w8] == 0:
                             continue
-                        c = np.int64(cnt[j - f0])
-                        u = max(sa + size_b[j] - c, np.int64(1))
-                        if do_rows and sign * (c * td - tn * u) > 0 and \
-                                fsign * (c - rfl * u) > 0:
-                            if _push(rj, rnum, rden, rn, i, j, c, u, k, sign):
-                                tn, td = rnum[i, k - 1], rden[i, k - 1]
-                                row_t = _lenient(np.float64(tn), np.float64(td), rfl, fsign)
-                        if do_cols and sign * (c * col_den[j] - col_num[j] * u) > 0 and \
-                                fsign * (c - col_fl[j] * u) > 0:
-                            if _push(ci, cnum, cden, cn, j, i, c, u, k, sign):
-                                col_num[j], col_den[j] = cnum[j, k - 1], cden[j, k - 1]
-                                col_t[j] = _lenient(np.float64(col_num[j]),
-                                                    np.float64(col_den[j]), col_fl[j], fsign)
+                        for j in range(f0 + 8 * w8, min(f1, f0 + 8 * w8 + 8)):
+                            if not flag[j - f0] or (use_mask and not mask[i, j]):
+                                continue
+                            c = np.int64(cnt[j - f0])
+                            u = max(sa + size_b[j] - c, np.int64(1))
+                            v = c / u  # (0 / 1: two empty sets)
+                            # floors: ties kept (equal fractions, equal doubles)
+                            if do_rows and fsign * (v - kth) > 0 and fsign * (v - floor) >= 0:
+                                if _push(rj, rv, rn, i, j, v, k, sign):
+                                    kth = rv[i, k - 1]
+                                    row_t = _lenient(kth, floor, fsign)
+                            if do_cols and fsign * (v - col_kth[j]) > 0 and \
+                                    fsign * (v - col_floor[j]) >= 0:
+                                if _push(ci, cv, cn, j, i, v, k, sign):
+                                    col_kth[j] = cv[j, k - 1]
+                                    col_t[j] = _lenient(col_kth[j], col_floor[j], fsign)
                 if do_rows:
-                    row_num[i], row_den[i] = tn, td
+                    row_kth[i] = kth
     total = rn.sum() + cn.sum()
     out_i = np.empty(total, np.int64)
     out_j = np.empty(total, np.int64)
@@ -585,13 +580,13 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
         for p in range(rn[i]):
             out_i[w] = i
             out_j[w] = rj[i, p]
-            out_v[w] = rnum[i, p] / rden[i, p]  # = c / |A u B| (0 / 1: two empty sets)
+            out_v[w] = rv[i, p]
             w += 1
     for j in range(nc):
         for p in range(cn[j]):
             out_i[w] = ci[j, p]
             out_j[w] = j
-            out_v[w] = cnum[j, p] / cden[j, p]
+            out_v[w] = cv[j, p]
             out_c[w] = True
             w += 1
     return out_i, out_j, out_v, out_c
