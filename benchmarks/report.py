@@ -667,7 +667,10 @@ def sec_many_small_proteomes(d, ctx):
                    ["pairflow, auto kernel", num(d["engine"]["cells_per_s"] / 1e9),
                     f"{num(d['engine']['call_wall_s'], 's')} (whole call)"],
                    ["blastp -num_threads 2 (heuristic)", "—", num(d["blastp"]["wall_s"], "s")]]),
-           f"Efficiency (engine / the same kernel in 2 processes): **{num(d['efficiency'])}**; "
+           f"Efficiency (engine / the same kernel in 2 processes): **{num(d['efficiency'])}**"
+           + (f" (the median of {len(d['efficiencies'])} interleaved repetitions: "
+              f"{', '.join(num(x) for x in d['efficiencies'])})" if d.get("efficiencies") else "")
+           + "; "
            f"engine / the faster kernel: {num(d['vs_best_kernel'])}; pairflow's whole call "
            f"takes {num(d['engine_wall_vs_blastp'])}x blastp's time; blastp finds "
            f"{pct(d['recall']['blastp_recall'])} of the exact hits at E ≤ {i['evalue']}."]
