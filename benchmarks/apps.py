@@ -6,9 +6,10 @@
 
 For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficiency
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
-measured in this process (every item parsed and preprocessed once; t_cmp the mean per pair of a
-6 × 6 tile of items drawn at random, the best of two), p the run's device actors and T the engine's
-compute phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
+measured in this process (every item parsed and preprocessed once, every pair compared once,
+in tiles of 8 x 8 items on one thread; measured just before the engine's run and again just
+after it, and averaged: this VM drifts), p the run's device actors and T the engine's compute
+phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
 two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
 cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
 Every stage time is one core's: BLAS gets one thread here, as in each device actor, and the
@@ -47,6 +48,7 @@ import numpy as np  # noqa: E402
 
 from _record import out_path, target, write  # noqa: E402
 
+STAGE_TILE = 8  # items a side of the tiles T_min's compares are timed in
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
 DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 # (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
@@ -62,24 +64,30 @@ def _raw(url: str) -> bytes:
 
 
 def stage_times(app) -> tuple[float, float, int]:
-    """(Σ parse + preprocess over every item, mean compare seconds per pair, pairs)."""
+    """(Σ parse + preprocess over every item, mean compare seconds per pair, pairs), all
+    measured: every item prepared once and every pair compared once, in tiles of
+    ``STAGE_TILE`` items on one thread. A sample could not stand for the run: items differ in
+    cost (particles of 78 to 102 points: pairs up to 1.7x apart), and on this VM a 6 x 6
+    sample timed 11 and 19 ms a pair two minutes apart for the same 40 particles."""
     keys = list(app.keys())
-    items, t_items = {}, 0.0
+    items, t_items = [], 0.0
     for key in keys:
         raw = _raw(app.url(key))
         t0 = time.perf_counter()
-        items[key] = app.preprocess(key, app.parse(key, raw), "cpu")
+        items.append(app.preprocess(key, app.parse(key, raw), "cpu"))
         t_items += time.perf_counter() - t0
-    # a tile of items drawn at random (seeded), not the first ones: items differ in cost
-    # (particles of 78 to 102 points: pairs up to 1.7x apart), and the first eight particles
-    # timed 11 ms a pair where the run's pairs averaged ~17
-    side = min(6, len(keys) // 2)
-    drawn = [keys[i] for i in np.random.default_rng(0).permutation(len(keys))[:2 * side]]
-    left, right = [items[k] for k in drawn[:side]], [items[k] for k in drawn[side:]]
-    mask = np.ones((side, side), bool)
-    best = min(_timed(lambda: app.compare(left, right, mask, "cpu")) for _ in range(2))
     n = len(keys)
-    return t_items, best / (side * side), n * (n - 1) // 2
+    app.compare(items[:1], items[1:2], np.ones((1, 1), bool), "cpu")  # compiled, warm
+    t_compare = 0.0
+    for r0 in range(0, n, STAGE_TILE):
+        for c0 in range(r0, n, STAGE_TILE):
+            left, right = items[r0:r0 + STAGE_TILE], items[c0:c0 + STAGE_TILE]
+            mask = np.ones((len(left), len(right)), bool)
+            if r0 == c0:
+                mask = np.triu(mask, 1)
+            t_compare += _timed(lambda: app.compare(left, right, mask, "cpu"))
+    pairs = n * (n - 1) // 2
+    return t_items, t_compare / pairs, pairs
 
 
 def _compare_in_process(app, keys, index, barriers, queue) -> None:
@@ -177,10 +185,13 @@ def run_once(app, sinks, after, runs_root: str, host: int | None) -> dict:
 def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     size = SIZES[name][0 if quick else 1]
     app, sinks, after = build(name, size, work)
+    limit, two_times = two_process_limit(app)
+    # T_min is measured just before the engine's first run and again just after it, and the
+    # two are averaged: this VM's speed drifts by 10-15 % within a minute (measured around
+    # one microscopy run: 14.4 ms a pair before, 12.6 after, the run's own compares 13.6)
     t_items, t_pair, pairs = stage_times(app)
     t_min = t_items + pairs * t_pair
     n = len(app.keys())
-    limit, two_times = two_process_limit(app)
     row = {"n": n, "pairs": pairs, "t_items_s": t_items, "t_pair_s": t_pair, "T_min": t_min,
            "two_process_limit": limit, "two_process_t_pair_s": two_times,
            "rocket_efficiency": ROCKET[name], "size": size, "runs": {}}
@@ -188,6 +199,12 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
           f"(the machine's limit)", flush=True)
     for label, host in (("engine_host_tier", None), ("host_tier_25pct", max(2, n // 4))):
         s = run_once(app, sinks, after, runs_root, host)
+        if label == "engine_host_tier":
+            t_items2, t_pair2, _ = stage_times(app)
+            row["T_min_before"], row["T_min_after"] = t_min, t_items2 + pairs * t_pair2
+            t_min = (row["T_min_before"] + row["T_min_after"]) / 2
+            row.update(T_min=t_min, t_items_s=(t_items + t_items2) / 2,
+                       t_pair_s=(t_pair + t_pair2) / 2)
         p, compute = s["n_actors"], s["compute_s"]
         eff = t_min / (p * compute)
         run = {"p": p, "T": compute, "efficiency": eff, "of_two_process_limit": eff / limit,

@@ -419,8 +419,10 @@ def sec_apps(d, ctx):
     for name, r in (d.get("apps") or {}).items():
         for label, run in r["runs"].items():
             first = label == "engine_host_tier"
+            bracket = f", {num(r['T_min_before'], 's')} before the run and " \
+                f"{num(r['T_min_after'], 's')} after" if "T_min_after" in r else ""
             rows.append([f"{name} (n = {r['n']}, {r['pairs']} pairs, T_min "
-                         f"{num(r['T_min'], 's')})" if first else "",
+                         f"{num(r['T_min'], 's')}{bracket})" if first else "",
                          num(r["two_process_limit"]) if first else "",
                          f"{'engine' if first else '25 %'} ({run['host_cache_items']} of "
                          f"{r['n']})", f"**{num(run['efficiency'])}**",
