@@ -448,9 +448,9 @@ def _flag_cells(cnt, size_b, sa, row_t, col_t, sign, flag):
     ``sign``): no division, branch-free, so it vectorises; every argument starts at the row's
     first column (zero-based slices vectorise, offset indices measured 3x slower).
 
-    In doubles: every count is below 2^17 (k <= 8), so c and u are exact, and the lenient
-    thresholds absorb the rounding of t u. ``cnt`` is narrowed to int32 first (int32 -> double
-    is one vector instruction; int64 -> double is not)."""
+    In float32 (twice the lanes of doubles): every count is below 2^17 (k <= 8), so c and u
+    are exact, and the lenient thresholds absorb the rounding of t u. ``cnt`` is narrowed to
+    int32 first (int32 -> float is one vector instruction; int64 -> float is not)."""
     for j in range(cnt.shape[0]):
         c = np.float32(np.int32(cnt[j]))
         u = max(sa + size_b[j] - c, np.float32(1.0))  # two empty sets: J = 0 = 0 / 1
@@ -475,9 +475,9 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     lets through: as c / |A u B|, the very double of :func:`bitset_jaccard`, which orders
     cells exactly as their fractions do (distinct fractions of terms below 2^31 never round
     to one double; equal ones are one double, so ties with a floor are exact). Two rows'
-    counts over a block of columns are taken first, then, ``FLAG_CHUNK`` columns at a time, a branch-free pass flags the cells that may
-    enter a k best and the flagged ones are pushed: each chunk is flagged against the k-th
-    bests as the chunks before it left them. Cells are visited a cache block of columns at a
+    counts over a block of columns are taken first, then, ``FLAG_CHUNK`` columns at a time,
+    a branch-free pass flags the cells that may enter a k best and the flagged ones are
+    pushed: each chunk is flagged against the k-th bests as the chunks before it left them. Cells are visited a cache block of columns at a
     time, rows in order within it, so every row sees its columns, and every column its rows,
     in increasing order: ties go to the lower index."""
     na, nw = a.shape
@@ -498,7 +498,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
     cn = np.zeros(nc, np.int64)
     col_kth = np.full(nc, none)
     # the flag pass's column thresholds: the stricter of the k-th best and the floor, lenient
-    col_t = np.full(nb if do_cols else jblock, np.float32(never), np.float32)
+    col_t = np.full(nb if do_cols else FLAG_CHUNK, np.float32(never), np.float32)
     for j in range(nc):
         col_t[j] = _lenient(none, col_floor[j], fsign)
     fsign32 = np.float32(sign)

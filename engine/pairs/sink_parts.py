@@ -16,6 +16,7 @@ import numpy as np
 from ..run.journal import sink_entry
 from .sink_base import Sink, ThresholdReduction, TopKReduction
 from .space import Tile
+from .topk_passes import compiled, topk_cells, topk_merge
 
 
 class _PartsSink(Sink):
@@ -95,149 +96,6 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
-def _topk_cells_py(values, mask, use_mask, k, sign, do_cols):
-    """Each row's k best cells of a tile (and each column's, ``do_cols``), by value (times
-    ``sign``: -1 ranks the smallest first) then by lower index, in one pass: (i, j, is_column)
-    of every candidate. Most cells cost a comparison with the row's and the column's k-th best
-    so far; compiled with numba on first use (``_compiled``). The last value returned is
-    False, and nothing else, when a value is NaN."""
-    nr, nc = values.shape
-    rv = np.empty((nr, k))
-    rj = np.empty((nr, k), np.int64)
-    rn = np.zeros(nr, np.int64)
-    cv = np.empty((nc, k))
-    ci = np.empty((nc, k), np.int64)
-    cn = np.zeros(nc, np.int64)
-    cmin = np.full(nc, -np.inf)  # a column's k-th best once it holds k cells
-    for i in range(nr):
-        rmin = -np.inf
-        for j in range(nc):
-            if use_mask and not mask[i, j]:
-                continue
-            v = values[i, j] * sign
-            if v != v:  # NaN: the caller falls back to the sort, which ranks NaN last
-                return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.bool_), False
-            n = rn[i]
-            if n < k or v > rmin:  # later equal cells lose: their index is higher
-                p = n if n < k else k - 1
-                while p > 0 and rv[i, p - 1] < v:
-                    if p < k:
-                        rv[i, p] = rv[i, p - 1]
-                        rj[i, p] = rj[i, p - 1]
-                    p -= 1
-                rv[i, p] = v
-                rj[i, p] = j
-                if n < k:
-                    rn[i] = n + 1
-                if rn[i] == k:
-                    rmin = rv[i, k - 1]
-            if do_cols:
-                m = cn[j]
-                if m < k or v > cmin[j]:
-                    p = m if m < k else k - 1
-                    while p > 0 and cv[j, p - 1] < v:
-                        if p < k:
-                            cv[j, p] = cv[j, p - 1]
-                            ci[j, p] = ci[j, p - 1]
-                        p -= 1
-                    cv[j, p] = v
-                    ci[j, p] = i
-                    if m < k:
-                        cn[j] = m + 1
-                    if cn[j] == k:
-                        cmin[j] = cv[j, k - 1]
-    total = rn.sum() + (cn.sum() if do_cols else 0)
-    out_i = np.empty(total, np.int64)
-    out_j = np.empty(total, np.int64)
-    out_c = np.zeros(total, np.bool_)
-    w = 0
-    for i in range(nr):
-        for p in range(rn[i]):
-            out_i[w] = i
-            out_j[w] = rj[i, p]
-            w += 1
-    if do_cols:
-        for j in range(nc):
-            for p in range(cn[j]):
-                out_i[w] = ci[j, p]
-                out_j[w] = j
-                out_c[w] = True
-                w += 1
-    return out_i, out_j, out_c, True
-
-
-def _topk_merge_py(q, t, v, k, sign):
-    """The k best (value times ``sign``, then lower target) of each query among candidates
-    in any order: (query, target, index into ``v``, rank) ordered by query then rank, what a
-    lexsort by (query, -value, target) cut at k gives. A counting sort by query, then an
-    insertion into each query's k best: linear, where the sort of a million candidates at
-    the end of a run of reads was most of its finalize."""
-    n = q.shape[0]
-    nq = 0
-    for x in range(n):
-        if q[x] + 1 > nq:
-            nq = q[x] + 1
-    start = np.zeros(nq + 1, np.int64)
-    for x in range(n):
-        start[q[x] + 1] += 1
-    for g in range(nq):
-        start[g + 1] += start[g]
-    pos = start[:nq].copy()
-    order = np.empty(n, np.int64)
-    for x in range(n):
-        order[pos[q[x]]] = x
-        pos[q[x]] += 1
-    total = 0
-    for g in range(nq):
-        total += min(k, start[g + 1] - start[g])
-    oq = np.empty(total, np.int64)
-    ot = np.empty(total, np.int64)
-    ox = np.empty(total, np.int64)
-    orank = np.empty(total, np.int64)
-    bs = np.empty(k)
-    bt = np.empty(k, np.int64)
-    bx = np.empty(k, np.int64)
-    w = 0
-    for g in range(nq):
-        m = 0
-        for y in range(start[g], start[g + 1]):
-            x = order[y]
-            sv = v[x] * sign
-            tx = t[x]
-            if m == k and not (sv > bs[k - 1] or (sv == bs[k - 1] and tx < bt[k - 1])):
-                continue
-            p = m if m < k else k - 1
-            while p > 0 and (sv > bs[p - 1] or (sv == bs[p - 1] and tx < bt[p - 1])):
-                bs[p] = bs[p - 1]
-                bt[p] = bt[p - 1]
-                bx[p] = bx[p - 1]
-                p -= 1
-            bs[p] = sv
-            bt[p] = tx
-            bx[p] = x
-            if m < k:
-                m += 1
-        for p in range(m):
-            oq[w] = g
-            ot[w] = bt[p]
-            ox[w] = bx[p]
-            orank[w] = p + 1
-            w += 1
-    return oq, ot, ox, orank
-
-
-_COMPILED: dict = {}
-
-
-def _compiled(py_func):
-    """``py_func`` compiled on first use (numba is imported only by a TopK sink that writes)."""
-    kernel = _COMPILED.get(py_func)
-    if kernel is None:
-        import numba
-        kernel = _COMPILED[py_func] = numba.njit(cache=True, nogil=True)(py_func)
-    return kernel
-
-
 # Each process's TopK floors, by the sink's output (the copies of one sink that the device
 # actors of one process hold share them; they go when the last copy does)
 _FLOORS: "weakref.WeakValueDictionary[str, np.ndarray]" = weakref.WeakValueDictionary()
@@ -270,7 +128,7 @@ class TopK(_PartsSink):
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
         if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
             # (NaN ranks last in the sort below; the compiled merge takes every other float)
-            merge = _compiled(_topk_merge_py)
+            merge = compiled(topk_merge)
             q, t, x, rank = merge(np.ascontiguousarray(q), np.ascontiguousarray(t),
                                   np.ascontiguousarray(v), self.k, 1.0 if self.largest else -1.0)
             return q, t, v[x], rank
@@ -317,7 +175,7 @@ class TopK(_PartsSink):
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
 
     def _compiled_cells(self, values, mask, both: bool = True):
-        return _compiled(_topk_cells_py)(
+        return compiled(topk_cells)(
             np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask),
             not bool(mask.all()), self.k, 1.0 if self.largest else -1.0, both)
 
@@ -367,10 +225,9 @@ class TopK(_PartsSink):
         q, t, v, rank = self._select(q, t, np.asarray(found.values))
         kth = rank == self.k
         if kth.any():
-            floors, qk, vk = self._floors(), q[kth], v[kth]
-            have = floors[qk]
+            floors, qk = self._floors(), q[kth]
             better = np.fmax if self.largest else np.fmin  # (NaN: no floor yet)
-            floors[qk] = better(have, vk)
+            floors[qk] = better(floors[qk], v[kth])
         return self._encode_part({"qi": q, "ti": t, "score": v})
 
     def encode_tile(self, tile, fields, mask):
