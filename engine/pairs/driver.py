@@ -10,9 +10,9 @@ cache), then the workers (``membership.Membership``: a node cache and a frontier
 a ``DeviceActor`` per device), and a ``RunHandle`` returned at once. Wait
 (``handle.result()``): progress, while ``Membership`` handles lost, overdue and silent actors
 and nodes that join; then ``validation.validate``. Finish: drain, finalize the sinks, write
-the summary. Failure, Ctrl-C and cancel stop every actor and wait until the coordinator, which
-writes the journal, is gone. Everything it does is recorded in the run directory
-(docs/run-directory.md) through a ``RunRecorder``.
+the summary. Failure, Ctrl-C and cancel close the journal first (``_seal``), then stop every
+actor and wait until the coordinator is gone. Everything it does is recorded in the run
+directory (docs/run-directory.md) through a ``RunRecorder``.
 """
 from __future__ import annotations
 
@@ -383,13 +383,7 @@ class _Run:
     def _failed(self, exc: BaseException, **extra) -> BaseException:
         """Record the failure, stop every actor, and return the user's exception."""
         cause = root_cause(exc)
-        if self.results is not None:  # what finished before the failure: journaled, kept
-            try:
-                self.results.write(self.ex.get(self.scheduler.drain(), timeout=10))
-            except Exception:
-                pass
-            self.results.close()
-            self.results = None
+        self._seal()
         self.recorder.failed(str(cause), **extra)
         self.shutdown()
         return cause
@@ -398,14 +392,34 @@ class _Run:
         if self.finished_result is not None or self.cancelled:
             return
         self.cancelled = True
+        self._seal()
         self.recorder.interrupted("cancelled")
         self.shutdown()
 
     def _interrupted(self) -> None:
         """Ctrl-C (or any KeyboardInterrupt): not a failure; the journal holds what was done
         and ``resume=True`` continues from it."""
+        self._seal()
         self.recorder.interrupted()
         self.shutdown()
+
+    def _seal(self, timeout_s: float = 10.0) -> None:
+        """Before a stopped run's actors are killed: the scheduler closes its journal (nothing
+        more is journaled, however late the kill lands), and what workers shipped that the
+        driver has not written yet is written and journaled. So the journal a stop leaves is
+        final when the stop returns, and a resume reuses exactly the tiles it shows."""
+        if self.coordinator is not None:
+            try:
+                self.ex.get(self.scheduler.close(), timeout=timeout_s)
+            except Exception:
+                pass  # the coordinator is gone: it writes nothing more
+        if self.results is not None:  # what finished before the stop: journaled, kept
+            try:
+                self.results.write(self.ex.get(self.scheduler.drain(), timeout=timeout_s))
+            except Exception:
+                pass
+            self.results.close()
+            self.results = None
 
     def shutdown(self, keep: bool = False) -> None:
         """Stop the run's actors; ``keep`` (a run that finished cleanly): an executor that
@@ -419,9 +433,10 @@ class _Run:
                 self.ex.shutdown()
 
     def _await_coordinator_gone(self, timeout_s: float = 10.0) -> None:
-        """``ray.kill`` returns before the actor is gone, and the coordinator writes the
-        journal: a run stopped (cancel, Ctrl-C, failure) is final only once it has died, or a
-        tile journaled a moment later would be missing from what the stop reported."""
+        """``ray.kill`` returns before the actor is gone. ``_seal`` already closed the journal
+        of a coordinator that answered; one that did not (busy past the seal's timeout) might
+        still journal a tile, and a run stopped (cancel, Ctrl-C, failure) is final only once
+        it has died."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             try:

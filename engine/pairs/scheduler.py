@@ -64,6 +64,7 @@ class Scheduler:
         self.kept: dict[int, dict] = {}
         self.row_keys, self.col_keys = list(row_keys), list(col_keys)
         self.error: str | None = None
+        self.sealed = False  # closed: nothing more is journaled or handed out (``close``)
         self.completed = int(self.policy.done.sum())
         self.excluded: set[str] = set()
         # liveness: when each actor was last heard of (any call or heartbeat), and those
@@ -91,6 +92,9 @@ class Scheduler:
         if self.error is not None:
             self.finished_actors.add(actor)
             return {"done": True, "error": self.error}
+        if self.sealed:
+            self.finished_actors.add(actor)
+            return {"done": True}
         if actor in self.excluded:
             self.finished_actors.add(actor)
             return {"done": True}
@@ -111,8 +115,10 @@ class Scheduler:
     def complete(self, actor: str, t: int, entries: list[dict], fields: dict | None = None) -> None:
         if fields is not None and t not in self.kept:
             self.kept[t] = {"actor": actor, "fields": fields}
-        if self.policy.done[t]:
-            return  # written twice (a retry): sinks are idempotent, the journal keeps one line
+        if self.policy.done[t] or self.sealed:
+            # written twice (a retry): sinks are idempotent, the journal keeps one line; after
+            # ``close`` a tile is not done, and a resume computes it again
+            return
         if self.journal is not None:
             self.journal.append(t, actor, entries)
         self.policy.complete(t)
@@ -139,6 +145,8 @@ class Scheduler:
             self.complete(actor, t, entries, fields)
         if self.error is not None:
             return {"done": True, "error": self.error}
+        if self.sealed:
+            return {"tiles": [], "done": True}
         before = len(self.stealing.steals)
         tiles = self.stealing.take(node, want, least, count)
         for s in self.stealing.steals[before:]:
@@ -238,9 +246,13 @@ class Scheduler:
 
     def close(self) -> dict:
         """Close the journal; the seconds it cost: appending on the hand-out path
-        (``journal_s``, what it adds to the run's wall time) and fsyncing beside it."""
+        (``journal_s``, what it adds to the run's wall time) and fsyncing beside it. Once it
+        returns nothing more is journaled, so a run stopped mid-way (cancel, Ctrl-C) calls it
+        before it kills its actors: a kill takes effect some time after it is sent."""
+        sealed, self.sealed = self.sealed, True
         if self.journal is None:
             return {"journal_s": 0.0, "journal_fsync_s": 0.0}
-        self.journal.close()
+        if not sealed:
+            self.journal.close()
         return {"journal_s": self.journal.append_seconds,
                 "journal_fsync_s": self.journal.fsync_seconds}

@@ -210,3 +210,35 @@ def test_next_uses_count_only_the_nodes_own_work_not_yet_granted():
     assert p.next_uses("b", [9, 3, 0], tile_items) == {9: 0.0, 3: 1.0, 0: float("inf")}
     # a horizon of one tile: what comes later counts as no use
     assert p.next_uses("a", [1, 3], tile_items, horizon=1) == {1: 0.0, 3: float("inf")}
+
+
+def test_a_closed_scheduler_journals_nothing_more_and_hands_out_nothing(tmp_path):
+    """A stopped run (cancel, Ctrl-C) closes the scheduler before it kills the actors, whose
+    kill lands later: a tile finished after the close is not journaled (a resume recomputes
+    it), and no actor gets another tile, through either hand-out path."""
+    import json
+    import os
+    from engine.pairs.scheduler import Scheduler
+    from engine.pairs.space import Triangle, leaves
+
+    tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]
+    for hierarchical in (None, {"nodes": ["node-0"], "seed": 0}):
+        run_dir = tmp_path / ("h" if hierarchical else "flat")
+        run_dir.mkdir()
+        sch = Scheduler(str(run_dir), tiles, list(range(16)), list(range(16)),
+                        list(range(len(tiles))), hierarchical=hierarchical)
+        if hierarchical:
+            first, second = sch.refill("node-0", [], 2)["tiles"]
+            sch.refill("node-0", [(first, "node-0/dev-0", ([{"sink": "s"}], None))], 0)
+            sch.close()
+            assert sch.refill("node-0", [(second, "node-0/dev-0", ([{"sink": "s"}], None))],
+                              4) == {"tiles": [], "done": True}
+        else:
+            first = sch.request("a", "node-0")["tile"]
+            second = sch.complete_and_request("a", first, [{"sink": "s"}], None, "node-0")["tile"]
+            sch.close()
+            assert sch.complete_and_request("a", second, [{"sink": "s"}], None,
+                                            "node-0") == {"done": True}
+        with open(os.path.join(run_dir, "journal.jsonl")) as fh:
+            assert [json.loads(line)["tile"] for line in fh] == [first]
+        assert sch.progress()["done"] == 1
