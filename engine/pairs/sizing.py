@@ -151,7 +151,7 @@ def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
 
 def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
                 n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
-                n_items: int = 0, overhead_s: float = 0.02) -> int:
+                n_items: int | None = None, overhead_s: float = 0.02) -> int:
     """Leaf side from a two-term cost model, bounded so stripes fit and work balances.
 
     Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events), and the run
@@ -159,11 +159,14 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     lost fraction is overhead/t + t/(2W), least at t* = sqrt(2 * overhead * W): big runs get big
     tiles, small runs small ones, and no tile is aimed below ``target_s``.
     """
-    work = (n_items * t_item + space.total * t_pair) / max(1, n_actors)
+    work = ((n_items or 0) * t_item + space.total * t_pair) / max(1, n_actors)
     t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
     b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
-    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host tier
-    b = min(b, max(1, host_items // (4 + per_node_tiles)))
+    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
+    # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
+    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times)
+    if n_items is None or host_items < n_items:
+        b = min(b, max(1, host_items // (4 + per_node_tiles)))
     pairs = max(1, space.total)
     b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
     return max(1, b)
@@ -297,7 +300,9 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         item_bytes *= leaf
         # a tile side is one pack: the L1 holds the sides of the tiles under way and one more
         l1_items = device_cache_items(1, cfg.in_flight, cfg.device_cache_items)
-        l2_items = max(1, host_items // leaf)  # the host tier's rows, in whole packs
+        # the host tier's rows, in whole packs (every pack when it holds every item)
+        l2_items = max(1, host_items // leaf) if host_items < items.n_items else \
+            run_items.n_items
         bound = bound_R(run_items.n_items, min(run_items.n_items, l2_items))
     plan = cfg.plan
     if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block

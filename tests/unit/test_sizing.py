@@ -22,10 +22,13 @@ def test_leaf_aims_at_the_overhead_and_tail_optimum():
     leaf = choose_leaf(0.001, Triangle(200), host_items=10_000, per_node_tiles=4, n_actors=2,
                        target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02)
     assert leaf == 28
-    # with a host tier of all 200 items, a stripe of >= 4 blocks plus the 4 tiles under way
-    # must fit: 200 // (4 + 4) = 25 (the leaf benchmarks/allpairs.py part a reports)
+    # a host tier of all 200 items needs no stripe: the same 28
     assert choose_leaf(0.001, Triangle(200), host_items=200, per_node_tiles=4, n_actors=2,
-                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 25
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 28
+    # one item fewer, and a stripe of >= 4 blocks plus the 4 tiles under way must fit:
+    # 199 // (4 + 4) = 24
+    assert choose_leaf(0.001, Triangle(200), host_items=199, per_node_tiles=4, n_actors=2,
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 24
 
 
 def test_leaf_never_aims_below_the_target_tile():
