@@ -96,6 +96,11 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
+# Output rows above which TopK names its keys with Arrow's take: the first call of any
+# pyarrow.compute function in a process costs ~0.4 s of CPU (it registers its kernels), more
+# than numpy's take of the key objects and their conversion below this many rows
+ARROW_TAKE_ROWS = 3_000_000
+
 # Each process's TopK floors, by the sink's output (the copies of one sink that the device
 # actors of one process hold share them; they go when the last copy does)
 _FLOORS: "weakref.WeakValueDictionary[str, np.ndarray]" = weakref.WeakValueDictionary()
@@ -277,11 +282,14 @@ class TopK(_PartsSink):
         rows, cols = self.ctx.row_keys, self.ctx.col_keys
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
-        if len(q) and all(isinstance(x, str) for x in (rows[0], cols[0])):
-            # keys taken in Arrow: no Python string made per output row
+        named = len(q) and all(isinstance(x, str) for x in (rows[0], cols[0]))
+        if named and len(q) > ARROW_TAKE_ROWS:  # taken in Arrow: no Python object per row
             import pyarrow.compute as pc
             query = pc.take(pa.array(list(rows), pa.string()), pa.array(q))
             target = pc.take(pa.array(list(cols), pa.string()), pa.array(t))
+        elif named:
+            query = pa.array(np.asarray(rows, dtype=object)[q], pa.string())
+            target = pa.array(np.asarray(cols, dtype=object)[t], pa.string())
         elif len(q):
             query, target = np.asarray(rows)[q], np.asarray(cols)[t]
         else:
