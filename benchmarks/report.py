@@ -617,6 +617,7 @@ def sec_many_small(d, ctx):
                      num(e["pairs_per_s"] / 1e6), e.get("executor", "—"),
                      num(c["bare_popcount"]["pairs_per_s"] / 1e6),
                      f"**{num(c['engine_vs_bare_popcount'])}**",
+                     ", ".join(num(r) for r in c.get("repetitions") or []) or "—",
                      num((c.get("bare_popcount_best") or {}).get("pairs_per_s", 0) / 1e6
                          or None),
                      num(c.get("engine_vs_bare_popcount_best")), c.get("count", "—"),
@@ -628,7 +629,7 @@ def sec_many_small(d, ctx):
                      num(c.get("target"))])
     out = [table(["reads", "k", "kept", "pairs", "engine M pairs/s", "executor",
                   "bare popcount M/s",
-                  "engine / bare popcount", "library count M/s", "engine / library count",
+                  "engine / bare popcount", "repetitions (run order)", "library count M/s", "engine / library count",
                   "count", "engine's top-k kernel bare M/s", "engine / its kernel",
                   "bare jaccard M/s", "bare merge M/s",
                   "engine merge M/s", "target"], rows)]
