@@ -96,10 +96,23 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
-# Output rows above which TopK names its keys with Arrow's take: the first call of any
-# pyarrow.compute function in a process costs ~0.4 s of CPU (it registers its kernels), more
-# than numpy's take of the key objects and their conversion below this many rows
-ARROW_TAKE_ROWS = 3_000_000
+def _named(keys, index: np.ndarray):
+    """The keys of ``index`` as an Arrow column, dictionary-encoded: one Arrow string per key,
+    not per row (a Python string object per row of 10 K reads' top 10 cost ~30 ms of a
+    ~60 ms finalize; Arrow's take would register pyarrow.compute, ~0.4 s of CPU once per
+    process). Written with ``store_schema=False`` it reads back as a plain string column."""
+    import pyarrow as pa
+    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(index, np.int64)),
+                                          pa.array(list(keys), pa.string()))
+
+
+def _write_parquet(table, path: str) -> None:
+    """``table`` under ``path``, whole or not at all; dictionary columns are stored as
+    Parquet's own dictionary encoding and read back as the plain type they encode."""
+    import pyarrow.parquet as pq
+    tmp = path + ".tmp"
+    pq.write_table(table, tmp, store_schema=False)
+    os.replace(tmp, path)
 
 # Each process's TopK floors, by the sink's output (the copies of one sink that the device
 # actors of one process hold share them; they go when the last copy does)
@@ -272,7 +285,6 @@ class TopK(_PartsSink):
 
     def finalize(self):
         import pyarrow as pa
-        import pyarrow.parquet as pq
         table = self._read_parts()
         if table is None:
             q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -283,22 +295,14 @@ class TopK(_PartsSink):
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
         named = len(q) and all(isinstance(x, str) for x in (rows[0], cols[0]))
-        if named and len(q) > ARROW_TAKE_ROWS:  # taken in Arrow: no Python object per row
-            import pyarrow.compute as pc
-            query = pc.take(pa.array(list(rows), pa.string()), pa.array(q))
-            target = pc.take(pa.array(list(cols), pa.string()), pa.array(t))
-        elif named:
-            query = pa.array(np.asarray(rows, dtype=object)[q], pa.string())
-            target = pa.array(np.asarray(cols, dtype=object)[t], pa.string())
+        if named:
+            query, target = _named(rows, q), _named(cols, t)
         elif len(q):
             query, target = np.asarray(rows)[q], np.asarray(cols)[t]
         else:
             query = target = np.zeros(0, dtype=object)
-        out = pa.table({"query": query, "target": target,
-                        "qi": q, "ti": t, "score": v, "rank": rank})
-        tmp = self.path + ".tmp"
-        pq.write_table(out, tmp)
-        os.replace(tmp, self.path)
+        _write_parquet(pa.table({"query": query, "target": target,
+                                 "qi": q, "ti": t, "score": v, "rank": rank}), self.path)
         return self.path
 
 

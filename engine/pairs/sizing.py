@@ -165,11 +165,28 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
     # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
     # tiles where the model chose 10, and each tile's fixed costs came 4.5 times)
-    if n_items is None or host_items < n_items:
-        b = min(b, max(1, host_items // (4 + per_node_tiles)))
     pairs = max(1, space.total)
     b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
+    side = max(space.n_rows, space.n_cols, 1)
+    b = even_side(b, side, slack=EVEN_SLACK)
+    if n_items is None or host_items < n_items:
+        b = even_side(min(b, max(1, host_items // (4 + per_node_tiles))), side)
     return max(1, b)
+
+
+EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
+
+
+def even_side(b: int, n: int, slack: float = 0.0) -> int:
+    """The leaf that cuts ``n`` items into equal blocks, as few as a leaf of ``b`` makes (or
+    one fewer, if a leaf up to ``slack`` longer than ``b`` does it): never a sliver. A leaf of
+    2,494 cut 9,980 reads into four blocks and one of 4 reads, so 15 tiles where 10 do, each
+    with the fixed costs of a whole tile."""
+    b = max(1, int(b))
+    blocks = math.ceil(n / b)
+    if blocks > 1 and math.ceil(n / (blocks - 1)) <= b * (1 + slack):
+        blocks -= 1
+    return max(1, math.ceil(n / blocks))
 
 
 def app_weights(app, space: PairSpace) -> PairWeights | None:

@@ -10,25 +10,40 @@ from engine.pairs.config import AllPairsConfig
 from engine.pairs.items import ItemMap
 from engine.pairs.simulate import simulate
 from engine.pairs.tiers import device_cache_items
-from engine.pairs.sizing import (app_weights, choose_leaf, plan_nodes,
+from engine.pairs.sizing import (app_weights, choose_leaf, even_side, plan_nodes,
                                  plan_run, validation_sample, weighted_budget, weighted_probe)
-from engine.pairs.space import PairWeights, Rectangle, Triangle
+from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 
 
 def test_leaf_aims_at_the_overhead_and_tail_optimum():
     # Triangle(200): 19900 pairs at 1 ms, 200 items at 44 ms, 2 actors:
     # W = (200 * 0.044 + 19900 * 0.001) / 2 = 14.35 s; t* = sqrt(2 * 0.02 * 14.35) = 0.7576 s;
-    # side = ceil(sqrt(0.7576 / 0.001)) = 28
+    # side = ceil(sqrt(0.7576 / 0.001)) = 28: 200 items in 8 blocks (the last of 4); 7 blocks
+    # of ceil(200 / 7) = 29 (within 5 % of 28) cut them with no sliver
     leaf = choose_leaf(0.001, Triangle(200), host_items=10_000, per_node_tiles=4, n_actors=2,
                        target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02)
-    assert leaf == 28
-    # a host tier of all 200 items needs no stripe: the same 28
+    assert leaf == 29
+    # a host tier of all 200 items needs no stripe: the same 29
     assert choose_leaf(0.001, Triangle(200), host_items=200, per_node_tiles=4, n_actors=2,
-                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 28
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 29
     # one item fewer, and a stripe of >= 4 blocks plus the 4 tiles under way must fit:
-    # 199 // (4 + 4) = 24
+    # 199 // (4 + 4) = 24, which cuts 9 blocks (the last of 8); 9 equal ones: ceil(200 / 9) = 23
     assert choose_leaf(0.001, Triangle(200), host_items=199, per_node_tiles=4, n_actors=2,
-                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 24
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02) == 23
+
+
+def test_leaf_cuts_no_sliver():
+    # 9,980 reads, 2 actors, cheap pairs: the >= 4 tiles per actor cap is
+    # floor(sqrt(49,795,210 / 8)) = 2,494, four blocks and one of 4 reads; 2,495 (within 5 %)
+    # makes four equal blocks: 10 tiles, not 15
+    leaf = choose_leaf(3e-9, Triangle(9980), host_items=10_000, per_node_tiles=4, n_actors=2,
+                       target_s=0.05, n_items=9980, overhead_s=0.02)
+    assert leaf == 2495
+    assert sum(1 for _ in leaves(Triangle(9980), leaf)) == 10
+    # where no leaf within 5 % saves a block, the blocks are made equal: 1,000 items at a
+    # side of 300 are 4 blocks (the last of 100), so 4 of ceil(1000 / 4) = 250
+    assert even_side(300, 1000, slack=0.05) == 250
+    assert even_side(8, 2000, slack=0.05) == 8  # 250 blocks of 8 exactly
 
 
 def test_leaf_never_aims_below_the_target_tile():
