@@ -704,9 +704,22 @@ def _tile_args(lefts, rights, mask, count: str = "auto"):
     m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
     if use_mask and m.shape != (a.shape[0], b.shape[0]):
         raise ValueError(f"mask has shape {m.shape}, expected {(a.shape[0], b.shape[0])}")
+    a, b, m = _readonly(a), _readonly(b), _readonly(np.ascontiguousarray(m))
     size_a, size_b = bitset_sizes(a), bitset_sizes(b)
-    return (a, b, size_a, size_b, np.ascontiguousarray(m), use_mask,
-            _count_plan(a, b, size_a, size_b, count))
+    return (a, b, size_a, size_b, m, use_mask, _count_plan(a, b, size_a, size_b, count))
+
+
+def _readonly(x: np.ndarray) -> np.ndarray:
+    """A read-only view of ``x`` (no copy). numba compiles a function once per argument type,
+    and a read-only array is a type of its own: rows from Ray's object store and the pair
+    spaces' shared masks are read-only, a warm-up's are not, so the first real tile of a
+    process loaded another compilation (17-40 ms a tile kernel). Every tile's rows and mask
+    go in read-only, the warm-up's too: one compilation each."""
+    if not x.flags.writeable:
+        return x
+    view = x.view()
+    view.flags.writeable = False
+    return view
 
 
 def bitset_jaccard_topk(lefts, rights, mask=None, k: int = 10, largest: bool = True,
