@@ -72,6 +72,10 @@ def test_topk_equals_a_brute_force_sort(tmp_path):
         assert list(rows.ti) == [t for _, t in cands], q
         assert list(rows["rank"]) == [1, 2, 3]
     assert set(got.columns) >= {"query", "target", "score", "rank"}
+    # the keys come back as plain strings (stored dictionary-encoded), one per row
+    assert list(got["query"]) == [f"r{q}" for q in got.qi]
+    assert list(got["target"]) == [f"r{t}" for t in got.ti]
+    assert all(type(x) is str for x in got["query"]) and got["query"].dtype != "category"
 
 
 def test_threshold_edges_and_pairlist(tmp_path):
