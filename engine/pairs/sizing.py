@@ -162,13 +162,13 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     work = ((n_items or 0) * t_item + space.total * t_pair) / max(1, n_actors)
     t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
     b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
-    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
-    # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
-    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times)
     pairs = max(1, space.total)
     b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
     side = max(space.n_rows, space.n_cols, 1)
     b = even_side(b, side, slack=EVEN_SLACK)
+    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
+    # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
+    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times)
     if n_items is None or host_items < n_items:
         b = even_side(min(b, max(1, host_items // (4 + per_node_tiles))), side)
     return max(1, b)
