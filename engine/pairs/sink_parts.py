@@ -96,14 +96,14 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
 
 
-def _named(keys, index: np.ndarray):
-    """The keys of ``index`` as an Arrow column, dictionary-encoded: one Arrow string per key,
-    not per row (a Python string object per row of 10 K reads' top 10 cost ~30 ms of a
-    ~60 ms finalize; Arrow's take would register pyarrow.compute, ~0.4 s of CPU once per
-    process). Written with ``store_schema=False`` it reads back as a plain string column."""
+def _named(dictionary, index: np.ndarray):
+    """The keys of ``index`` as an Arrow column, dictionary-encoded over ``dictionary`` (the
+    keys as one Arrow string array): one Arrow string per key, not per row (a Python string
+    object per row of 10 K reads' top 10 cost ~30 ms of a ~60 ms finalize; Arrow's take would
+    register pyarrow.compute, ~0.4 s of CPU once per process). Written with
+    ``store_schema=False`` it reads back as a plain string column."""
     import pyarrow as pa
-    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(index, np.int64)),
-                                          pa.array(list(keys), pa.string()))
+    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(index, np.int64)), dictionary)
 
 
 def _write_parquet(table, path: str) -> None:
@@ -295,8 +295,10 @@ class TopK(_PartsSink):
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
         named = len(q) and all(isinstance(x, str) for x in (rows[0], cols[0]))
-        if named:
-            query, target = _named(rows, q), _named(cols, t)
+        if named:  # (a symmetric space's rows and columns are the same keys: one dictionary)
+            row_dict = pa.array(list(rows), pa.string())
+            col_dict = row_dict if self.ctx.space.symmetric else pa.array(list(cols), pa.string())
+            query, target = _named(row_dict, q), _named(col_dict, t)
         elif len(q):
             query, target = np.asarray(rows)[q], np.asarray(cols)[t]
         else:
