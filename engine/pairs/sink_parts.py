@@ -108,10 +108,20 @@ def _named(dictionary, index: np.ndarray):
 
 def _write_parquet(table, path: str) -> None:
     """``table`` under ``path``, whole or not at all; dictionary columns are stored as
-    Parquet's own dictionary encoding and read back as the plain type they encode."""
+    Parquet's own dictionary encoding and read back as the plain type they encode.
+
+    Only those columns (the keys) are dictionary-encoded, and only the numeric columns carry
+    min / max statistics: dictionaries of ~100 K distinct floats and indices and the min / max
+    of every key string took half of a top-k's 20-40 ms write (10 K reads, k = 10), and a
+    reader filters a top-k by its indices or scores, not by the order of its key strings."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
+    keys = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
+    numeric = [f.name for f in table.schema
+               if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
     tmp = path + ".tmp"
-    pq.write_table(table, tmp, store_schema=False)
+    pq.write_table(table, tmp, store_schema=False, use_dictionary=keys or False,
+                   write_statistics=numeric or False)
     os.replace(tmp, path)
 
 # Each process's TopK floors, by the sink's output (the copies of one sink that the device

@@ -76,6 +76,14 @@ def test_topk_equals_a_brute_force_sort(tmp_path):
     assert list(got["query"]) == [f"r{q}" for q in got.qi]
     assert list(got["target"]) == [f"r{t}" for t in got.ti]
     assert all(type(x) is str for x in got["query"]) and got["query"].dtype != "category"
+    # in the file: the keys dictionary-encoded, min / max kept for the numeric columns (what a
+    # reader filters a top-k by), as pyarrow reads the file's own metadata
+    import pyarrow.parquet as pq
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in chunks["query"].encodings
+    score = chunks["score"].statistics
+    assert score.has_min_max and (score.min, score.max) == (got.score.min(), got.score.max())
 
 
 def test_threshold_edges_and_pairlist(tmp_path):
