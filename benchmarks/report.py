@@ -617,7 +617,9 @@ def sec_many_small(d, ctx):
                      num(e["pairs_per_s"] / 1e6), e.get("executor", "—"),
                      num(c["bare_popcount"]["pairs_per_s"] / 1e6),
                      f"**{num(c['engine_vs_bare_popcount'])}**",
-                     ", ".join(num(r) for r in c.get("repetitions") or []) or "—",
+                     (f"untimed first run {num(c['cold_run']['vs_bare_popcount'])}; "
+                      if c.get("cold_run") else "")
+                     + (", ".join(num(r) for r in c.get("repetitions") or []) or "—"),
                      num((c.get("bare_popcount_best") or {}).get("pairs_per_s", 0) / 1e6
                          or None),
                      num(c.get("engine_vs_bare_popcount_best")), c.get("count", "—"),
