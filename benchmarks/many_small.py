@@ -21,7 +21,12 @@ actor spawn excluded: ``summary.compute_s``), against
   (``bitset_jaccard_topk``: each row's and column's 10 best J), its modelled limit: engine /
   bare topk is the engine's efficiency;
 * the merge kernel (sorted k-mer arrays) the same way, bare, and through the engine
-  (``kernel=merge``).
+  (``kernel=merge``);
+* ``popcount_4k``: the plain loop over the issue's own rows, 4^k bits a read (a canonical
+  k-mer's bit is its code, below 4^k), where ``popcount`` runs over the library's rows, which
+  number only the canonical codes (``canonical_slots``: half the words). The issue measured its
+  reference on 4^k-bit rows; the packed rows are the library's, so ``popcount`` is the stricter
+  reference, and the targets are judged on it; both ratios are reported.
 
 Targets: engine / bare popcount >= 0.5 at k = 5 and >= 0.8 at k = 7 on the 10 K reads. There
 the engine runs once untimed first (``cold_run``: its figures, reported apart), as the plain
@@ -98,6 +103,17 @@ def _plain_kernel():
         plain(a, b, m if m is not None else np.ones((1, 1), bool), m is not None, out)
         return out
     return run
+
+
+def full_width(bits: np.ndarray, k: int) -> np.ndarray:
+    """Rows of canonical slots (``kmer_bitsets``) as rows of 4^k bits, bit ``code`` set for
+    every canonical code the read holds: the issue's layout, the same sets."""
+    from kernels.bitset import canonical_slots
+    codes = canonical_slots(k)[1]
+    present = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :len(codes)]
+    wide = np.zeros((len(bits), max(64, 4 ** k)), np.uint8)
+    wide[:, codes] = present
+    return np.ascontiguousarray(np.packbits(wide, axis=1, bitorder="little")).view(np.uint64)
 
 
 def bare(rows, kind: str, threads: int = 2) -> dict:
@@ -181,11 +197,17 @@ def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root
         plain = bare(bits, "popcount")
         run = engine(urls, k, "auto", runs_root)
         reps.append((run["pairs_per_s"] / plain["pairs_per_s"], plain, run))
-    ratios = [r[0] for r in reps]  # in run order: the first engine run is its process's first
+    ratios = [r[0] for r in reps]  # in run order
+    wide = full_width(bits, k)
+    sample = slice(0, 64)  # the same sets: the same counts
+    assert np.array_equal(_plain_kernel()(wide[sample], wide[sample], None),
+                          _plain_kernel()(bits[sample], bits[sample], None))
     _, plain, run = sorted(reps, key=lambda r: r[0])[len(reps) // 2]
     out = {"set": name, "k": k, "reads": len(seqs), "kept": int(keep.sum()),
            "count": "sparse" if prefer_sparse(bits.shape[1], mean, mean) else "dense",
            "bare_popcount": plain, "repetitions": ratios,
+           "bare_popcount_4k": {**bare(wide, "popcount"), "words": int(wide.shape[1]),
+                                "packed_words": int(bits.shape[1])},
            "bare_popcount_best": bare(bits, "popcount_best"), "bare_jaccard": bare(bits, "jaccard"),
            "bare_topk": bare(bits, "topk"),
            "engine": run}
@@ -197,6 +219,7 @@ def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root
         out["_urls"] = urls
     e = out["engine"]["pairs_per_s"]
     out["engine_vs_bare_popcount"] = e / out["bare_popcount"]["pairs_per_s"]
+    out["engine_vs_bare_popcount_4k"] = e / out["bare_popcount_4k"]["pairs_per_s"]
     out["engine_vs_bare_popcount_best"] = e / out["bare_popcount_best"]["pairs_per_s"]
     out["engine_vs_bare_jaccard"] = e / out["bare_jaccard"]["pairs_per_s"]
     out["engine_vs_bare_topk"] = e / out["bare_topk"]["pairs_per_s"]
@@ -242,6 +265,10 @@ def _print_case(c: dict) -> None:
         line += f" (target {c['target']})"
     if len(c.get("repetitions", ())) > 1:
         line += " (repetitions " + ", ".join(f"{r:.2f}" for r in c["repetitions"]) + ")"
+    if c.get("bare_popcount_4k"):
+        line += (f" (the plain loop on 4^k-bit rows, as the issue measured it: "
+                 f"{c['bare_popcount_4k']['pairs_per_s'] / 1e6:.1f} M/s -> "
+                 f"{c['engine_vs_bare_popcount_4k']:.2f})")
     if c.get("cold_run"):
         line += f" (the process's first run, untimed: {c['cold_run']['vs_bare_popcount']:.2f})"
     line += f"; bare jaccard {c['bare_jaccard']['pairs_per_s'] / 1e6:.1f} M/s"
