@@ -78,6 +78,7 @@ class NodeCacheSpec:
     expected_item_bytes: float | None = None
     shipment: object = None              # the driver's local files (run/shipping.py)
     store: object = None                 # the run's L4 item store (store.py), or None
+    read_ahead: list[int] | None = None  # items to load before they are asked for (policy.py)
 
 
 class _LoadTasks:
@@ -121,7 +122,7 @@ def node_cache(spec: NodeCacheSpec, scheduler, metrics, loader=None) -> NodeCach
     stand-ins inside the coordinator)."""
     cache = BudgetCache(spec.budget_bytes, spec.budget_items, make_eviction(spec.eviction))
     return NodeCache(spec.node, spec.item_keys, cache, (loader or _LoadTasks)(spec), scheduler,
-                     EventBuffer(metrics), spec.load_batch, spec.load_slots)
+                     EventBuffer(metrics), spec.load_batch, spec.load_slots, spec.read_ahead)
 
 
 async def own_object(entry: tuple) -> tuple:

@@ -24,6 +24,8 @@ class AllPairsConfig:
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
     pack_items: bool = True              # an app with parse_pack: cache and load a tile side's
                                          #   items as one (policy.ItemMap.packed)
+    read_ahead: bool = True              # one node whose host tier holds every item: its idle
+                                         #   load slots load what the plan needs next
     l3: bool = False                     # L3: take items from peer nodes' caches (directory.py)
     l3_hops: int = 1                     #   asking at most h of an item's holders
     store: str | None = None             # L4: parsed items kept across runs at this directory

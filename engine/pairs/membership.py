@@ -44,15 +44,18 @@ class Membership:
     ``plan``: the run's plan (budgets; its nodes are the first ones); ``item_bytes``: the
     measured size of an item (node cache budgets); ``head``: the executor's head node;
     ``hierarchical``: a frontier per node with device actors; ``on_joined``: called after the
-    actors of a node that joined mid-run are added to ``described``."""
+    actors of a node that joined mid-run are added to ``described``; ``read_ahead``: the items
+    the node with actors loads before they are asked for (``policy.read_ahead``), or None."""
 
     def __init__(self, ex, cfg, plan: RunPlan, inputs: RunInputs, *, app, app_ref, sinks,
                  tile_dicts: list[dict], item_bytes: float | None, shipment, store,
-                 head: dict, hierarchical: bool, on_joined: Callable[[], None]):
+                 head: dict, hierarchical: bool, on_joined: Callable[[], None],
+                 read_ahead: list[int] | None = None):
         self.ex, self.cfg, self.plan, self.inputs = ex, cfg, plan, inputs
         self.app, self.app_ref, self.sinks, self.tile_dicts = app, app_ref, sinks, tile_dicts
         self.item_bytes, self.shipment, self.store = item_bytes, shipment, store
         self.head, self.hierarchical, self.on_joined = head, hierarchical, on_joined
+        self.read_ahead = read_ahead           # for the one node with actors (policy.py)
         self.nodes = list(plan.nodes)          # NodePlan by node index; joined nodes appended
         self.handles: dict[str, Any] = {}      # actor id -> handle
         self.actor_node: dict[str, int] = {}   # actor id -> node index
@@ -100,7 +103,9 @@ class Membership:
             load_batch=plan.load_batch, load_slots=max(1, node_plan.node["cpus"]),
             inline_bytes=cfg.inline_item_bytes,
             expected_item_bytes=self.item_bytes, shipment=self.shipment,
-            store=self.store)
+            store=self.store,
+            read_ahead=self.read_ahead if n_idx < len(self.plan.nodes) and node_plan.actors
+            else None)
 
     def _start_cache(self, n_idx: int) -> None:
         actor = self.ex.node_cache(self.nodes[n_idx].node, self.cache_spec(n_idx),

@@ -2,6 +2,12 @@
 results this cache owns, actors.py; in tests: a fake), kept under a ``tiers.BudgetCache`` budget
 and evicted by the scheduler's next-use advice in this node's work; with L3 it asks its peers
 (``directory.Peers``) before loading, and hands its own items to them (``take``).
+
+Read-ahead (``policy.read_ahead``): when the driver gives the cache the run's items in the order
+the plan needs them (one node, a host tier holding them all), every load slot the actors' own
+requests leave idle loads the next of them. Loads on demand alone left compares waiting on a
+parse at every stripe's first tile while a slot sat idle; what is asked for is still loaded
+first, since read-ahead only fills slots and a request starts its loads at once.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ class NodeCache:
 
     def __init__(self, node: str, item_keys: list[str], cache: BudgetCache,
                  load: Callable[[list[int]], tuple[list, Awaitable]], scheduler, events,
-                 load_batch: int = 1, load_slots: int = 1):
+                 load_batch: int = 1, load_slots: int = 1, read_ahead: list[int] | None = None):
         self.node, self.item_keys = node, item_keys
         self.cache, self.load = cache, load
         self.scheduler, self.events = scheduler, events
@@ -44,6 +50,9 @@ class NodeCache:
         self.peers = None  # L3 (directory.Peers), when the run has it
         self._settled = 0  # items that became usable here (loaded or taken from a peer)
         self._asking: set = set()  # items this node is asking its peers for (L3)
+        self.ahead = list(read_ahead or ())  # items to load before they are asked for
+        self._ahead_at = 0
+        self._loading = 0  # load batches under way
 
     async def get(self, items: list[int]) -> dict:
         """``{item: ("value", item) | ("ref", handle)}`` once every item is loaded: small
@@ -70,15 +79,8 @@ class NodeCache:
             taken, to_load, asked = await self._from_peers(to_load)
             out.update(taken)
         for batch in load_batches(to_load, self.load_batch, self.load_slots):
-            handles, infos = self.load(batch)
-            accounted = loop.create_future()
-            for item, handle in zip(batch, handles):
-                # pinned until its size is known; the handle keeps a failed load's error
-                self.cache.put(item, ("ref", handle), 0, pin=True, shrink=False)
-                out[item] = ("ref", handle)
-                self._pending[item] = accounted
-            self.loads += len(batch)
-            asyncio.ensure_future(self._account(batch, handles, infos, accounted))
+            out.update(self._start_load(batch, loop))
+        self._read_ahead(loop)
         if asked is not None:  # after the loads of the rest are under way (waiters re-wait)
             asked.set_result({i: out[i] for i in taken})
         self.cache.shrink()
@@ -100,6 +102,33 @@ class NodeCache:
             if entry is not None:
                 out[item] = entry
         return out
+
+    def _start_load(self, batch: list[int], loop) -> dict:
+        """Start loading ``batch``; its items' entries (their handles)."""
+        handles, infos = self.load(batch)
+        accounted = loop.create_future()
+        out = {}
+        for item, handle in zip(batch, handles):
+            # pinned until its size is known; the handle keeps a failed load's error
+            self.cache.put(item, ("ref", handle), 0, pin=True, shrink=False)
+            out[item] = ("ref", handle)
+            self._pending[item] = accounted
+        self.loads += len(batch)
+        self._loading += 1
+        asyncio.ensure_future(self._account(batch, handles, infos, accounted))
+        return out
+
+    def _read_ahead(self, loop) -> None:
+        """Fill the idle load slots with the next items of the read-ahead list."""
+        while self._loading < self.load_slots and self._ahead_at < len(self.ahead):
+            batch = []
+            while self._ahead_at < len(self.ahead) and len(batch) < self.load_batch:
+                item = self.ahead[self._ahead_at]
+                self._ahead_at += 1
+                if item not in self.cache and item not in self._asking:
+                    batch.append(item)
+            if batch:
+                self._start_load(batch, loop)
 
     async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future]:
         """Take what the peers hold (L3); returns (taken entries, items left to load, the
@@ -180,6 +209,8 @@ class NodeCache:
                 self.cache.fill(item, entry, info["nbytes"], shrink=False)
         if not accounted.done():
             accounted.set_result(entries)
+        self._loading -= 1
+        self._read_ahead(asyncio.get_running_loop())
         await self._shrink()
         self._report()
 

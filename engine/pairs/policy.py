@@ -16,6 +16,9 @@ the eviction choice together:
   hold, then the fewest L1 misses, then the earliest in the plan. It also answers
   ``next_use(item)``: the plan position of the next pending tile needing the item, which is what
   ``NextUseEviction`` evicts by (an item no pending tile needs goes first).
+* ``read_ahead`` lists the items in the order the plan first needs them: a node whose host tier
+  holds every item keeps its load slots busy with them (``NodeCache``), not only with what the
+  tiles under way ask for, so no compare waits on a parse that an idle slot could have run.
 * ``LRUEviction`` is the baseline eviction; ``AdvisedEviction`` is next-use eviction inside an
   actor, from advice the scheduler sent (an actor cannot block on asking).
 
@@ -392,6 +395,18 @@ EVICTIONS = Registry("eviction", {
 def make_eviction(name: str, next_use: Callable[[list], dict] | None = None,
                   unknown: float = INF):
     return EVICTIONS.make(name, next_use=next_use, unknown=unknown)
+
+
+def read_ahead(tile_items: Sequence[Sequence[int]], order: Sequence[int],
+               done: Iterable[int] = ()) -> list[int]:
+    """Every item the plan's pending tiles need, once, in the order the plan first needs it
+    (``tile_items[t]``: tile t's items; ``done``: tiles already journaled, which need none)."""
+    skip = set(done)
+    seen: dict[int, None] = {}
+    for t in order:
+        if t not in skip:
+            seen.update((int(i), None) for i in tile_items[t])
+    return list(seen)
 
 
 def bound_R(n_items: int, cache_items: int | None) -> float:

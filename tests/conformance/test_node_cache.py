@@ -261,3 +261,51 @@ def test_an_item_evicted_right_after_its_load_still_comes_back_as_its_value():
     small, got, resident = run(main())
     assert resident <= 1
     assert got == {i: ("value", f"item-{i}") for i in small}
+
+
+def test_read_ahead_fills_idle_load_slots_in_order_and_loads_each_item_once():
+    """What the actors ask for is loaded at once; the slots it leaves idle (2 here) load the
+    read-ahead list in its order; nothing is loaded twice and no more than 2 loads run at a
+    time once the request's own load is under way."""
+    ahead = [5, 3, 9, 1, 7, 2]
+
+    async def main():
+        loads, sched, events = FakeLoads(delay=0.01), FakeScheduler(), Events()
+        under_way, most = [0], [0]
+        inner = loads._infos
+
+        async def counted(batch, delay):
+            under_way[0] += 1
+            most[0] = max(most[0], under_way[0])
+            try:
+                return await inner(batch, delay)
+            finally:
+                under_way[0] -= 1
+        loads._infos = counted
+        cache = NodeCache("node-0", [f"key-{i}" for i in range(20)],
+                          BudgetCache(None, 20, LRUEviction()), loads, sched,
+                          EventBuffer(events), load_batch=1, load_slots=2, read_ahead=ahead)
+        got = await cache.get([3])
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+        again = await cache.get([9, 2])
+        return cache, loads, most[0], got, again
+
+    cache, loads, most, got, again = run(main())
+    assert loads.batches[0] == [3]          # the request first
+    assert loads.loaded == [3, 5, 9, 1, 7, 2]
+    assert most <= 2
+    assert got[3] == ("value", "item-3") and cache.loads == 6
+    assert again == {9: ("ref", "handle-9"), 2: ("ref", "handle-2")}  # 98, 84 bytes: handles
+    assert cache.cache.stats.hits == 2
+
+
+def test_without_a_read_ahead_list_only_what_is_asked_for_is_loaded():
+    async def main():
+        cache, loads, _, _ = make(budget_items=10, delay=0.01)
+        await cache.get([4])
+        for _ in range(10):
+            await asyncio.sleep(0.01)
+        return loads
+
+    assert run(main()).loaded == [4]

@@ -4,7 +4,7 @@ import pytest
 
 from engine.pairs.items import ItemMap
 from engine.pairs.policy import (LRUEviction, NextUseEviction, StripePlan, TilePolicy,
-                           ZOrderPlan, bound_R)
+                                 ZOrderPlan, bound_R, read_ahead)
 from engine.pairs.simulate import simulate
 from engine.pairs.space import Rectangle, Triangle, leaves
 
@@ -109,3 +109,19 @@ def test_endgame_hands_the_last_tiles_only_to_actors_with_nothing_running():
     while pol.pending():
         pol.next_tile()
     assert pol.hold_back(actors, running=1)       # nothing left: no prefetch either
+
+
+def test_read_ahead_lists_each_needed_item_once_in_first_use_order():
+    # hand-made: three tiles over items 0..5, visited 2, 0, 1; tile 1 is done already
+    tile_items = [(0, 1, 2), (2, 3), (4, 5, 0)]
+    assert read_ahead(tile_items, [2, 0, 1]) == [4, 5, 0, 1, 2, 3]
+    assert read_ahead(tile_items, [2, 0, 1], done=[1]) == [4, 5, 0, 1, 2]
+    assert read_ahead(tile_items, [2, 0, 1], done=[0, 1, 2]) == []
+    # a real plan: every item of a triangle once, and the first tile's items first
+    space, items = Triangle(40), ItemMap.shared(40)
+    tiles = leaves(space, 6)
+    order = StripePlan(12).order(tiles, items)
+    got = read_ahead([items.tile_items(t) for t in tiles], order)
+    assert sorted(got) == list(range(40))
+    first = sorted(int(i) for i in items.tile_items(tiles[order[0]]))
+    assert sorted(got[:len(first)]) == first
