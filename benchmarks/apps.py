@@ -7,17 +7,20 @@
 For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficiency
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
 measured in this process (every item parsed and preprocessed once, every pair compared once,
-in tiles of 8 x 8 items on one thread; measured just before the engine's run and again just
-after it, and averaged: this VM drifts), p the run's device actors and T the engine's compute
-phase (Ray start-up and actor spawn excluded). Beside it, the same as a fraction of the
+in tiles of 8 x 8 items on one thread), p the run's device actors and T the engine's compute
+phase (Ray start-up and actor spawn excluded). This VM's speed drifts by 10-15 % within a
+minute, so the engine runs ``REPEATS`` times with T_min measured before the first run and after
+each: a run's efficiency uses the mean of the T_min measured just before and just after it, and
+the app's figure is the median run's (every run's is printed and kept). The CPU of the two cores
+over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same as a fraction of the
 two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
 cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
 Every stage time is one core's: BLAS gets one thread here, as in each device actor, and the
 allocator keeps freed memory (``engine.run.runtime.keep_freed_memory``) here and in the two
 plain processes, as in every process of the engine's.
 
-Each app runs twice: with the host tier the engine sizes itself (every item fits: R = 1) and with
-a host tier holding 25 % of the items (R = item loads / n > 1, each reload parsed and
+Each app runs with the host tier the engine sizes itself (every item fits: R = 1), then once
+with a host tier holding 25 % of the items (R = item loads / n > 1, each reload parsed and
 preprocessed again), small items by value as the engine does by default. Rocket's
 published single-node efficiencies are printed beside: microscopy 99.2 %, forensics 94.6 %,
 bioinformatics (phylogeny) 88.5 %. For phylogeny, the wall time of a k = 5 run against the dense
@@ -47,8 +50,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from _record import out_path, target, write  # noqa: E402
+from cpu_meter import CpuMeter  # noqa: E402
 
 STAGE_TILE = 8  # items a side of the tiles T_min's compares are timed in
+REPEATS = (1, 3)  # engine runs with the engine's host tier (quick, full)
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
 DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 # (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
@@ -171,52 +176,85 @@ def phylogeny_reference_s(app) -> float:
     return time.perf_counter() - t0
 
 
-def run_once(app, sinks, after, runs_root: str, host: int | None) -> dict:
-    """One engine run: its summary (host=None: the host tier the engine sizes itself)."""
+def run_once(app, sinks, after, runs_root: str, host: int | None,
+             meter: CpuMeter | None = None) -> dict:
+    """One engine run: its summary (host=None: the host tier the engine sizes itself), with
+    the CPU of its compute phase split by role when ``meter`` samples."""
     from engine import allpairs
+    from engine.run.rundir import read_json
     result = allpairs(app=app, sinks=sinks, runs_root=runs_root, progress=False, wait=True,
                       host_cache_items=host)
-    after(result)
     s = dict(result.summary)
+    if meter is not None:
+        t_end = read_json(os.path.join(result.run_dir, "status.json"))["finished"]
+        roles = meter.roles_between(t_end - s["compute_s"], t_end)
+        capacity = 2 * s["compute_s"]  # the machine's 2 cores over the compute phase
+        shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
+        shares["idle"] = max(0.0, 1 - sum(shares.values()))
+        s["cpu_shares"] = shares
+    after(result)
     s["run_dir"] = result.run_dir
     return s
+
+
+def _run_row(s: dict, t_min: float, limit: float, host: int | None) -> dict:
+    p, compute = s["n_actors"], s["compute_s"]
+    eff = t_min / (p * compute)
+    row = {"p": p, "T": compute, "T_min": t_min, "efficiency": eff,
+           "of_two_process_limit": eff / limit, "R": s["R"],
+           "host_cache_items": s.get("host_cache_items", host), "leaf": s["leaf_items"],
+           "tiles": s.get("tiles_total"), "wall_s": s["wall_s"], "run_dir": s["run_dir"]}
+    if "cpu_shares" in s:
+        row["cpu_shares"] = s["cpu_shares"]
+    return row
+
+
+def _say(name: str, n: int, pairs: int, run: dict, label: str) -> None:
+    print(f"{name:11s} n={n:3d} pairs={pairs:5d} T_min={run['T_min']:7.2f}s p={run['p']} "
+          f"T={run['T']:7.2f}s efficiency={run['efficiency']:.3f} "
+          f"({run['of_two_process_limit']:.3f} of the limit; Rocket {ROCKET[name]:.3f}) "
+          f"R={run['R']:.2f} leaf={run['leaf']} "
+          f"[{label}: {run['host_cache_items']} of {n} items]", flush=True)
+    if "cpu_shares" in run:
+        print("            CPU of 2 cores x T: " + ", ".join(
+            f"{k} {v:.1%}" for k, v in run["cpu_shares"].items()), flush=True)
 
 
 def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     size = SIZES[name][0 if quick else 1]
     app, sinks, after = build(name, size, work)
     limit, two_times = two_process_limit(app)
-    # T_min is measured just before the engine's first run and again just after it, and the
-    # two are averaged: this VM's speed drifts by 10-15 % within a minute (measured around
-    # one microscopy run: 14.4 ms a pair before, 12.6 after, the run's own compares 13.6)
-    t_items, t_pair, pairs = stage_times(app)
-    t_min = t_items + pairs * t_pair
-    n = len(app.keys())
-    row = {"n": n, "pairs": pairs, "t_items_s": t_items, "t_pair_s": t_pair, "T_min": t_min,
-           "two_process_limit": limit, "two_process_t_pair_s": two_times,
-           "rocket_efficiency": ROCKET[name], "size": size, "runs": {}}
     print(f"{name:11s} two processes side by side compare at {limit:.3f} of one alone "
           f"(the machine's limit)", flush=True)
-    for label, host in (("engine_host_tier", None), ("host_tier_25pct", max(2, n // 4))):
-        s = run_once(app, sinks, after, runs_root, host)
-        if label == "engine_host_tier":
-            t_items2, t_pair2, _ = stage_times(app)
-            row["T_min_before"], row["T_min_after"] = t_min, t_items2 + pairs * t_pair2
-            t_min = (row["T_min_before"] + row["T_min_after"]) / 2
-            row.update(T_min=t_min, t_items_s=(t_items + t_items2) / 2,
-                       t_pair_s=(t_pair + t_pair2) / 2)
-        p, compute = s["n_actors"], s["compute_s"]
-        eff = t_min / (p * compute)
-        run = {"p": p, "T": compute, "efficiency": eff, "of_two_process_limit": eff / limit,
-               "R": s["R"],
-               "host_cache_items": s.get("host_cache_items", host), "leaf": s["leaf_items"],
-               "tiles": s.get("tiles_total"), "wall_s": s["wall_s"], "run_dir": s["run_dir"]}
-        row["runs"][label] = run
-        print(f"{name:11s} n={n:3d} pairs={pairs:5d} T_min={t_min:7.2f}s p={p} "
-              f"T={compute:7.2f}s efficiency={run['efficiency']:.3f} "
-              f"({run['of_two_process_limit']:.3f} of the limit; Rocket {ROCKET[name]:.3f}) "
-              f"R={s['R']:.2f} leaf={run['leaf']} "
-              f"[{label}: {run['host_cache_items']} of {n} items]", flush=True)
+    stages = [stage_times(app)]  # (t_items, t_pair, pairs): before the first run, after each
+    n = len(app.keys())
+    runs = []
+    meter = CpuMeter(interval=0.5)
+    try:
+        for _ in range(REPEATS[0 if quick else 1]):
+            s = run_once(app, sinks, after, runs_root, None, meter)
+            stages.append(stage_times(app))
+            around = [ti + pairs * tp for ti, tp, pairs in stages[-2:]]
+            runs.append(_run_row(s, sum(around) / 2, limit, None))
+            _say(name, n, stages[0][2], runs[-1], "engine_host_tier")
+    finally:
+        meter.close()
+    t_mins = [ti + pairs * tp for ti, tp, pairs in stages]
+    pairs = stages[0][2]
+    median = sorted(runs, key=lambda r: r["efficiency"])[len(runs) // 2]
+    row = {"n": n, "pairs": pairs, "t_items_s": float(np.mean([x[0] for x in stages])),
+           "t_pair_s": float(np.mean([x[1] for x in stages])), "T_min": float(np.mean(t_mins)),
+           "T_min_each": t_mins, "two_process_limit": limit, "two_process_t_pair_s": two_times,
+           "rocket_efficiency": ROCKET[name], "size": size,
+           "runs": {"engine_host_tier": {**median,
+                                         "each": [r["efficiency"] for r in runs],
+                                         "each_T": [r["T"] for r in runs]}}}
+    host = max(2, n // 4)
+    quarter = _run_row(run_once(app, sinks, after, runs_root, host), row["T_min"], limit, host)
+    row["runs"]["host_tier_25pct"] = quarter
+    _say(name, n, pairs, quarter, "host_tier_25pct")
+    print(f"{name:11s} efficiency (median of {len(runs)}): {median['efficiency']:.3f}; every "
+          f"run: " + ", ".join(f"{r['efficiency']:.3f}" for r in runs), flush=True)
     if name == "phylogeny":
         small = {**size, "k": min(size["k"], 5)}
         app5, sinks5, after5 = build(name, small, work)

@@ -415,21 +415,37 @@ def sec_align(d, ctx):
 
 
 def sec_apps(d, ctx):
-    rows = []
+    rows, cpu = [], []
     for name, r in (d.get("apps") or {}).items():
         for label, run in r["runs"].items():
             first = label == "engine_host_tier"
-            bracket = f", {num(r['T_min_before'], 's')} before the run and " \
-                f"{num(r['T_min_after'], 's')} after" if "T_min_after" in r else ""
+            each = run.get("each") or []
+            if "T_min_each" in r:
+                bracket = f", measured {len(r['T_min_each'])} times: " + ", ".join(
+                    num(x, "s") for x in r["T_min_each"])
+            elif "T_min_after" in r:
+                bracket = f", {num(r['T_min_before'], 's')} before the run and " \
+                    f"{num(r['T_min_after'], 's')} after"
+            else:
+                bracket = ""
             rows.append([f"{name} (n = {r['n']}, {r['pairs']} pairs, T_min "
                          f"{num(r['T_min'], 's')}{bracket})" if first else "",
                          num(r["two_process_limit"]) if first else "",
                          f"{'engine' if first else '25 %'} ({run['host_cache_items']} of "
                          f"{r['n']})", f"**{num(run['efficiency'])}**",
+                         ", ".join(num(x) for x in each) if len(each) > 1 else "",
                          run["of_two_process_limit"], run["R"], run["leaf"],
                          num(r["rocket_efficiency"]) if first else ""])
-    out = [table(["app (problem)", "two-process limit", "host tier", "efficiency",
-                  "of the limit", "R", "leaf", "Rocket"], rows)]
+            if first and run.get("cpu_shares"):
+                cpu.append([name] + [pct(run["cpu_shares"].get(role)) for role in
+                                     ("device actors", "loaders", "coordination", "Ray daemons",
+                                      "driver", "idle")])
+    out = [table(["app (problem)", "two-process limit", "host tier", "efficiency (median run)",
+                  "each run", "of the limit", "R", "leaf", "Rocket"], rows)]
+    if cpu:
+        out.append("CPU of the 2 cores over the median run's T, by who spent it:\n\n" + table(
+            ["app", "device actors", "loaders", "coordination", "Ray daemons", "driver",
+             "idle"], cpu))
     ph = (d.get("apps") or {}).get("phylogeny") or {}
     if "bruteforce_reference_s" in ph:
         out.append(f"Phylogeny at k = {ph['reference_k']} against the dense brute-force "
