@@ -19,6 +19,9 @@ the eviction choice together:
 * ``read_ahead`` lists the items in the order the plan first needs them: a node whose host tier
   holds every item keeps its load slots busy with them (``NodeCache``), not only with what the
   tiles under way ask for, so no compare waits on a parse that an idle slot could have run.
+* ``largest_first``: when the host tier holds every item, any order loads each item once, so
+  the plan's order is re-sorted by tile size (stable): a run ends on its smallest tiles (the
+  triangle's diagonal ones), and the actors' idle wait for the last tile is shortest.
 * ``LRUEviction`` is the baseline eviction; ``AdvisedEviction`` is next-use eviction inside an
   actor, from advice the scheduler sent (an actor cannot block on asking).
 
@@ -172,6 +175,11 @@ class StripePlan:
                         if idx is not None:
                             out[m].append(idx)
         return out
+
+
+def largest_first(tiles: Sequence[Tile], order: Sequence[int]) -> list[int]:
+    """``order`` with the tiles of most pairs first, the plan's order kept among equals."""
+    return sorted(order, key=lambda t: -tiles[t].pairs)
 
 
 def interleave(shares: Sequence[Sequence[int]]) -> list[int]:

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import PairflowError
 from .config import AllPairsConfig
 from .items import ItemMap
-from .policy import bound_R, interleave, make_plan
+from .policy import bound_R, interleave, largest_first, make_plan
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
 from .tiers import device_cache_items
@@ -343,6 +343,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     shares = deal(planner, tiles, items, dealt, shared_tiers)
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
+    if shares is None and weights is None and host_items_eff >= items.n_items:
+        order = largest_first(tiles, order)  # every order loads each item once: end small
     if resume_tiles is not None:
         saved, order = saved_tiles(resume_tiles)
         if shares is not None:  # the same blocks, numbered as the first run numbered them

@@ -4,7 +4,7 @@ import pytest
 
 from engine.pairs.items import ItemMap
 from engine.pairs.policy import (LRUEviction, NextUseEviction, StripePlan, TilePolicy,
-                                 ZOrderPlan, bound_R, read_ahead)
+                                 ZOrderPlan, bound_R, largest_first, read_ahead)
 from engine.pairs.simulate import simulate
 from engine.pairs.space import Rectangle, Triangle, leaves
 
@@ -125,3 +125,30 @@ def test_read_ahead_lists_each_needed_item_once_in_first_use_order():
     assert sorted(got) == list(range(40))
     first = sorted(int(i) for i in items.tile_items(tiles[order[0]]))
     assert sorted(got[:len(first)]) == first
+
+
+def test_largest_first_ends_on_the_smallest_tiles_keeping_the_plan_among_equals():
+    space, items = Triangle(12), ItemMap.shared(12)
+    tiles = leaves(space, 3)  # 4 diagonal tiles of 3 pairs, 6 off-diagonal ones of 9
+    order = StripePlan(12).order(tiles, items)
+    got = largest_first(tiles, order)
+    assert sorted(got) == sorted(order)
+    assert [tiles[t].pairs for t in got] == [9] * 6 + [3] * 4
+    assert [t for t in got if tiles[t].pairs == 9] == [t for t in order if tiles[t].pairs == 9]
+
+
+def test_a_host_tier_holding_every_item_plans_the_largest_tiles_first():
+    from engine.pairs.config import AllPairsConfig
+    from engine.pairs.sizing import plan_run
+    node = {"node_id": "n0", "address": "127.0.0.1", "head": True, "cpus": 2, "gpus": 0,
+            "object_store": 2 ** 30}
+    space = Triangle(30)
+    measured = {"t_pair": 0.01, "t_parse": 0.0, "item_bytes": 1000.0}
+    plan = plan_run(measured, space, None, [node], AllPairsConfig(leaf_items=5),
+                    items=ItemMap.shared(30))
+    sizes = [plan.tiles[t].pairs for t in plan.order]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
+    small = plan_run(measured, space, None, [node], AllPairsConfig(leaf_items=5,
+                     host_cache_items=12), items=ItemMap.shared(30))
+    assert [small.tiles[t].pairs for t in small.order] != sorted(
+        (t.pairs for t in small.tiles), reverse=True)  # a small tier keeps the stripe order
