@@ -13,9 +13,9 @@ the eviction choice together:
   a small host tier keeps more of what the next tile needs.
 * ``TilePolicy`` hands out tiles: among the first ``window`` pending tiles of the plan it picks
   the one that would load the fewest items given what the asking actor's L1 and its node's L2
-  hold, then the fewest L1 misses, then the earliest in the plan. It also answers
-  ``next_use(item)``: the plan position of the next pending tile needing the item, which is what
-  ``NextUseEviction`` evicts by (an item no pending tile needs goes first).
+  hold, then the one of most pairs, then the fewest L1 misses, then the earliest in the plan.
+  It also answers ``next_use(item)``: the plan position of the next pending tile needing the
+  item, which is what ``NextUseEviction`` evicts by (an item no pending tile needs goes first).
 * ``read_ahead`` lists the items in the order the plan first needs them: a node whose host tier
   holds every item keeps its load slots busy with them (``NodeCache``), not only with what the
   tiles under way ask for, so no compare waits on a parse that an idle slot could have run.
@@ -315,7 +315,9 @@ class TilePolicy:
                         l1_miss += 1
                         if i not in l2s:
                             loads += 1
-                cost = (loads, l1_miss, self.position[t])
+                # a larger tile before a smaller one of as many loads: the run ends on its
+                # small tiles (the plan's order, largest_first, would else be undone here)
+                cost = (loads, -self.tiles[t].pairs, l1_miss, self.position[t])
                 if best_cost is None or cost < best_cost:
                     best, best_cost = t, cost
         self.assign(best)

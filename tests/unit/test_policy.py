@@ -152,3 +152,19 @@ def test_a_host_tier_holding_every_item_plans_the_largest_tiles_first():
                      host_cache_items=12), items=ItemMap.shared(30))
     assert [small.tiles[t].pairs for t in small.order] != sorted(
         (t.pairs for t in small.tiles), reverse=True)  # a small tier keeps the stripe order
+
+
+def test_among_tiles_of_as_many_loads_the_larger_goes_first():
+    space, items = Triangle(12), ItemMap.shared(12)
+    tiles = leaves(space, 3)
+    pol = TilePolicy(tiles, items, StripePlan(12).order(tiles, items), window=len(tiles))
+    everything = set(range(12))
+    diagonal = next(t for t in tiles if t.r0 == t.c0)
+    # the actor's L1 holds a diagonal tile's items: still a tile of 9 pairs comes first
+    got = [pol.next_tile(l1=set(range(diagonal.r0, diagonal.r1)), l2=everything)]
+    got += [pol.next_tile(l2=everything) for _ in range(len(tiles) - 1)]
+    assert [tiles[t].pairs for t in got] == [9] * 6 + [3] * 4
+    # a tile needing fewer loads still wins over a larger one
+    pol = TilePolicy(tiles, items, StripePlan(12).order(tiles, items), window=len(tiles))
+    t = pol.next_tile(l1=[6, 7, 8])
+    assert (tiles[t].r0, tiles[t].c0) == (6, 6)
