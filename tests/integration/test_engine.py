@@ -78,7 +78,11 @@ def test_same_matrix_for_leaf_sizes_and_cache_budgets(ray_local, runs, loci, lea
     res = jaccard(path, runs, leaf_items=leaf, host_cache_items=host)
     np.testing.assert_allclose(res.matrix("similarity"), sim, atol=1e-12)
     if host and host < 24:
-        assert res.R > 1.0, "a host tier smaller than the set must reload items"
+        # every item passes through a host tier smaller than the set, so it must evict (it
+        # need not reload: the device actors' L1s may keep every pack, and R = 1 came out of
+        # some runs; R > 1, asserted here before, failed in one full run of the suite)
+        assert res.summary["tiers"]["L2"]["evictions"] > 0
+        assert res.R >= 1.0
 
 
 def test_zorder_lru_baseline_gives_the_same_matrix(ray_local, runs, loci):
