@@ -12,9 +12,10 @@ phase (Ray start-up and actor spawn excluded). This VM's speed drifts by 10-15 %
 minute, so the engine runs ``REPEATS`` times with T_min measured before the first run and after
 each: a run's efficiency uses the mean of the T_min measured just before and just after it, and
 the app's figure is the median run's (every run's is printed and kept). The CPU of the two cores
-over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same as a fraction of the
-two-process limit: two plain processes comparing tiles side by side, no Ray, give what two busy
-cores of this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
+over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same
+as a fraction of the two-process limit: two plain processes comparing tiles side by side, no
+Ray, give what two busy cores of this machine do against 2 × one alone (``benchmarks/align.py``
+measures the same).
 Every stage time is one core's: BLAS gets one thread here, as in each device actor, and the
 allocator keeps freed memory (``engine.run.runtime.keep_freed_memory``) here and in the two
 plain processes, as in every process of the engine's.
