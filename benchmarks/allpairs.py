@@ -136,10 +136,8 @@ def part_a(runs_root: str, sizes=("small", "large"), repeat: int = 2) -> dict:
         eff = t_min / (p * s["compute_s"])
         eff_busy = t_min_busy / (p * s["compute_s"])
         t_end = read_json(os.path.join(res.run_dir, "status.json"))["finished"]
-        roles = meter.roles_between(t_end - s["compute_s"], t_end)
-        capacity = 2 * s["compute_s"]  # the machine's 2 cores over the compute phase
-        shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
-        shares["idle"] = max(0.0, 1 - sum(shares.values()))
+        # the machine's 2 cores over the compute phase
+        shares = meter.shares_between(t_end - s["compute_s"], t_end, cores=2)
         eff_e2e = t_min / (p * (s["wall_s"] - s["phases"]["ray_init_s"]))
         m = res.matrix()
         iu = np.triu_indices(n, 1)

@@ -188,11 +188,8 @@ def run_once(app, sinks, after, runs_root: str, host: int | None,
     s = dict(result.summary)
     if meter is not None:
         t_end = read_json(os.path.join(result.run_dir, "status.json"))["finished"]
-        roles = meter.roles_between(t_end - s["compute_s"], t_end)
-        capacity = 2 * s["compute_s"]  # the machine's 2 cores over the compute phase
-        shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
-        shares["idle"] = max(0.0, 1 - sum(shares.values()))
-        s["cpu_shares"] = shares
+        # the machine's 2 cores over the compute phase
+        s["cpu_shares"] = meter.shares_between(t_end - s["compute_s"], t_end, cores=2)
     after(result)
     s["run_dir"] = result.run_dir
     return s

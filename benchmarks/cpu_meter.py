@@ -115,6 +115,15 @@ class CpuMeter:
         a, b = self._totals_at(t0), self._totals_at(t1)
         return {k: b.get(k, 0.0) - a.get(k, 0.0) for k in b if b.get(k, 0.0) - a.get(k, 0.0) > 0}
 
+    def shares_between(self, t0: float, t1: float, cores: int = 2) -> dict[str, float]:
+        """Each role's fraction of ``cores`` cores over [t0, t1], largest first, and ``idle``
+        (what no role used)."""
+        capacity = cores * max(t1 - t0, 1e-9)
+        roles = self.roles_between(t0, t1)
+        shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
+        shares["idle"] = max(0.0, 1 - sum(shares.values()))
+        return shares
+
     def close(self) -> None:
         self.stop_event.set()
         self.thread.join()

@@ -291,6 +291,15 @@ def _img(path: str | None, results_md: str) -> str:
     return f"![{os.path.basename(path)}]({rel})"
 
 
+CPU_ROLES = ("device actors", "loaders", "coordination", "Ray daemons", "driver", "idle")
+
+
+def cpu_table(label: str, shares: dict) -> str:
+    """A table of each row's CPU shares by role (``CpuMeter.shares_between``); "" if none."""
+    rows = [[k] + [pct(v.get(role)) for role in CPU_ROLES] for k, v in shares.items() if v]
+    return table([label, *CPU_ROLES], rows) if rows else ""
+
+
 def sec_allpairs(d, ctx):
     out = []
     a = d.get("a_efficiency")
@@ -302,13 +311,9 @@ def sec_allpairs(d, ctx):
         out.append("### (a) system efficiency = T_min / (p · T)\n\n" + table(
             ["profile", "n", "T_min", "T", "efficiency", "each run",
              "vs stage times, both cores busy", "incl. start-up", "leaf", "R", "correct"], rows))
-        cpu = [[k] + [pct(r.get("cpu_shares", {}).get(role)) for role in
-                      ("device actors", "loaders", "coordination", "Ray daemons", "driver",
-                       "idle")] for k, r in a.items() if r.get("cpu_shares")]
+        cpu = cpu_table("profile", {k: r.get("cpu_shares") for k, r in a.items()})
         if cpu:
-            out.append("CPU of the 2 cores over T, by who spent it:\n\n" + table(
-                ["profile", "device actors", "loaders", "coordination", "Ray daemons", "driver",
-                 "idle"], cpu))
+            out.append("CPU of the 2 cores over T, by who spent it:\n\n" + cpu)
     b = d.get("b_R")
     if b:
         rows = [[pct(r["fraction"]), r["S"], r["R_planned"], r["R_planned_simulated"],
@@ -415,7 +420,7 @@ def sec_align(d, ctx):
 
 
 def sec_apps(d, ctx):
-    rows, cpu = [], []
+    rows, shares = [], {}
     for name, r in (d.get("apps") or {}).items():
         for label, run in r["runs"].items():
             first = label == "engine_host_tier"
@@ -436,16 +441,13 @@ def sec_apps(d, ctx):
                          ", ".join(num(x) for x in each) if len(each) > 1 else "",
                          run["of_two_process_limit"], run["R"], run["leaf"],
                          num(r["rocket_efficiency"]) if first else ""])
-            if first and run.get("cpu_shares"):
-                cpu.append([name] + [pct(run["cpu_shares"].get(role)) for role in
-                                     ("device actors", "loaders", "coordination", "Ray daemons",
-                                      "driver", "idle")])
+            if first:
+                shares[name] = run.get("cpu_shares")
     out = [table(["app (problem)", "two-process limit", "host tier", "efficiency (median run)",
                   "each run", "of the limit", "R", "leaf", "Rocket"], rows)]
+    cpu = cpu_table("app", shares)
     if cpu:
-        out.append("CPU of the 2 cores over the median run's T, by who spent it:\n\n" + table(
-            ["app", "device actors", "loaders", "coordination", "Ray daemons", "driver",
-             "idle"], cpu))
+        out.append("CPU of the 2 cores over the median run's T, by who spent it:\n\n" + cpu)
     ph = (d.get("apps") or {}).get("phylogeny") or {}
     if "bruteforce_reference_s" in ph:
         out.append(f"Phylogeny at k = {ph['reference_k']} against the dense brute-force "
