@@ -215,7 +215,7 @@ class _Run:
         evict what is in use, or load on every node what one of them needs)."""
         plan = self.plan
         if not self.cfg.read_ahead or sum(1 for n in plan.nodes if n.actors) != 1 or \
-                plan.l2_items < self.items.n_items:
+                not plan.holds_every_item:
             return None
         return read_ahead([self.items.tile_items(t) for t in plan.tiles], plan.order,
                           done_tiles)

@@ -125,7 +125,7 @@ class NodeCache:
             while self._ahead_at < len(self.ahead) and len(batch) < self.load_batch:
                 item = self.ahead[self._ahead_at]
                 self._ahead_at += 1
-                if item not in self.cache and item not in self._asking:
+                if item not in self.cache:  # (loaded, or being loaded, already)
                     batch.append(item)
             if batch:
                 self._start_load(batch, loop)

@@ -73,6 +73,7 @@ class RunPlan:
     pack_members: list | None = None  # packed: each pack's items (ids of the unpacked map)
     item_bytes: float = 0.0    # one cached item's bytes (a pack's when packed)
     l2_items: int = 0          # the host tier's item budget in cached items (packs when packed)
+    holds_every_item: bool = False  # the host tier holds every item: any order loads each once
 
     @property
     def pack_rows(self) -> int:
@@ -343,7 +344,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     shares = deal(planner, tiles, items, dealt, shared_tiers)
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
-    if shares is None and weights is None and host_items_eff >= items.n_items:
+    holds_every_item = host_items_eff >= items.n_items
+    if shares is None and weights is None and holds_every_item:
         order = largest_first(tiles, order)  # every order loads each item once: end small
     if resume_tiles is not None:
         saved, order = saved_tiles(resume_tiles)
@@ -366,7 +368,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
         choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares,
-        items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items)
+        items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
+        holds_every_item=holds_every_item)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
