@@ -33,12 +33,11 @@ from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
 from .frontier import use_hierarchical
 from .membership import Membership
-from .policy import read_ahead
 from .preflight import Checked, Preflight, packed_inputs, read_inputs
 from .result import AllPairsResult, RunHandle
 from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
-from .sizing import plan_run, validation_sample
+from .sizing import plan_run, read_ahead_items, validation_sample
 from .directory import l3_summary
 from .store import store_summary
 from .validation import validate
@@ -176,7 +175,7 @@ class _Run:
             item_bytes=self.measured.get("item_bytes"), shipment=self.pre.shipment,
             store=self.pre.store, head=self.nodes[0], hierarchical=hierarchical,
             on_joined=lambda: self.recorder.write_meta(self.meta),
-            read_ahead=self._read_ahead(done_tiles))
+            read_ahead=read_ahead_items(self.plan, self.cfg, done_tiles))
         actors_meta = self._start_actors(scheduler_kw, metrics_kw)
         caches = self.members.node_caches
         if cfg.l3 and len(caches) > 1 and self.ex.name == "ray":
@@ -208,17 +207,6 @@ class _Run:
         self.recorder.running()
         # what the end of the run needs (trace_to_parquet), imported while the tiles compute
         import_in_background("pyarrow.json", "pyarrow.parquet")
-
-    def _read_ahead(self, done_tiles: list[int]) -> list[int] | None:
-        """The items to load before they are asked for: all the pending tiles need, when one
-        node runs the actors and its host tier holds every item (else loading ahead would
-        evict what is in use, or load on every node what one of them needs)."""
-        plan = self.plan
-        if not self.cfg.read_ahead or sum(1 for n in plan.nodes if n.actors) != 1 or \
-                not plan.holds_every_item:
-            return None
-        return read_ahead([self.items.tile_items(t) for t in plan.tiles], plan.order,
-                          done_tiles)
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import PairflowError
 from .config import AllPairsConfig
 from .items import ItemMap
-from .policy import bound_R, interleave, largest_first, make_plan
+from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
 from .tiers import device_cache_items
@@ -370,6 +370,17 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         choice=choice.to_dict(), heartbeat_s=beat, silent_after_s=silent, shares=shares,
         items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
         holds_every_item=holds_every_item)
+
+
+def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,
+                     done_tiles: Sequence[int] = ()) -> list[int] | None:
+    """The items the node cache loads before they are asked for (``policy.read_ahead``): all
+    the pending tiles need, when one node runs the actors and its host tier holds every item
+    (else loading ahead would evict what is in use, or load on every node what one needs)."""
+    if not cfg.read_ahead or sum(1 for n in plan.nodes if n.actors) != 1 or \
+            not plan.holds_every_item:
+        return None
+    return read_ahead([plan.items.tile_items(t) for t in plan.tiles], plan.order, done_tiles)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
