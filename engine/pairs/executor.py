@@ -3,7 +3,7 @@
 The driver (driver.py) talks to its workers through one of two executors with the same small
 surface: start the runtime, list the nodes, put/get/wait on references, run the pre-flight and
 probe functions, start the coordinator, node caches and device actors, kill one. Both run the
-same worker classes (``actors.DeviceWorker``, ``coordinator.CoordinatorCore``, the same
+same worker classes (``device_worker.DeviceWorker``, ``coordinator.CoordinatorCore``, the same
 ``node_cache.NodeCache`` with its policy), so tiers, sinks, journal and scheduling are one code.
 
 ``InProcessExecutor``: no Ray at all. The coordinator is a thread running one event loop (as the
@@ -236,7 +236,7 @@ class InProcessExecutor:
         raise PairflowError("an in-process run has one node")
 
     def device(self, node: dict, spec, app):
-        from .actors import DeviceWorker
+        from .device_worker import DeviceWorker
         # each device actor gets its own copy of the sinks, as a Ray actor unpickles one
         spec.sinks = pickle.loads(pickle.dumps(spec.sinks))
         before = os.environ.get("PAIRFLOW_ACTOR_ID")

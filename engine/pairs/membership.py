@@ -31,7 +31,8 @@ import time
 from typing import Any, Callable
 
 from ..errors import PairflowError
-from .actors import DeviceSpec, NodeCacheSpec
+from .actors import NodeCacheSpec
+from .device_worker import DeviceSpec
 from .clients import NodeCacheClient
 from .frontier import FrontierClient, FrontierSpec, start_frontier
 from .preflight import RunInputs

@@ -1,0 +1,310 @@
+"""A device actor's worker: one device (a GPU, or a CPU slot) of the all-pairs engine.
+
+``DeviceWorker`` pulls tiles from the scheduler, keeps ``in_flight`` of them under way so the
+next tile's items load while this one computes, holds preprocessed items in its L1
+(``TileCache``), runs compare/postprocess/write off the event loop, and reports each finished
+tile to the scheduler's journal. It is a plain class: ``actors.py`` wraps it for Ray
+(``DeviceActor``), the in-process executor runs it on threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError, PairflowError, root_cause
+from ..run.metrics import EventBuffer
+from .clients import MetricsClient, NodeCacheClient, SchedulerClient
+from .items import ItemMap
+from .loading import warm_process
+from .policy import AdvisedEviction, make_eviction
+from .scheduler import describe_tile
+from .space import PairSpace, Tile
+from .tiers import BudgetCache, TileCache
+
+
+@dataclass
+class DeviceSpec:
+    """One device actor: its place, the run's shape and the clients it calls."""
+
+    actor_id: str                # "node-<index>/dev-<d>"
+    node: str
+    space: PairSpace
+    row_items: np.ndarray
+    col_items: np.ndarray
+    item_keys: list[str]
+    tiles: list[dict]
+    sinks: list
+    node_cache: NodeCacheClient
+    scheduler: SchedulerClient
+    metrics: MetricsClient
+    device: str
+    in_flight: int
+    l1_bytes: int | None
+    l1_items: int | None
+    eviction: str
+    preprocessed_on_host: bool = False
+    ship_results: bool = False   # the run directory is out of reach: encode, the driver writes
+    heartbeat_s: float = 1.0     # how often run() tells the scheduler it is alive
+    row_offsets: np.ndarray | None = None  # packed items: each row's place in its pack
+    col_offsets: np.ndarray | None = None
+
+
+@dataclass
+class _Reduced:
+    """A tile's result as an app's ``compare_reduced`` gave it: one ``TileCandidates`` per
+    sink, in the sinks' order."""
+
+    found: list
+
+
+def _reductions(sinks: list, app) -> list | None:
+    """Every sink's reduction, when each has one and the app may take them (it has
+    ``compare_reduced``); else ``None``: tiles go through ``compare`` and ``postprocess``."""
+    if not sinks or not callable(getattr(app, "compare_reduced", None)):
+        return None
+    found = [sink.reduction() for sink in sinks]
+    return None if any(r is None for r in found) else found
+
+
+class DeviceWorker:
+    ADVICE_ITEMS = 256  # next-use advice per tile for at most this many L1 items
+    def __init__(self, spec: DeviceSpec, app):
+        """``app`` is a top-level argument, not a field of ``spec``: Ray resolves an ObjectRef
+        passed so before the call (one copy in the object store), where a nested one would need
+        a blocking ``ray.get`` inside this async actor."""
+        self.id, self.node = spec.actor_id, spec.node
+        self.app, self.space = app, spec.space
+        self.items = ItemMap(spec.row_items, spec.col_items, spec.row_offsets, spec.col_offsets)
+        self.row_items, self.col_items = self.items.row_items, self.items.col_items
+        self.item_keys = spec.item_keys
+        self.node_cache, self.scheduler = spec.node_cache, spec.scheduler
+        self.sinks = spec.sinks
+        self.in_flight = max(1, spec.in_flight)
+        self.device = spec.device
+        self.tiles = [Tile(**t) for t in spec.tiles]
+        self.tile_items_max = max((t.r1 - t.r0) + (t.c1 - t.c0) for t in self.tiles) \
+            if self.tiles else 1
+        # advice comes for the L1's least recently used items only: the others are kept
+        self.evictor = make_eviction(spec.eviction, unknown=-1.0)
+        self.l1 = TileCache(BudgetCache(spec.l1_bytes, spec.l1_items, self.evictor), self._load,
+                            app.item_nbytes)
+        self.events = EventBuffer(spec.metrics)
+        # one compare at a time per actor (an actor is one device, a CPU actor one core):
+        # in_flight is prefetch depth, not compute threads. Two compute threads in one process
+        # fight over the GIL at every kernel call (parasail: per pair) and lose time.
+        self.compute_slot = asyncio.Semaphore(1)
+        self.tiles_done = 0
+        self._l1_told: set = set()  # what the scheduler was last told this L1 holds
+        self.preprocessed_on_host = spec.preprocessed_on_host
+        self.ship_results = spec.ship_results
+        self.heartbeat_s = spec.heartbeat_s
+        self.reductions = _reductions(self.sinks, app)
+        os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
+
+    def rebind(self, spec: DeviceSpec, app) -> None:
+        """Become a fresh worker of another run (a session reuses its warm actor processes:
+        imports, kernels and the app's warm-up survive; every run-held object is replaced)."""
+        self.__init__(spec, app)
+
+    def ready(self) -> int:
+        """Construction done (the app unpickled, its kernels imported); returns the PID."""
+        warm_process(self.app, self.device)
+        for sink in self.sinks:
+            if not self.ship_results:  # attaching opens the output, which may be out of reach
+                sink.attach()
+        return os.getpid()
+
+    async def _load(self, items: list[int]) -> dict:
+        got = await self.node_cache.get(items)
+        refs = {i: got[i][1] for i in items if got[i][0] == "ref"}
+        hosts = {i: got[i][1] for i in items if got[i][0] == "value"}
+        if refs:
+            hosts.update(zip(refs, await asyncio.gather(*refs.values())))
+        if self.preprocessed_on_host:  # the node cache holds device-ready items already
+            return hosts
+        return await asyncio.to_thread(self._preprocess, items, hosts)
+
+    def _preprocess(self, items: list[int], hosts: dict) -> dict:
+        """Every item of a load in one hop off the event loop (one per item cost more than a
+        small item's preprocess)."""
+        out = {}
+        t0 = time.time()
+        for item in items:
+            out[item] = self.app.preprocess(self.item_keys[item], hosts[item], self.device)
+        if items:  # one span for the load (a span per item cost more than a small item)
+            keys = [self.item_keys[items[0]], self.item_keys[items[-1]]]
+            what = keys[0] if len(items) == 1 else f"{len(items)} items ({keys[0]} .. {keys[1]})"
+            self.events.span(self.id, "preprocess", what, t0, time.time())
+        return out
+
+    def _describe(self, tile: Tile) -> str:
+        def side(items, offsets):
+            if offsets is None:
+                return [self.item_keys[i] for i in items]
+            return [self.item_keys[i].members[o] for i, o in zip(items, offsets)]
+        return describe_tile(tile, side(self.row_items, self.items.row_offsets),
+                             side(self.col_items, self.items.col_offsets))
+
+    def _compute(self, tile: Tile, values: dict, reduce: bool = False):
+        """compare -> postprocess, off the event loop (kernels release the GIL); with
+        ``reduce``, when every sink offers a reduction and the app takes them, the app's
+        ``compare_reduced`` instead: then the fields are one ``TileCandidates`` per sink."""
+        left = self.items.rows(values, "row", tile.r0, tile.r1)
+        right = self.items.rows(values, "col", tile.c0, tile.c1)
+        mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
+        t0, c0 = time.time(), time.thread_time()
+        try:
+            if reduce and self.reductions is not None:
+                found = self.app.compare_reduced(
+                    left, right, mask, self.device,
+                    [s.tile_reduction(tile, r) for s, r in zip(self.sinks, self.reductions)])
+                if found is not None:
+                    t1, c1 = time.time(), time.thread_time()
+                    self.events.span(self.id, "compare", f"tile {tile.id}", t0, t1,
+                                     cpu=c1 - c0)
+                    return _Reduced(found), mask
+            block = self.app.compare(left, right, mask, self.device)
+            t1, c1 = time.time(), time.thread_time()
+            fields = self.app.postprocess(block, tile, mask)
+        except Exception as exc:
+            raise PairflowError(f"{self._describe(tile)}: compare failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        t2 = time.time()
+        what = f"tile {tile.id}"
+        self.events.span(self.id, "compare", what, t0, t1, cpu=c1 - c0)
+        self.events.span(self.id, "postprocess", what, t1, t2)
+        return fields, mask
+
+    def _write(self, tile: Tile, fields: dict, mask):
+        t2 = time.time()
+        entries = []
+        for n, sink in enumerate(self.sinks):
+            if isinstance(fields, _Reduced):
+                found = fields.found[n]
+                if self.ship_results:
+                    entries.append((sink.name, sink.encode_reduced(tile, found)))
+                else:
+                    entries.extend(sink.write_reduced(tile, found))
+            elif self.ship_results:  # (sink, payload): the driver stores it and journals
+                entries.append((sink.name, sink.encode_tile(tile, fields, mask)))
+            else:
+                entries.extend(sink.write_tile(tile, fields, mask))
+        self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
+        return entries
+
+    def _tile_items(self, tile: Tile) -> list:
+        return np.unique(np.concatenate([self.row_items[tile.r0:tile.r1],
+                                         self.col_items[tile.c0:tile.c1]])).tolist()
+
+    async def recompute(self, t: int) -> dict:
+        """The fields of tile ``t`` computed here, written nowhere (result validation)."""
+        tile = self.tiles[t]
+        items = self._tile_items(tile)
+        values = await self.l1.acquire(items)
+        try:
+            fields, _ = await asyncio.to_thread(self._compute, tile, values)
+        finally:
+            self.l1.release(items)
+        return {k: np.asarray(v) for k, v in fields.items()}
+
+    async def _process(self, t: int, advice: dict, keep: bool = False) -> dict:
+        """Compute and write tile ``t``; returns the scheduler's next hand-out for this slot."""
+        tile = self.tiles[t]
+        items = self._tile_items(tile)
+        if isinstance(self.evictor, AdvisedEviction) and advice:
+            self.evictor.advice = {int(k): v for k, v in advice.items()}
+        t_start = time.time()
+        self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
+        values = await self.l1.acquire(items)
+        try:
+            async with self.compute_slot:  # a kept tile's fields are validated: not reduced
+                fields, mask = await asyncio.to_thread(self._compute, tile, values, not keep)
+        finally:
+            self.l1.release(items)
+        entries = await asyncio.to_thread(self._write, tile, fields, mask)
+        kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
+        self.tiles_done += 1
+        self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
+                         "t_end": time.time(), "pairs": tile.pairs})
+        self._report_tier()
+        return await self.scheduler.complete_and_request(
+            self.id, t, entries, kept, self.node, *self._l1_news())
+
+    def _l1_news(self) -> tuple[list, list, list]:
+        """(entered, left) the L1 since the last report, and the items to get next-use
+        advice for: none unless an insert may evict (room for two more tiles of misses), then
+        the ``ADVICE_ITEMS`` least recently used unpinned ones, where victims come from."""
+        now = set(self.l1.resident())
+        added, removed = list(now - self._l1_told), list(self._l1_told - now)
+        self._l1_told = now
+        c = self.l1.cache
+        room = 2 * self.tile_items_max * self.in_flight
+        # 0.5: an L1 fills by whole tiles, so advice comes while half the bytes are free
+        near = isinstance(self.evictor, AdvisedEviction) and c.near_budget(room, 0.5)
+        return added, removed, c.oldest(self.ADVICE_ITEMS) if near else []
+
+    def _report_tier(self) -> None:
+        self.events.add({"kind": "tier", "source": self.id, "tier": "L1",
+                         "stats": self.l1.stats.to_dict()})
+
+    async def _beat(self) -> None:
+        """Heartbeats from the event loop, which runs while compares run in their thread: only
+        a stopped or wedged process falls silent (scheduler.silent)."""
+        while True:
+            self.scheduler.heartbeat(self.id)  # fire and forget
+            await asyncio.sleep(self.heartbeat_s)
+
+    async def run(self) -> dict:
+        running: set = set()
+        replies: list = []  # hand-outs that came back with a completion, not yet started
+        finished = False
+        beat = asyncio.ensure_future(self._beat())
+        try:
+            while True:
+                while not finished and len(running) < self.in_flight:
+                    reply = replies.pop(0) if replies else await self.scheduler.request(
+                        self.id, self.node, *self._l1_news())
+                    if "tile" in reply:
+                        running.add(asyncio.ensure_future(
+                            self._process(reply["tile"], reply["next_use"],
+                                          reply.get("keep", False))))
+                    elif "wait" in reply:
+                        if not running:
+                            await asyncio.sleep(reply["wait"])
+                        break
+                    else:
+                        finished = True
+                if not running:
+                    if finished:
+                        break
+                    continue
+                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    reply = fut.result()
+                    if "tile" in reply:
+                        replies.append(reply)  # already the scheduler's: must be run
+                    elif "done" in reply:
+                        finished = True
+        except BaseException as exc:
+            for fut in running:
+                fut.cancel()
+            cause = root_cause(exc)
+            message = str(cause) if isinstance(cause, (InputError, PairflowError)) else \
+                f"{type(cause).__name__}: {cause}\n{traceback.format_exc()}"
+            await self.scheduler.fail(self.id, message)
+            self.events.flush()
+            if isinstance(cause, InputError):
+                raise cause
+            raise PairflowError(f"device actor {self.id} failed: {message}") from None
+        finally:
+            beat.cancel()
+        self._report_tier()
+        ref = self.events.flush()
+        if ref is not None:
+            await ref
+        return {"actor": self.id, "tiles": self.tiles_done, "l1": self.l1.stats.to_dict()}
