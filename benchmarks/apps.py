@@ -77,7 +77,8 @@ def stage_times(app) -> tuple[float, float, int]:
     sample timed 11 and 19 ms a pair two minutes apart for the same 40 particles."""
     keys = list(app.keys())
     # the first item once, untimed: a fresh process's first parse loads the app's kernels
-    # (phylogeny at k = 7: ~2 s), which the engine's processes do in their warm-up, before T
+    # (0.13-0.14 s with numba's cache on disk, seconds without), which the engine's processes
+    # do in their warm-up, before T
     app.preprocess(keys[0], app.parse(keys[0], _raw(app.url(keys[0]))), "cpu")
     items, t_items = [], 0.0
     for key in keys:
