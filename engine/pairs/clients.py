@@ -22,13 +22,14 @@ class SchedulerClient:
         return (SchedulerClient, (self.handle,))
 
     # device actors: one call per tile (complete_and_request), request when idle
-    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()):
-        return self.handle.request.remote(actor, node, l1_added, l1_removed, advice)
+    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=(),
+                busy: int | None = None):
+        return self.handle.request.remote(actor, node, l1_added, l1_removed, advice, busy)
 
     def complete_and_request(self, actor: str, t: int, entries: list, fields, node: str,
-                             l1_added=(), l1_removed=(), advice=()):
+                             l1_added=(), l1_removed=(), advice=(), busy: int | None = None):
         return self.handle.complete_and_request.remote(actor, t, entries, fields, node,
-                                                       l1_added, l1_removed, advice)
+                                                       l1_added, l1_removed, advice, busy)
 
     def heartbeat(self, actor: str):
         return self.handle.heartbeat.remote(actor)

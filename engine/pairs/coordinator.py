@@ -67,13 +67,13 @@ class CoordinatorCore:
         return True
 
     # -- the scheduler (SchedulerClient) ----------------------------------------------------
-    async def request(self, actor, node, l1_added, l1_removed, advice):
-        return self.scheduler.request(actor, node, l1_added, l1_removed, advice)
+    async def request(self, actor, node, l1_added, l1_removed, advice, busy=None):
+        return self.scheduler.request(actor, node, l1_added, l1_removed, advice, busy)
 
     async def complete_and_request(self, actor, t, entries, fields, node, l1_added, l1_removed,
-                                   advice):
+                                   advice, busy=None):
         return self.scheduler.complete_and_request(actor, t, entries, fields, node, l1_added,
-                                                   l1_removed, advice)
+                                                   l1_removed, advice, busy)
 
     async def refill(self, node, completions, want, least, hold_s: float = 2.0):
         """A node frontier's round trip; when there is nothing to give it yet (the last tiles

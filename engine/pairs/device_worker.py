@@ -98,6 +98,10 @@ class DeviceWorker:
         # in_flight is prefetch depth, not compute threads. Two compute threads in one process
         # fight over the GIL at every kernel call (parasail: per pair) and lose time.
         self.compute_slot = asyncio.Semaphore(1)
+        # tiles of this actor waiting for or in compute (not those only being written): what
+        # the scheduler's endgame asks of it (``busy``), and the event a compute's end sets
+        self.computing: set[int] = set()
+        self.computed = asyncio.Event()
         self.tiles_done = 0
         self._l1_told: set = set()  # what the scheduler was last told this L1 holds
         self.preprocessed_on_host = spec.preprocessed_on_host
@@ -220,12 +224,18 @@ class DeviceWorker:
             self.evictor.advice = {int(k): v for k, v in advice.items()}
         t_start = time.time()
         self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
-        values = await self.l1.acquire(items)
+        self.computing.add(t)
         try:
-            async with self.compute_slot:  # a kept tile's fields are validated: not reduced
-                fields, mask = await asyncio.to_thread(self._compute, tile, values, not keep)
+            values = await self.l1.acquire(items)
+            try:
+                async with self.compute_slot:  # a kept tile's fields are validated: not reduced
+                    fields, mask = await asyncio.to_thread(self._compute, tile, values,
+                                                           not keep)
+            finally:
+                self.l1.release(items)
         finally:
-            self.l1.release(items)
+            self.computing.discard(t)
+            self.computed.set()
         entries = await asyncio.to_thread(self._write, tile, fields, mask)
         kept = {k: np.asarray(v) for k, v in fields.items()} if keep else None
         self.tiles_done += 1
@@ -233,7 +243,7 @@ class DeviceWorker:
                          "t_end": time.time(), "pairs": tile.pairs})
         self._report_tier()
         return await self.scheduler.complete_and_request(
-            self.id, t, entries, kept, self.node, *self._l1_news())
+            self.id, t, entries, kept, self.node, *self._l1_news(), busy=len(self.computing))
 
     def _l1_news(self) -> tuple[list, list, list]:
         """(entered, left) the L1 since the last report, and the items to get next-use
@@ -266,9 +276,10 @@ class DeviceWorker:
         beat = asyncio.ensure_future(self._beat())
         try:
             while True:
+                told_wait = False
                 while not finished and len(running) < self.in_flight:
                     reply = replies.pop(0) if replies else await self.scheduler.request(
-                        self.id, self.node, *self._l1_news())
+                        self.id, self.node, *self._l1_news(), busy=len(self.computing))
                     if "tile" in reply:
                         running.add(asyncio.ensure_future(
                             self._process(reply["tile"], reply["next_use"],
@@ -276,6 +287,7 @@ class DeviceWorker:
                     elif "wait" in reply:
                         if not running:
                             await asyncio.sleep(reply["wait"])
+                        told_wait = True
                         break
                     else:
                         finished = True
@@ -283,7 +295,20 @@ class DeviceWorker:
                     if finished:
                         break
                     continue
-                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                # Told to wait while a tile computes (the endgame holds the last tiles back
+                # from busy devices): ask again when its compute ends, not after its write and
+                # completion, so the device does not idle through them.
+                computed = None
+                if told_wait and self.computing:
+                    self.computed.clear()
+                    computed = asyncio.ensure_future(self.computed.wait())
+                done, running = await asyncio.wait(
+                    running | ({computed} if computed else set()),
+                    return_when=asyncio.FIRST_COMPLETED)
+                if computed is not None:
+                    computed.cancel()
+                    done.discard(computed)
+                    running.discard(computed)
                 for fut in done:
                     reply = fut.result()
                     if "tile" in reply:

@@ -90,7 +90,9 @@ class FrontierWorker:
                 first.setdefault(i, float(pos))
         return {int(i): first.get(int(i), INF) for i in items}
 
-    async def request(self, actor, node, l1_added=(), l1_removed=(), advice=()) -> dict:
+    async def request(self, actor, node, l1_added=(), l1_removed=(), advice=(),
+                      busy=None) -> dict:
+        # (``busy`` is the head's endgame rule; a frontier hands out its queue in order)
         t = self.frontier.next_tile(actor)
         if t is None and self.error is None and not self.frontier.finished:
             async with self.lock:
@@ -108,7 +110,7 @@ class FrontierWorker:
         return {"wait": self.wait_s}
 
     async def complete_and_request(self, actor, t, entries, fields, node, l1_added=(),
-                                   l1_removed=(), advice=()) -> dict:
+                                   l1_removed=(), advice=(), busy=None) -> dict:
         self.frontier.complete(actor, t, (entries, fields))
         now = time.time()
         self.oldest = self.oldest or now

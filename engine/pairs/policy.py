@@ -278,9 +278,10 @@ class TilePolicy:
 
     def hold_back(self, actors: int, running: int) -> bool:
         """Endgame: once no more tiles are pending than there are actors, a tile goes only to
-        an actor with nothing under way. Otherwise an actor's prefetch slot (``in_flight``)
-        queues one of the last tiles behind its current one while another actor idles to the
-        end of the run."""
+        an actor whose device has nothing to compute (``running``: its tiles waiting for or in
+        compute; one being written does not hold the device). Otherwise an actor's prefetch
+        slot (``in_flight``) queues one of the last tiles behind its current one while another
+        actor idles to the end of the run."""
         return running > 0 and self.pending() <= actors
 
     def _candidates(self) -> list[int]:

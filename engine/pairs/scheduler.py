@@ -81,9 +81,12 @@ class Scheduler:
         self.t0 = time.time()
         self.handout_calls = 0  # round trips to the head that hand out tiles (either mode)
 
-    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
+    def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=(),
+                busy: int | None = None) -> dict:
         """A tile for ``actor``. ``l1_added``/``l1_removed``: what entered and left its L1
-        since its previous call; ``advice``: items to return next-use advice for."""
+        since its previous call; ``advice``: items to return next-use advice for; ``busy``:
+        how many of its tiles wait for or are in compute (a tile being written does not hold
+        its device; None: count every tile it has not completed)."""
         self.handout_calls += 1
         l1 = self.l1.setdefault(actor, set())
         l1.difference_update(l1_removed)
@@ -98,7 +101,8 @@ class Scheduler:
         if actor in self.excluded:
             self.finished_actors.add(actor)
             return {"done": True}
-        running = sum(1 for a, _ in self.in_flight.values() if a == actor)
+        running = busy if busy is not None else \
+            sum(1 for a, _ in self.in_flight.values() if a == actor)
         if self.policy.hold_back(len(self.l1), running):
             return {"wait": 0.05}  # the actor asks again when its tile is done
         t = self.policy.next_tile(l1, self.l2.get(node, ()))
@@ -128,11 +132,12 @@ class Scheduler:
         self.completed += 1
 
     def complete_and_request(self, actor: str, t: int, entries: list[dict], fields: dict | None,
-                             node: str, l1_added=(), l1_removed=(), advice=()) -> dict:
+                             node: str, l1_added=(), l1_removed=(), advice=(),
+                             busy: int | None = None) -> dict:
         """``complete`` then ``request`` in one round trip: an actor finishing a tile always
         wants the next one, and each Ray call costs about a millisecond of CPU on both ends."""
         self.complete(actor, t, entries, fields)
-        return self.request(actor, node, l1_added, l1_removed, advice)
+        return self.request(actor, node, l1_added, l1_removed, advice, busy)
 
     def refill(self, node: str, completions: list, want: int, least: int = 1,
                count: bool = True) -> dict:

@@ -33,8 +33,8 @@ def test_a_scheduler_call_is_one_call_on_the_coordinator():
     assert s.request("dev-0", "node-0") == "ref:request"
     assert s.next_uses([4, 5]) == "ref:next_uses"
     assert h.calls == [
-        ("complete_and_request", ("dev-0", 7, [], None, "node-0", [1], [2], [3]), {}),
-        ("request", ("dev-0", "node-0", (), (), ()), {}),
+        ("complete_and_request", ("dev-0", 7, [], None, "node-0", [1], [2], [3], None), {}),
+        ("request", ("dev-0", "node-0", (), (), (), None), {}),
         ("next_uses", ([4, 5], None), {}),
     ]
 

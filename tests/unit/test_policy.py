@@ -111,6 +111,24 @@ def test_endgame_hands_the_last_tiles_only_to_actors_with_nothing_running():
     assert pol.hold_back(actors, running=1)       # nothing left: no prefetch either
 
 
+def test_endgame_counts_only_tiles_a_device_still_has_to_compute(tmp_path):
+    """A tile whose compute is done and whose write is under way does not hold its device:
+    an actor saying so (``busy=0``) gets one of the last tiles at once instead of idling
+    through the write and the completion's round trip; without the count the scheduler counts
+    every tile the actor has not completed."""
+    from engine.pairs.scheduler import Scheduler
+    tiles = [t.to_dict() for t in leaves(Triangle(8), 2)]  # 4 x 5 / 2 = 10 tiles
+    sch = Scheduler(str(tmp_path), tiles, list(range(8)), list(range(8)),
+                    list(range(len(tiles))), journal=False)
+    handed = [sch.request(a, "node-0")["tile"] for a in ("a", "b") * 4]  # 8 out, 2 pending
+    assert len(set(handed)) == 8
+    assert sch.request("a", "node-0") == {"wait": 0.05}           # a's tiles: not completed
+    assert sch.request("a", "node-0", busy=1) == {"wait": 0.05}   # one still computing
+    assert "tile" in sch.request("a", "node-0", busy=0)           # only writes under way
+    done = sch.complete_and_request("b", handed[1], [], None, "node-0", busy=1)
+    assert done == {"wait": 0.05}  # b's other tile computes: the last tile waits for a device
+
+
 def test_read_ahead_lists_each_needed_item_once_in_first_use_order():
     # hand-made: three tiles over items 0..5, visited 2, 0, 1; tile 1 is done already
     tile_items = [(0, 1, 2), (2, 3), (4, 5, 0)]
