@@ -16,7 +16,7 @@ import numpy as np
 from ..run.journal import sink_entry
 from .sink_base import Sink, ThresholdReduction, TopKReduction
 from .space import Tile
-from .topk_passes import compiled, topk_cells, topk_merge
+from .topk_passes import compiled, topk_cells, topk_merge, topk_merge_runs
 
 
 class _PartsSink(Sink):
@@ -84,11 +84,42 @@ class _PartsSink(Sink):
             return False
         return len(raw) == entry["length"] and (zlib.crc32(raw) & 0xFFFFFFFF) == entry["crc32"]
 
-    def _read_parts(self) -> np.ndarray | None:
-        """Every part, concatenated (a structured array), or None when there is none."""
-        files = sorted(f for f in os.listdir(self.parts_dir) if f.endswith(".npy"))
-        parts = [np.load(os.path.join(self.parts_dir, f), allow_pickle=False) for f in files]
-        return np.concatenate(parts) if parts else None
+    def _read_parts(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """Every part, concatenated (a structured array; None when there is none), and where
+        each part starts in it (one more entry: the end). Parts of one dtype are read straight
+        into one array: loading each and concatenating took 14 ms for the 8 MB of parts of
+        10 K reads' top 10, against 3 ms."""
+        paths = [os.path.join(self.parts_dir, f)
+                 for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".npy")]
+        if not paths:
+            return None, np.zeros(1, np.int64)
+        heads = [_npy_head(p) for p in paths]
+        starts = np.zeros(len(paths) + 1, np.int64)
+        np.cumsum([s[0] if len(s) == 1 else 0 for _, s, _ in heads], out=starts[1:])
+        if len({dtype for _, _, dtype in heads}) > 1 or any(len(s) != 1 for _, s, _ in heads):
+            return np.concatenate([np.load(p, allow_pickle=False) for p in paths]), starts
+        out = np.empty(starts[-1], heads[0][2])
+        at = 0
+        for path, (offset, (n,), _) in zip(paths, heads):
+            view = out[at:at + n].view(np.uint8)
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                if fh.readinto(view) != view.nbytes:
+                    raise OSError(f"{path}: shorter than its header says")
+            at += n
+        return out, starts
+
+
+def _npy_head(path: str) -> tuple[int, tuple, np.dtype]:
+    """(offset of the data, shape, dtype) of a ``.npy`` file written by ``np.save``."""
+    from numpy.lib import format as npy
+    with open(path, "rb") as fh:
+        version = npy.read_magic(fh)
+        read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+        shape, fortran, dtype = read(fh)
+        if fortran and len(shape) > 1:
+            raise ValueError(f"{path}: a Fortran-ordered part")
+        return fh.tell(), shape, dtype
 
 
 def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
@@ -150,10 +181,17 @@ class TopK(_PartsSink):
         if per == "col":
             self.name, self.filename = "topk_cols", "topk_cols.parquet"
 
-    def _select(self, q, t, v):
+    def _select(self, q, t, v, runs=None):
         """The k best per query, by value then by lower target index: (q, t, v, rank) arrays
-        ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work."""
+        ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work.
+        ``runs``: where runs of candidates ordered by query start (the parts), if they do."""
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
+        if runs is not None and len(q) and v.dtype == np.float64 and not np.isnan(v).any():
+            # (the fields of the parts' table as they are: strided views, not copies)
+            q, t, x, rank, ok = compiled(topk_merge_runs)(
+                q, t, v, np.asarray(runs, np.int64), self.k, 1.0 if self.largest else -1.0)
+            if ok:
+                return q, t, v[x], rank
         if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
             # (NaN ranks last in the sort below; the compiled merge takes every other float)
             merge = compiled(topk_merge)
@@ -201,6 +239,8 @@ class TopK(_PartsSink):
     def before_finalize(self):
         super().before_finalize()
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+        one = np.zeros(1, [("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
+        self._select(one["qi"], one["ti"], one["score"], np.array([0, 1]))
 
     def _compiled_cells(self, values, mask, both: bool = True):
         return compiled(topk_cells)(
@@ -295,12 +335,12 @@ class TopK(_PartsSink):
 
     def finalize(self):
         import pyarrow as pa
-        table = self._read_parts()
+        table, starts = self._read_parts()
         if table is None:
             q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
                                          np.zeros(0))
         else:
-            q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
+            q, t, v, rank = self._select(table["qi"], table["ti"], table["score"], starts)
         rows, cols = self.ctx.row_keys, self.ctx.col_keys
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
@@ -351,7 +391,7 @@ class Threshold(_PartsSink):
         import pyarrow as pa
         import pyarrow.parquet as pq
         import pandas as pd
-        table = self._read_parts()
+        table, _ = self._read_parts()
         df = (pd.DataFrame({k: table[k] for k in table.dtype.names}) if table is not None
               else pd.DataFrame({"i": np.zeros(0, np.int64), "j": np.zeros(0, np.int64),
                                  "value": np.zeros(0)}))

@@ -1,6 +1,7 @@
-"""The ``TopK`` sink's two compiled passes (numba, compiled on first use): each row's and
+"""The ``TopK`` sink's compiled passes (numba, compiled on first use): each row's and
 column's k best cells of a full tile (``topk_cells``), and each query's k best among a
-run's candidates (``topk_merge``), both ties to the lower index. Pure functions of arrays;
+run's candidates (``topk_merge``; ``topk_merge_runs`` when they come in runs ordered by
+query, as the parts do), all ties to the lower index. Pure functions of arrays;
 ``sink_parts.TopK`` calls them through ``compiled``.
 """
 from __future__ import annotations
@@ -137,6 +138,64 @@ def topk_merge(q, t, v, k, sign):
             orank[w] = p + 1
             w += 1
     return oq, ot, ox, orank
+
+
+def topk_merge_runs(q, t, v, starts, k, sign):
+    """``topk_merge`` of candidates that come in runs (``starts[r]`` to ``starts[r + 1]``),
+    each ordered by query, as the TopK sink's parts are: each query's candidates are read run
+    by run in order (a merge, reading each run front to back) where ``topk_merge`` gathers them
+    through a counting sort's random reads. Same output, ties included: a query's candidates
+    are taken in input order either way. The last value returned is False, and nothing
+    else, when a run is not ordered by query (the caller uses ``topk_merge``)."""
+    n = q.shape[0]
+    runs = starts.shape[0] - 1
+    nq = 0
+    for r in range(runs):
+        for x in range(starts[r], starts[r + 1]):
+            if x > starts[r] and q[x] < q[x - 1] or q[x] < 0:
+                e = np.empty(0, np.int64)
+                return e, e, e, e, False
+            if q[x] + 1 > nq:
+                nq = q[x] + 1
+    cur = starts[:runs].copy()
+    cap = min(n, nq * k)
+    oq = np.empty(cap, np.int64)
+    ot = np.empty(cap, np.int64)
+    ox = np.empty(cap, np.int64)
+    orank = np.empty(cap, np.int64)
+    bs = np.empty(k)
+    bt = np.empty(k, np.int64)
+    bx = np.empty(k, np.int64)
+    w = 0
+    for g in range(nq):
+        m = 0
+        for r in range(runs):
+            x = cur[r]
+            end = starts[r + 1]
+            while x < end and q[x] == g:
+                sv = v[x] * sign
+                tx = t[x]
+                if m < k or sv > bs[k - 1] or (sv == bs[k - 1] and tx < bt[k - 1]):
+                    p = m if m < k else k - 1
+                    while p > 0 and (sv > bs[p - 1] or (sv == bs[p - 1] and tx < bt[p - 1])):
+                        bs[p] = bs[p - 1]
+                        bt[p] = bt[p - 1]
+                        bx[p] = bx[p - 1]
+                        p -= 1
+                    bs[p] = sv
+                    bt[p] = tx
+                    bx[p] = x
+                    if m < k:
+                        m += 1
+                x += 1
+            cur[r] = x
+        for p in range(m):
+            oq[w] = g
+            ot[w] = bt[p]
+            ox[w] = bx[p]
+            orank[w] = p + 1
+            w += 1
+    return oq[:w], ot[:w], ox[:w], orank[:w], True
 
 
 _BUILT: dict = {}

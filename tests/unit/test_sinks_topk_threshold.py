@@ -145,3 +145,70 @@ def test_topk_row_candidates_keep_every_rows_k_best(rows, cols, k, largest, dtyp
     got = sink._select(qc, tc, values[qc, tc])
     for w, g in zip(want, got):
         assert np.array_equal(w, g)
+
+
+def test_parts_of_different_dtypes_merge_and_a_short_part_is_refused(tmp_path):
+    """Tiles whose values came as integers in one tile and floats in another still merge (as
+    ``np.concatenate`` promotes them); a part cut shorter than its header says is an error,
+    not a silent short read."""
+    space, leaf = Triangle(6), 3
+    v = np.arange(36, dtype=float).reshape(6, 6)
+    v = np.triu(v, 1) + np.triu(v, 1).T
+    sink = Threshold(10.0)
+    ctx = SinkContext(str(tmp_path), space, leaf, [f"r{i}" for i in range(6)],
+                      [f"r{i}" for i in range(6)], {"value": "float64"})
+    sink.open(ctx)
+    tiles = leaves(space, leaf)
+    for n, t in enumerate(tiles):
+        block = v[t.r0:t.r1, t.c0:t.c1]
+        sink.write_tile(t, {"value": block.astype(np.int64) if n % 2 else block},
+                        space.mask(t.r0, t.r1, t.c0, t.c1))
+    got = pd.read_parquet(sink.finalize())
+    i, j = np.triu_indices(6, 1)
+    keep = v[i, j] >= 10.0
+    assert list(zip(got["i"], got["j"], got["value"])) == \
+        list(zip(i[keep], j[keep], v[i, j][keep]))
+    # the same tiles all as floats, then the largest part loses its last value
+    out = tmp_path / "floats"
+    out.mkdir()
+    sink = Threshold(10.0)
+    sink.open(SinkContext(str(out), space, leaf, ctx.row_keys, ctx.col_keys, ctx.fields))
+    for t in tiles:
+        sink.write_tile(t, {"value": v[t.r0:t.r1, t.c0:t.c1]},
+                        space.mask(t.r0, t.r1, t.c0, t.c1))
+    part = max((out / "edges.parquet.parts").iterdir(), key=lambda f: f.stat().st_size)
+    part.write_bytes(part.read_bytes()[:-8])
+    with pytest.raises(OSError, match="shorter than its header"):
+        sink.finalize()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.lists(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9),
+                                                      st.sampled_from([0.0, 0.25, 0.5, 1.0])),
+                                            max_size=25), min_size=1, max_size=5),
+       st.booleans())
+def test_merging_runs_ordered_by_query_equals_a_sort(k, runs, largest):
+    """``topk_merge_runs`` (the final merge of the TopK parts, each ordered by query) against
+    a lexsort of all candidates by (query, value, target): same rows, ranks and ties; a run
+    out of query order is refused, not merged wrongly."""
+    from engine.pairs.topk_passes import topk_merge_runs
+    runs = [sorted(r, key=lambda c: c[0]) for r in runs]
+    cand = [c for r in runs for c in r]
+    q = np.array([c[0] for c in cand], np.int64)
+    t = np.array([c[1] for c in cand], np.int64)
+    v = np.array([c[2] for c in cand], float)
+    starts = np.r_[0, np.cumsum([len(r) for r in runs])].astype(np.int64)
+    sign = 1.0 if largest else -1.0
+    gq, gt, gx, grank, ok = topk_merge_runs(q, t, v, starts, k, sign)
+    assert ok
+    order = np.lexsort((t, -sign * v, q))  # stable: equal candidates keep input order
+    keep = [x for n, x in enumerate(order)
+            if sum(q[y] == q[x] for y in order[:n]) < k]
+    assert list(gx) == keep and list(gq) == list(q[keep]) and list(gt) == list(t[keep])
+    ranks = [sum(q[y] == q[x] for y in keep[:n]) + 1 for n, x in enumerate(keep)]
+    assert list(grank) == ranks
+    if len(runs[0]) > 1 and runs[0][0][0] != runs[0][-1][0]:
+        back = starts.copy()
+        q2 = q.copy()
+        q2[:len(runs[0])] = q2[:len(runs[0])][::-1]  # the first run, queries descending
+        assert not topk_merge_runs(q2, t, v, back, k, sign)[4]
