@@ -1,7 +1,7 @@
 """The ``TopK`` sink's compiled passes (numba, compiled on first use): each row's and
 column's k best cells of a full tile (``topk_cells``), and each query's k best among a
-run's candidates (``topk_merge``; ``topk_merge_runs`` when they come in runs ordered by
-query, as the parts do), all ties to the lower index. Pure functions of arrays;
+run's candidates (``topk_merge_runs``, on runs ordered by query, or on all of them grouped
+by ``query_order``), all ties to the lower index. Pure functions of arrays;
 ``sink_parts.TopK`` calls them through ``compiled``.
 """
 from __future__ import annotations
@@ -80,73 +80,36 @@ def topk_cells(values, mask, use_mask, k, sign, do_cols):
     return out_i, out_j, out_c, True
 
 
-def topk_merge(q, t, v, k, sign):
-    """The k best (value times ``sign``, then lower target) of each query among candidates
-    in any order: (query, target, index into ``v``, rank) ordered by query then rank, what a
-    lexsort by (query, -value, target) cut at k gives. A counting sort by query, then an
-    insertion into each query's k best: linear, where the sort of a million candidates at
-    the end of a run of reads was most of its finalize."""
+def query_order(q):
+    """The permutation that groups candidates by query (0 <= query), each query's in input
+    order: a counting sort, linear, where a sort of a million candidates at the end of a run
+    of reads was most of its finalize."""
     n = q.shape[0]
     nq = 0
     for x in range(n):
         if q[x] + 1 > nq:
             nq = q[x] + 1
-    start = np.zeros(nq + 1, np.int64)
+    pos = np.zeros(nq + 1, np.int64)
     for x in range(n):
-        start[q[x] + 1] += 1
+        pos[q[x] + 1] += 1
     for g in range(nq):
-        start[g + 1] += start[g]
-    pos = start[:nq].copy()
+        pos[g + 1] += pos[g]
     order = np.empty(n, np.int64)
     for x in range(n):
         order[pos[q[x]]] = x
         pos[q[x]] += 1
-    total = 0
-    for g in range(nq):
-        total += min(k, start[g + 1] - start[g])
-    oq = np.empty(total, np.int64)
-    ot = np.empty(total, np.int64)
-    ox = np.empty(total, np.int64)
-    orank = np.empty(total, np.int64)
-    bs = np.empty(k)
-    bt = np.empty(k, np.int64)
-    bx = np.empty(k, np.int64)
-    w = 0
-    for g in range(nq):
-        m = 0
-        for y in range(start[g], start[g + 1]):
-            x = order[y]
-            sv = v[x] * sign
-            tx = t[x]
-            if m == k and not (sv > bs[k - 1] or (sv == bs[k - 1] and tx < bt[k - 1])):
-                continue
-            p = m if m < k else k - 1
-            while p > 0 and (sv > bs[p - 1] or (sv == bs[p - 1] and tx < bt[p - 1])):
-                bs[p] = bs[p - 1]
-                bt[p] = bt[p - 1]
-                bx[p] = bx[p - 1]
-                p -= 1
-            bs[p] = sv
-            bt[p] = tx
-            bx[p] = x
-            if m < k:
-                m += 1
-        for p in range(m):
-            oq[w] = g
-            ot[w] = bt[p]
-            ox[w] = bx[p]
-            orank[w] = p + 1
-            w += 1
-    return oq, ot, ox, orank
+    return order
 
 
 def topk_merge_runs(q, t, v, starts, k, sign):
-    """``topk_merge`` of candidates that come in runs (``starts[r]`` to ``starts[r + 1]``),
-    each ordered by query, as the TopK sink's parts are: each query's candidates are read run
-    by run in order (a merge, reading each run front to back) where ``topk_merge`` gathers them
-    through a counting sort's random reads. Same output, ties included: a query's candidates
-    are taken in input order either way. The last value returned is False, and nothing
-    else, when a run is not ordered by query (the caller uses ``topk_merge``)."""
+    """The k best (value times ``sign``, then lower target) of each query among candidates
+    that come in runs (``starts[r]`` to ``starts[r + 1]``), each ordered by query, as a tile's
+    rows then its columns, or the TopK sink's parts, do: (query, target, index into ``v``,
+    rank) ordered by query then rank, what a lexsort by (query, -value, target) cut at k
+    gives, ties included (a query's candidates are taken in input order). Each run is read
+    front to back. Unordered candidates are one run once ``query_order`` has grouped them.
+    The last value returned is False, and nothing else, when a run is not ordered by query
+    (or a query is negative)."""
     n = q.shape[0]
     runs = starts.shape[0] - 1
     nq = 0

@@ -212,3 +212,26 @@ def test_merging_runs_ordered_by_query_equals_a_sort(k, runs, largest):
         q2 = q.copy()
         q2[:len(runs[0])] = q2[:len(runs[0])][::-1]  # the first run, queries descending
         assert not topk_merge_runs(q2, t, v, back, k, sign)[4]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(0, 2**32 - 1), st.booleans())
+def test_unordered_candidates_select_as_a_sort_does(k, seed, largest):
+    """Candidates in no order by query (more runs than ``MERGE_RUNS_MAX``: grouped by query
+    first) against a lexsort by (query, value, target): the same rows and ranks."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    q = rng.integers(0, 30, n)
+    t = rng.integers(0, 50, n)
+    v = rng.choice([0.0, 0.5, 1.0, 2.0], n)  # ties on purpose
+    sink = TopK(k, largest=largest)
+    assert np.sum(q[1:] < q[:-1]) >= sink.MERGE_RUNS_MAX
+    gq, gt, gv, grank = sink._select(q, t, v)
+    order = np.lexsort((t, -v if largest else v, q))
+    sq, st_, sv = q[order], t[order], v[order]
+    rank = np.array([np.sum(sq[:m] == sq[m]) for m in range(n)]) + 1
+    keep = rank <= k
+    assert list(gq) == list(sq[keep]) and list(gv) == list(sv[keep])
+    assert list(grank) == list(rank[keep])
+    # a target is decided by value, then by lower index: equal (query, value) keep t order
+    assert list(gt) == list(st_[keep])
