@@ -243,9 +243,13 @@ class TopK(_PartsSink):
 
     def before_finalize(self):
         super().before_finalize()
+        # every compiled path finalize may take: the merge on contiguous arrays (candidates
+        # grouped by query_order, for parts in more than MERGE_RUNS_MAX runs) and on the
+        # parts' strided fields
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
+        compiled(query_order)(np.zeros(1, np.int64))
         one = np.zeros(1, [("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
-        self._select(one["qi"], one["ti"], one["score"])  # the parts' strided fields
+        self._select(one["qi"], one["ti"], one["score"])
 
     def _compiled_cells(self, values, mask, both: bool = True):
         return compiled(topk_cells)(
