@@ -10,8 +10,8 @@ cache), then the workers (``membership.Membership``: a node cache and a frontier
 a ``DeviceActor`` per device), and a ``RunHandle`` returned at once. Wait
 (``handle.result()``): progress, while ``Membership`` handles lost, overdue and silent actors
 and nodes that join; then ``validation.validate``. Finish: drain, finalize the sinks, write
-the summary. Failure, Ctrl-C and cancel close the journal first (``_seal``), then stop every
-actor and wait until the coordinator is gone. Everything it does is recorded in the run
+the summary (``summary.run_summary``). Failure, Ctrl-C and cancel close the journal first
+(``_seal``), then stop every actor and wait until the coordinator is gone. Everything it does is recorded in the run
 directory (docs/run-directory.md) through a ``RunRecorder``.
 """
 from __future__ import annotations
@@ -38,8 +38,7 @@ from .result import AllPairsResult, RunHandle
 from .shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
 from .sizing import plan_run, read_ahead_items, validation_sample
-from .directory import l3_summary
-from .store import store_summary
+from .summary import run_summary
 from .validation import validate
 
 
@@ -343,38 +342,10 @@ class _Run:
                 raise self._failed(exc) from None
         self.phases["drain_s"] = t_finalize - t_drain  # counters and journal closed
         self.phases["finalize_s"] = time.time() - t_finalize  # sinks merged and written
-        wall = time.time() - self.t_start
-        loads = snap["tiers"]["source"]["loads"]  # every node's last report, lost ones too
-        summary = {
-            "app": self.app.name, "n_items": len(self.keys),
-            "packs": self.items.n_items if self.items.is_packed else None,
-            "space": self.space.describe(), "pairs_total": self.space.total,
-            "tiles_total": len(self.tiles),
-            "tiles_journaled": tiles_journaled(self.recorder.file(JOURNAL)),
-            "leaf_items": self.leaf, "wall_s": wall, "compute_s": time.time() - self.t_compute,
-            # (packed: loads per pack, the unit the caches hold)
-            "loads": loads, "R": loads / max(1, self.items.n_items), "bound_R": self.bound,
-            "host_cache_items": self.meta["host_cache_items"],
-            "plan": self.plan.plan, "eviction": self.plan.eviction,
-            "plan_choice": self.plan.choice,
-            "tiers": snap["tiers"], "stage_seconds": snap["stage_seconds"],
-            "actors": snap["actors"], "n_actors": len(self.meta["actors"]),
-            "node_caches": cache_stats, "outputs": outputs,
-            "measured": self.measured, "app_info": self.app.describe(),
-            "phases": {**self.phases, "startup_s": self.t_compute - self.t_start},
-            "resumed": self.resume_report, "lost_actors": self.members.lost_actors,
-            "validated_tiles": self.validated, "warnings": self.warnings,
-            "scheduling": scheduling,
-            "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
-            "shared_fs": not self.pre.ship,
-            "shipped": None if not self.pre.ship else {
-                "input_files": self.pre.shipment.files,
-                "input_bytes": self.pre.shipment.nbytes,
-                "result_bytes": self.results.payload_bytes},
-            "executor": self.ex.name, "published": published,
-            "l3": l3_summary(self.cfg.l3, self.cfg.l3_hops, cache_stats),
-            "store": store_summary(self.pre.store, cache_stats, self.pre.probe_store),
-        }
+        summary = run_summary(self, snap=snap, closed=closed, cache_stats=cache_stats,
+                              scheduling=scheduling, outputs=outputs, published=published,
+                              tiles_journaled=tiles_journaled(self.recorder.file(JOURNAL)),
+                              ended=time.time())
         self.recorder.write_summary(summary)
         trace_to_parquet(self.recorder.rundir)
         self.recorder.finished()
