@@ -67,12 +67,22 @@ def start_synthetic_producer(run_dir: Path, **kw) -> ProducerHandle:
 class EngineProducerHandle:
     """A real Jaccard run on a local Ray, in a subprocess (tests/dashboard/engine_producer.py)."""
 
-    def __init__(self, run_dir: Path, n_records: int = 0, leaf_items: int = 8):
+    def __init__(self, run_dir: Path, n_records: int = 0, leaf_items: int = 8, hold: bool = False):
         self.run_dir = Path(run_dir)
         self.log = open(self.run_dir.parent / (self.run_dir.name + "-producer.log"), "wb")
+        # held: the run's tiles go slower until release() (engine_producer.HOLD_S)
+        self.hold = self.run_dir.parent / (self.run_dir.name + "-hold")
+        args = [str(n_records), str(leaf_items)]
+        if hold:
+            self.hold.touch()
+            args.append(str(self.hold))
         self.proc = subprocess.Popen(
-            [sys.executable, str(PRODUCER), "allpairs", str(run_dir), str(n_records), str(leaf_items)],
+            [sys.executable, str(PRODUCER), "allpairs", str(run_dir), *args],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def release(self) -> None:
+        """The run goes on at its own pace."""
+        self.hold.unlink(missing_ok=True)
 
     def wait(self, timeout: float) -> bool:
         try:
@@ -90,15 +100,16 @@ class EngineProducerHandle:
         return f"engine producer exited with {rc}: " + Path(self.log.name).read_text(errors="replace")[-2000:]
 
     def stop(self) -> None:
+        self.release()
         if self.proc.poll() is None:
             self.proc.terminate()
             self.wait(20) or self.proc.kill()
         self.log.close()
 
 
-def start_engine_producer(run_dir: Path, n_records: int = 0,
-                          leaf_items: int = 8) -> EngineProducerHandle:
-    return EngineProducerHandle(Path(run_dir), n_records, leaf_items)
+def start_engine_producer(run_dir: Path, n_records: int = 0, leaf_items: int = 8,
+                          hold: bool = False) -> EngineProducerHandle:
+    return EngineProducerHandle(Path(run_dir), n_records, leaf_items, hold)
 
 
 def _producer(start_fn):
@@ -111,6 +122,8 @@ def _producer(start_fn):
 
     yield start
     for h in handles:
+        if hasattr(h, "release"):  # a held run (a test that failed before releasing it)
+            h.release()
         if hasattr(h, "stop"):
             h.wait(60)
             h.stop()

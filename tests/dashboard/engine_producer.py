@@ -1,12 +1,13 @@
 """REAL runs for the dashboard tests, on a local Ray, in a subprocess so that the test process
 never imports Ray.
 
-    python tests/dashboard/engine_producer.py allpairs RUN_DIR [N_RECORDS] [LEAF_ITEMS]
+    python tests/dashboard/engine_producer.py allpairs RUN_DIR [N_RECORDS] [LEAF_ITEMS] [HOLD]
     python tests/dashboard/engine_producer.py suite OUT_DIR
     python tests/dashboard/engine_producer.py l3 RUN_DIR
 
 ``allpairs``: exact Jaccard of the Klebsiella capsule loci (kaptive-data, unpacked by
-scripts/setup.sh), the live run the browser test watches. ``suite``: one Ray session writing the
+scripts/setup.sh), the live run the browser test watches (held live while the file HOLD
+exists). ``suite``: one Ray session writing the
 finished runs the dashboard tests read, under OUT_DIR: ``allpairs`` (Jaccard of 24 loci),
 ``pipeline`` (a filter pipeline that reorders its operators) and ``failed`` (an all-pairs run
 whose compare raises on one pair after other tiles finished). ``l3``: a run with the L3
@@ -23,7 +24,28 @@ REPO = Path(__file__).resolve().parents[2]
 FAILING_PAIR = ("k3", "k9")
 
 
-def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8):
+# while the hold file of a live run exists, each of its tiles takes at least this long more
+HOLD_S = 0.05
+
+
+def _held(app, hold_file: str):
+    """``app`` whose tiles each take ``HOLD_S`` longer while ``hold_file`` exists: a live run
+    that stays live until the test watching it is done, however fast this machine is (the run
+    otherwise ended while the dashboard's views were screenshot), and then finishes at its own
+    pace. Its results are the app's, unchanged."""
+    import time
+
+    class Held(type(app)):
+        def compare(self, left, right, mask, device):
+            if os.path.exists(hold_file):
+                time.sleep(HOLD_S)
+            return super().compare(left, right, mask, device)
+
+    app.__class__ = Held
+    return app
+
+
+def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8, hold_file: str = ""):
     from tests.oracles import KLEBSIELLA, read_sequences
 
     recs = read_sequences(KLEBSIELLA, "genbank")
@@ -37,7 +59,8 @@ def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8):
     from engine import DenseMatrix
     from engine import allpairs
 
-    return allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
+    app = JaccardApp([str(fasta)], k=21, item="record")
+    return allpairs(app=_held(app, hold_file) if hold_file else app,
                     sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir, wait=True,
                     progress=False, leaf_items=leaf_items)
 
@@ -151,7 +174,7 @@ def main(argv: list[str]) -> None:
         return
     _start_ray(init_ray)
     if kind == "allpairs":
-        res = jaccard_run(target, *(int(a) for a in argv[2:4]))
+        res = jaccard_run(target, *(int(a) for a in argv[2:4]), *argv[4:5])
         print(f"finished: {res.summary['tiles_total']} tiles, R={res.summary['R']:.3f}")
     elif kind == "suite":
         out = Path(target)

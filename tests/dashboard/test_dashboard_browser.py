@@ -321,10 +321,10 @@ def _write_timings(request):
 def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     run_dir = tmp_path / "live"
     name = "live-engine"
-    # tiles of 4 records (~900 tiles): the run must outlast the views' screenshots and the
-    # latency samples; with tiles of 8 its compute phase (9 s here once records were cached a
-    # tile side at a time) ended while the screenshots were taken
-    handle = producer(run_dir, leaf_items=4)
+    # tiles of 4 records (~900 tiles), held (each tile 50 ms longer) until the latency samples
+    # are taken: the run must outlast the views' screenshots and the samples, and unheld its
+    # compute phase could end during the screenshots
+    handle = producer(run_dir, leaf_items=4, hold=True)
     server = serve(run_dir)
     ready = open_dashboard(page, server)
     record(name, **ready)
@@ -343,7 +343,8 @@ def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     # every view, live
     screenshot_views(page, artifacts_dir, name)
     show_view(page, "overview")
-    sample_latency(page, run_dir, read_status(page)["tiles"][0], 30.0, lat)
+    sample_latency(page, run_dir, read_status(page)["tiles"][0], 10.0, lat)
+    handle.release()
 
     # ends at the run's own totals
     assert handle.wait(300), "producer did not finish"
