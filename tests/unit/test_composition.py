@@ -140,3 +140,31 @@ def test_numpy_and_torch_paths_agree_past_the_table_range(k):
     want = _kernel_distances(proteomes, k, tx, to_t)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert got[np.triu_indices(3, 1)].min() > 0.01
+
+
+def test_shorter_words_counted_from_longer_ones_equal_a_plain_count():
+    """The numpy path counts the (k−1)- and (k−2)-words from the k-words' prefixes plus the
+    words that end a protein or a break; a plain Python count of every window is the oracle
+    (random residues with breaks, empty and one-residue inputs, with and without a final −1)."""
+    from collections import Counter
+
+    from kernels.composition import ALPHABET, _merge_index, _shorter_word_counts
+    rng = np.random.default_rng(11)
+    for trial in range(200):
+        res = rng.integers(-1, int(rng.integers(1, 21)), size=int(rng.integers(0, 80)))
+        if trial % 2:
+            res = np.concatenate([res, [-1]])
+        res = res.astype(np.int8)
+        for length in range(1, 6):
+            longer, counts = word_counts(np, res, length + 1)
+            words, got = _shorter_word_counts(res, longer, counts, length)
+            want = Counter(
+                sum(int(c) * ALPHABET ** (length - 1 - t) for t, c in enumerate(res[i:i + length]))
+                for i in range(len(res) - length + 1) if min(res[i:i + length]) >= 0)
+            assert words.tolist() == sorted(want)
+            assert got.tolist() == [want[w] for w in sorted(want)]
+            if len(words):  # and a word's position found by the merge walk, runs included
+                x = np.ascontiguousarray(np.concatenate([words[::2], words[1::3]]))
+                at = np.empty(len(x), np.int64)
+                _merge_index(words, x, at)
+                assert np.array_equal(words[at], x)
