@@ -104,7 +104,9 @@ class PhylogenyApp(FileItemsApp):
         if device not in ("cpu", "host"):
             from kernels.backend import namespace_for, to_device
             xp = namespace_for(device)
-            arrays = tuple(to_device(xp, a, device) for a in arrays)
+            # (numpy vectors keep codes as int32; the other backends' kernels take int64)
+            arrays = tuple(to_device(xp, a.astype(np.int64) if a.dtype.kind == "i" else a,
+                                     device) for a in arrays)
             order = suffixes = None
         return CompositionVector(self.k, *arrays, float(item["norm2"]), int(item["support"]),
                                  order, suffixes)

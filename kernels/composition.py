@@ -24,7 +24,8 @@ So a proteome is stored as its occurring k-words with their values plus its occu
 sorted searches of one proteome's words in the other's.
 
 Everything is written against the array API (``xp``): numpy on the CPU, torch on CPU or GPU.
-Codes are base-20 integers below 20^7, int64 on every backend.
+Codes are base-20 integers below 20^7: computed as int64, a numpy vector keeps them as int32
+(20^7 < 2^31), other backends as int64.
 """
 from __future__ import annotations
 
@@ -267,7 +268,10 @@ def composition_vector(xp, residues, k: int) -> CompositionVector:
     if is_numpy_namespace(xp):
         suffixes = words % ALPHABET ** (k - 1)
         order = np.argsort(suffixes, kind="stable").astype(np.int32)
-        suffixes = suffixes[order]
+        # kept as int32 (codes below 20^7 < 2^31): a vector is a third smaller to hand over
+        # through the object store and to walk in a pair
+        suffixes = suffixes[order].astype(np.int32)
+        words, k1 = words.astype(np.int32), k1.astype(np.int32)
     return CompositionVector(k, words, values, k1, norm2, support, order, suffixes)
 
 
