@@ -97,14 +97,21 @@ def _sorted_unique_counts(xp, codes):
     return xp.take(s, first), xp.astype(ends - first, xp.int64)
 
 
-def word_counts(xp, residues, length: int):
-    """(sorted codes, counts) of every word of ``length`` residues that holds no −1."""
+def _breaks(xp, residues):
+    """(the residues as int64, the number of −1 before each position): what finding every
+    clean word of any length needs, computed once per proteome."""
+    r = xp.astype(residues, xp.int64)
+    bad = xp.astype(r < 0, xp.int64)
+    return r, xp.concat([xp.zeros(1, dtype=xp.int64), xp.cumulative_sum(bad)])
+
+
+def word_counts(xp, residues, length: int, breaks=None):
+    """(sorted codes, counts) of every word of ``length`` residues that holds no −1.
+    ``breaks``: ``_breaks`` of these residues, when the caller has it."""
     n = residues.shape[0] - length + 1
     if n <= 0:
         return xp.zeros(0, dtype=xp.int64), xp.zeros(0, dtype=xp.int64)
-    r = xp.astype(residues, xp.int64)
-    bad = xp.astype(r < 0, xp.int64)
-    bad_before = xp.concat([xp.zeros(1, dtype=xp.int64), xp.cumulative_sum(bad)])
+    r, bad_before = breaks if breaks is not None else _breaks(xp, residues)
     clean = (bad_before[length:] - bad_before[:n]) == 0
     codes = xp.zeros(n, dtype=xp.int64)
     for t in range(length):  # Horner over the word's letters: k ≤ 7 array passes
@@ -112,14 +119,15 @@ def word_counts(xp, residues, length: int):
     return _sorted_unique_counts(xp, codes[clean])
 
 
-def _shorter_word_counts(residues, words, counts, length: int):
+def _shorter_word_counts(breaks, words, counts, length: int):
     """(sorted codes, counts) of the words of ``length`` residues, from those of ``length + 1``
-    (``words`` sorted and unique, with ``counts``), on numpy. Each occurrence of a clean word
+    (``words`` sorted and unique, with ``counts``), on numpy (``breaks``: ``_breaks`` of the
+    residues). Each occurrence of a clean word
     either starts a clean longer word, and is counted there under its prefix, or is followed
     by a −1 (or the end), and those few (about one per protein) are counted here. The longer
     words' prefixes are already sorted: no second sort, which with the word codes was half of a
     proteome's vector."""
-    r = residues.astype(np.int64)
+    r, bad_before = breaks
     n = r.shape[0] - length + 1
     if n <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -129,10 +137,8 @@ def _shorter_word_counts(residues, words, counts, length: int):
         short, short_counts = prefixes[first], np.add.reduceat(counts, first)
     else:
         short, short_counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    bad = r < 0
-    bad_before = np.concatenate([[0], np.cumsum(bad)])
     last = np.ones(n, dtype=bool)  # the residue after the word is a −1, or there is none
-    last[:-1] = bad[length:]
+    last[:-1] = r[length:] < 0
     at = np.flatnonzero(last & ((bad_before[length:] - bad_before[:n]) == 0))
     codes = np.zeros(at.shape[0], dtype=np.int64)
     for t in range(length):
@@ -244,11 +250,13 @@ def composition_vector(xp, residues, k: int) -> CompositionVector:
     (:func:`encode_proteins`, moved to ``xp``)."""
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"k must be from {K_RANGE[0]} to {K_RANGE[1]}, got {k!r}")
-    words, counts = word_counts(xp, residues, k)
     if is_numpy_namespace(xp):
-        k1, counts1 = _shorter_word_counts(residues, words, counts, k - 1)
-        k2, counts2 = _shorter_word_counts(residues, k1, counts1, k - 2)
+        breaks = _breaks(xp, residues)
+        words, counts = word_counts(xp, residues, k, breaks)
+        k1, counts1 = _shorter_word_counts(breaks, words, counts, k - 1)
+        k2, counts2 = _shorter_word_counts(breaks, k1, counts1, k - 2)
     else:
+        words, counts = word_counts(xp, residues, k)
         k1, counts1 = word_counts(xp, residues, k - 1)
         k2, counts2 = word_counts(xp, residues, k - 2)
     if words.shape[0] == 0:

@@ -148,7 +148,7 @@ def test_shorter_words_counted_from_longer_ones_equal_a_plain_count():
     (random residues with breaks, empty and one-residue inputs, with and without a final −1)."""
     from collections import Counter
 
-    from kernels.composition import ALPHABET, _merge_index, _shorter_word_counts
+    from kernels.composition import ALPHABET, _breaks, _merge_index, _shorter_word_counts
     rng = np.random.default_rng(11)
     for trial in range(200):
         res = rng.integers(-1, int(rng.integers(1, 21)), size=int(rng.integers(0, 80)))
@@ -157,7 +157,7 @@ def test_shorter_words_counted_from_longer_ones_equal_a_plain_count():
         res = res.astype(np.int8)
         for length in range(1, 6):
             longer, counts = word_counts(np, res, length + 1)
-            words, got = _shorter_word_counts(res, longer, counts, length)
+            words, got = _shorter_word_counts(_breaks(np, res), longer, counts, length)
             want = Counter(
                 sum(int(c) * ALPHABET ** (length - 1 - t) for t, c in enumerate(res[i:i + length]))
                 for i in range(len(res) - length + 1) if min(res[i:i + length]) >= 0)
