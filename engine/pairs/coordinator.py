@@ -66,6 +66,11 @@ class CoordinatorCore:
     def ready(self) -> bool:
         return True
 
+    def retire(self) -> None:
+        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run's node cache,
+        whose items may be large."""
+        self.cache = None
+
     # -- the scheduler (SchedulerClient) ----------------------------------------------------
     async def request(self, actor, node, l1_added, l1_removed, advice, busy=None):
         return self.scheduler.request(actor, node, l1_added, l1_removed, advice, busy)

@@ -115,6 +115,11 @@ class DeviceWorker:
         imports, kernels and the app's warm-up survive; every run-held object is replaced)."""
         self.__init__(spec, app)
 
+    def retire(self) -> None:
+        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run's items (the
+        L1) and its app, either of which may be large."""
+        self.l1 = self.app = None
+
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""
         warm_process(self.app, self.device)

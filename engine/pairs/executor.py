@@ -14,7 +14,9 @@ a fraction of one. Threads share one interpreter, so a kernel that holds the GIL
 core, and a stuck tile cannot be taken away from its thread (the run fails naming it instead).
 
 ``RayExecutor``: today's Ray path; Ray is started in a background thread, so reading and
-checking the inputs overlaps its start-up (``start`` returns at once, ``ready`` waits).
+checking the inputs overlaps its start-up (``start`` returns at once, ``ready`` waits). The
+coordinator and device actors of a run that finished cleanly go to the process's warm pool
+(warm.py) and serve the next run on the same Ray.
 
 ``choose`` is the policy: ``executor="inprocess"`` or ``"ray"`` forces one; ``"auto"`` runs
 in-process when no cluster is named, no Ray is up in this process, and the probe's estimate of
@@ -30,6 +32,7 @@ import sys
 import threading
 import time
 from ..errors import PairflowError
+from .warm import WARM
 
 EXECUTORS = ("auto", "inprocess", "ray")
 
@@ -265,6 +268,7 @@ class RayExecutor:
 
     name = "ray"
     can_kill = True
+    REBIND_S = 60.0  # a warm actor that does not answer its rebind in this long is replaced
 
     def __init__(self, ray_address: str | None = None, num_cpus: int | None = None,
                  object_store_mb: int | None = None, log_path: str | None = None):
@@ -272,6 +276,7 @@ class RayExecutor:
         self.log_path = log_path  # Ray's own messages go to the run's log (runtime.py)
         self.started = False
         self.init_s = 0.0
+        self.started_as: dict[int, tuple] = {}  # id(handle) -> (kind, node id, resources)
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -348,8 +353,9 @@ class RayExecutor:
 
     def coordinator(self, node: dict, scheduler_kw: dict, metrics_kw: dict, cache_spec):
         from .coordinator import Coordinator
-        return Coordinator.options(**self._on(node)).remote(scheduler_kw, metrics_kw,
-                                                            cache_spec)
+        handle = self._warm("coordinator", node, {}, scheduler_kw, metrics_kw, cache_spec)
+        return handle or self._started("coordinator", node, {}, Coordinator.options(
+            **self._on(node)).remote(scheduler_kw, metrics_kw, cache_spec))
 
     def node_cache(self, node: dict, spec, scheduler, metrics):
         return self.actors_mod.NodeCacheActor.options(**self._on(node)).remote(
@@ -357,12 +363,52 @@ class RayExecutor:
 
     def device(self, node: dict, spec, app_ref):
         # a GPU actor asks Ray for its GPU: each gets a device of its own
-        return self.actors_mod.DeviceActor.options(
-            **self._on(node), **self.actors_mod.device_options(spec.device)).remote(spec,
-                                                                                    app_ref)
+        resources = self.actors_mod.device_options(spec.device)
+        handle = self._warm("device", node, resources, spec, app_ref)
+        return handle or self._started("device", node, resources, self.actors_mod.DeviceActor
+                                       .options(**self._on(node), **resources).remote(spec,
+                                                                                      app_ref))
+
+    # -- warm actors (warm.py) --------------------------------------------------------------
+    def _owner(self) -> tuple:
+        context = self.ray.get_runtime_context()
+        return context.get_job_id(), context.get_node_id()
+
+    def _started(self, kind: str, node: dict, resources: dict, handle):
+        self.started_as[id(handle)] = (kind, node["node_id"], resources)
+        return handle
+
+    def _warm(self, kind: str, node: dict, resources: dict, *run_args):
+        """An idle actor of an earlier run, rebound to this one; None when there is none that
+        answers (one killed since is stopped for good and forgotten)."""
+        owner = self._owner()
+        while (handle := WARM.take(owner, kind, node["node_id"], resources)) is not None:
+            try:
+                self.ray.get(handle.rebind.remote(*run_args), timeout=self.REBIND_S)
+                return self._started(kind, node, resources, handle)
+            except Exception:
+                self.kill(handle)
+        return None
+
+    def keep(self, devices: list, coordinator) -> list:
+        """Hand a cleanly finished run's device actors and coordinator to the warm pool, each
+        told to let go of the run first (``retire``); returns those it does not take."""
+        owner, rest = self._owner(), []
+        for handle in [*devices, coordinator]:
+            started = self.started_as.pop(id(handle), None) if handle is not None else None
+            if started is None:
+                rest.append(handle)
+                continue
+            handle.retire.remote()
+            WARM.give(owner, *started, handle)
+        return rest
 
     def kill(self, handle, no_restart: bool = True) -> None:
-        self.ray.kill(handle, no_restart=no_restart)
+        self.started_as.pop(id(handle), None)
+        try:
+            self.ray.kill(handle, no_restart=no_restart)
+        except Exception:
+            pass  # gone already
 
     def shutdown(self) -> None:
         pass  # Ray stays up for the process (or the session) that started it

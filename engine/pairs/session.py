@@ -8,59 +8,14 @@ a second instead of paying Ray's start again.
 
 Ray starts in a background thread when the session opens, so building the app overlaps it.
 Runs inside a session use its Ray whatever their size (``executor="inprocess"`` still forces
-threads). The coordinator and device actors of a run that finished cleanly stay up and serve
-the next run (``rebind``: every object of the old run is replaced; imports, compiled kernels
-and an app's ``warmup`` stay), so a later run starts no process; a failed run's actors are
-stopped, never reused. ``close()`` (or leaving the
+threads). As for any run on a Ray that stays up, the coordinator and device actors of a run
+that finished cleanly stay up and serve the next run (warm.py), so a later run starts no
+process; a failed run's actors are stopped, never reused. ``close()`` (or leaving the
 ``with`` block) stops the Ray this session started; a Ray that was already up is left running.
 """
 from __future__ import annotations
 
 from .executor import RayExecutor
-
-
-class _SessionExecutor(RayExecutor):
-    """Ray, plus the warm actors of the session's finished runs: a run asks for a coordinator
-    or a device actor on a node, and gets an idle one of the session's, rebound to the run
-    (``rebind``), before a new process is started. Only actors of a run that finished cleanly
-    come back (``keep``); a failed run's, or a killed one, are never reused."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.idle: dict[tuple[str, str], list] = {}  # (kind, node id) -> actors
-        self.node_of: dict[int, str] = {}            # id(handle) -> node id
-
-    def _take(self, kind: str, node: dict):
-        pool = self.idle.get((kind, node["node_id"]))
-        return pool.pop() if pool else None
-
-    def coordinator(self, node, scheduler_kw, metrics_kw, cache_spec):
-        handle = self._take("coordinator", node)
-        if handle is None:
-            handle = super().coordinator(node, scheduler_kw, metrics_kw, cache_spec)
-        else:
-            handle.rebind.remote(scheduler_kw, metrics_kw, cache_spec)  # ordered before use
-        self.node_of[id(handle)] = node["node_id"]
-        return handle
-
-    def device(self, node, spec, app_ref):
-        handle = self._take("device", node)
-        if handle is None:
-            handle = super().device(node, spec, app_ref)
-        else:
-            handle.rebind.remote(spec, app_ref)
-        self.node_of[id(handle)] = node["node_id"]
-        return handle
-
-    def keep(self, devices, coordinator) -> list:
-        """Take back a finished run's device actors and coordinator; returns what it does not
-        keep (node-cache actors of other nodes: made per run), for the caller to stop."""
-        for kind, handles in (("device", list(devices)), ("coordinator", [coordinator])):
-            for h in handles:
-                node = self.node_of.pop(id(h), None)
-                if h is not None and node is not None:
-                    self.idle.setdefault((kind, node), []).append(h)
-        return []
 
 
 class Session:
@@ -71,7 +26,7 @@ class Session:
         self.runtime = dict(num_cpus=num_cpus, object_store_mb=object_store_mb,
                             ray_address=ray_address)
         self.defaults = defaults
-        self.executor = _SessionExecutor(ray_address, num_cpus, object_store_mb)
+        self.executor = RayExecutor(ray_address, num_cpus, object_store_mb)
         self.executor.start()
         self.runs: list = []
         self.closed = False

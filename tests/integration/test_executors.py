@@ -186,3 +186,30 @@ def test_a_session_keeps_one_ray_across_runs(tmp_path):
     assert first["pids"] == second["pids"] == third["pids"], "the warm actors were not reused"
     assert second["ray_wait_s"] < 0.1
     assert after == {"ray_up_after": False}
+
+
+def test_a_later_run_on_the_same_ray_takes_the_warm_actors_of_the_one_before(ray_local, runs):
+    """Without a session: a run on a Ray that stays up takes the idle device actors of the run
+    before it (the same processes); one killed while idle is replaced by a new one, the run
+    losing nothing; every result equals the formula."""
+    import signal
+
+    from apps.synthetic import SyntheticApp
+    from engine import allpairs
+
+    def run(n):
+        res = allpairs(app=SyntheticApp(n), runs_root=runs, wait=True, progress=False,
+                       leaf_items=3, executor="ray")
+        m = res.matrix()
+        iu = np.triu_indices(n, 1)
+        assert np.array_equal(m[iu], (iu[0] * 7919 + iu[1]) % 1000)
+        meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
+        return sorted(a["pid"] for a in meta["actors"]), res
+
+    first, _ = run(10)
+    second, _ = run(14)
+    assert len(first) == 2 and first == second, "the warm actors were not reused"
+    os.kill(second[0], signal.SIGKILL)
+    third, res = run(12)
+    assert second[0] not in third and second[1] in third, (second, third)
+    assert res.summary["lost_actors"] == []

@@ -1,0 +1,61 @@
+"""Warm actors: the coordinator and device actors of a run that finished cleanly wait, idle, for
+the next run on the same Ray, so a process that runs many jobs (a REPL, a notebook, a Hydra
+sweep, a benchmark, a test suite) starts their processes once.
+
+Why: a fresh actor is a fresh Python process that imports Ray and registers with it, about a
+CPU-second each, and on a small machine Ray starts only as many at once as it has cores; the
+process start was most of a small run's start-up. A reused one is rebound to the new run
+(``rebind``: every object of the old run replaced; imports, compiled kernels and the app's
+warm-up stay), and between runs it holds nothing of its last run (``retire``).
+
+Rules (``WarmPool``, no Ray here):
+* an actor is handed back only by a run that finished cleanly (a failed, cancelled or
+  interrupted run's actors are stopped) and is taken only for the same kind, node and Ray
+  resources it was started with: a device actor holding a GPU serves a GPU run only;
+* actors belong to one connection to Ray (``owner``: the job and the driver's node): after
+  ``ray.shutdown()`` and a new ``ray.init`` the old ones are gone, and so is the pool;
+* the caller checks a taken actor by rebinding it and waiting for the answer; one that does
+  not answer (killed since) is dropped and a new one started.
+"""
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+
+class WarmPool:
+    """Idle actors by (kind, node id, resources), for one owner at a time."""
+
+    def __init__(self):
+        self.owner: Hashable | None = None
+        self.idle: dict[tuple, list] = {}
+        self.taken = 0      # actors reused
+        self.returned = 0   # actors handed back
+
+    def _for(self, owner: Hashable) -> None:
+        if owner != self.owner:
+            self.owner, self.idle = owner, {}
+
+    def take(self, owner: Hashable, kind: str, node_id: str, resources: dict) -> Any | None:
+        """An idle actor of this kind on this node with these resources, or None."""
+        self._for(owner)
+        pool = self.idle.get(_key(kind, node_id, resources))
+        if not pool:
+            return None
+        self.taken += 1
+        return pool.pop()
+
+    def give(self, owner: Hashable, kind: str, node_id: str, resources: dict, handle) -> None:
+        """Keep ``handle`` (of a run that finished cleanly) for a later run."""
+        self._for(owner)
+        self.idle.setdefault(_key(kind, node_id, resources), []).append(handle)
+        self.returned += 1
+
+    def size(self) -> int:
+        return sum(len(v) for v in self.idle.values())
+
+
+def _key(kind: str, node_id: str, resources: dict) -> tuple:
+    return kind, node_id, tuple(sorted((k, repr(v)) for k, v in resources.items()))
+
+
+WARM = WarmPool()  # the process's pool: actor handles are valid only in this process
