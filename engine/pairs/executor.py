@@ -392,15 +392,14 @@ class RayExecutor:
 
     def keep(self, devices: list, coordinator) -> list:
         """Hand a cleanly finished run's device actors and coordinator to the warm pool, each
-        told to let go of the run first (``retire``); returns those it does not take."""
+        told to let go of the run (``retire``); returns those it does not take, to be stopped."""
         owner, rest = self._owner(), []
         for handle in [*devices, coordinator]:
             started = self.started_as.pop(id(handle), None) if handle is not None else None
-            if started is None:
+            if started is None or not WARM.give(owner, *started, handle):
                 rest.append(handle)
                 continue
             handle.retire.remote()
-            WARM.give(owner, *started, handle)
         return rest
 
     def kill(self, handle, no_restart: bool = True) -> None:

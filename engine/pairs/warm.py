@@ -11,7 +11,9 @@ warm-up stay), and between runs it holds nothing of its last run (``retire``).
 Rules (``WarmPool``, no Ray here):
 * an actor is handed back only by a run that finished cleanly (a failed, cancelled or
   interrupted run's actors are stopped) and is taken only for the same kind, node and Ray
-  resources it was started with: a device actor holding a GPU serves a GPU run only;
+  resources it was started with;
+* an idle actor holds no Ray resource: a device actor that holds a GPU is stopped, not kept,
+  since while it waited no other work on that Ray could have its GPU;
 * actors belong to one connection to Ray (``owner``: the job and the driver's node): after
   ``ray.shutdown()`` and a new ``ray.init`` the old ones are gone, and so is the pool;
 * the caller checks a taken actor by rebinding it and waiting for the answer; one that does
@@ -44,11 +46,15 @@ class WarmPool:
         self.taken += 1
         return pool.pop()
 
-    def give(self, owner: Hashable, kind: str, node_id: str, resources: dict, handle) -> None:
-        """Keep ``handle`` (of a run that finished cleanly) for a later run."""
+    def give(self, owner: Hashable, kind: str, node_id: str, resources: dict, handle) -> bool:
+        """Keep ``handle`` (of a run that finished cleanly) for a later run; False when it may
+        not wait idle (it holds a Ray resource): the caller stops it."""
+        if any(resources.values()):
+            return False
         self._for(owner)
         self.idle.setdefault(_key(kind, node_id, resources), []).append(handle)
         self.returned += 1
+        return True
 
     def size(self) -> int:
         return sum(len(v) for v in self.idle.values())

@@ -5,18 +5,23 @@ from engine.pairs.warm import WarmPool
 OWNER = ("01000000", "node-a")
 
 
-def test_an_actor_is_taken_once_for_its_own_kind_node_and_resources():
+def test_an_actor_is_taken_once_for_its_own_kind_and_node():
     pool = WarmPool()
-    pool.give(OWNER, "device", "node-a", {}, "cpu-actor")
-    pool.give(OWNER, "device", "node-a", {"num_gpus": 1}, "gpu-actor")
-    pool.give(OWNER, "coordinator", "node-a", {}, "coord")
+    assert pool.give(OWNER, "device", "node-a", {}, "cpu-actor")
+    assert pool.give(OWNER, "coordinator", "node-a", {}, "coord")
     assert pool.take(OWNER, "device", "node-b", {}) is None          # another node
-    assert pool.take(OWNER, "coordinator", "node-a", {"num_gpus": 1}) is None
-    assert pool.take(OWNER, "device", "node-a", {"num_gpus": 1}) == "gpu-actor"
+    assert pool.take(OWNER, "device", "node-a", {"num_gpus": 1}) is None
     assert pool.take(OWNER, "device", "node-a", {}) == "cpu-actor"
     assert pool.take(OWNER, "device", "node-a", {}) is None          # taken already
     assert pool.take(OWNER, "coordinator", "node-a", {}) == "coord"
-    assert (pool.taken, pool.returned, pool.size()) == (3, 3, 0)
+    assert (pool.taken, pool.returned, pool.size()) == (2, 2, 0)
+
+
+def test_an_actor_holding_a_gpu_is_not_kept_idle():
+    pool = WarmPool()
+    assert not pool.give(OWNER, "device", "node-a", {"num_gpus": 1}, "gpu-actor")
+    assert pool.size() == 0 and pool.take(OWNER, "device", "node-a", {"num_gpus": 1}) is None
+    assert pool.give(OWNER, "device", "node-a", {"num_gpus": 0}, "asks-for-none")
 
 
 def test_a_new_connection_to_ray_forgets_the_old_ones_actors():
