@@ -250,15 +250,14 @@ def composition_vector(xp, residues, k: int) -> CompositionVector:
     (:func:`encode_proteins`, moved to ``xp``)."""
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"k must be from {K_RANGE[0]} to {K_RANGE[1]}, got {k!r}")
+    breaks = _breaks(xp, residues)
+    words, counts = word_counts(xp, residues, k, breaks)
     if is_numpy_namespace(xp):
-        breaks = _breaks(xp, residues)
-        words, counts = word_counts(xp, residues, k, breaks)
         k1, counts1 = _shorter_word_counts(breaks, words, counts, k - 1)
         k2, counts2 = _shorter_word_counts(breaks, k1, counts1, k - 2)
     else:
-        words, counts = word_counts(xp, residues, k)
-        k1, counts1 = word_counts(xp, residues, k - 1)
-        k2, counts2 = word_counts(xp, residues, k - 2)
+        k1, counts1 = word_counts(xp, residues, k - 1, breaks)
+        k2, counts2 = word_counts(xp, residues, k - 2, breaks)
     if words.shape[0] == 0:
         return CompositionVector(k, words, xp.zeros(0, dtype=xp.float64), k1, 0.0, 0)
     freq = xp.astype(counts, xp.float64) / float(xp.sum(counts))

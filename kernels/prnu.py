@@ -139,8 +139,8 @@ def pce_matrix(xp, left: Sequence, right: Sequence, pairs, batch: int | None = N
     GPU, where one launch per pair would dominate). On the CPU a batch of a tile's pairs is
     hundreds of MB of fresh temporaries, several times slower than one pair at a time. The
     cross-correlation is real: its inverse FFT takes the half spectra as they are
-    (``irfftn``), half the work and bytes of a full complex one. The energy is the whole map's less the
-    peak's neighbourhood (four corner blocks), so no map-sized mask is built."""
+    (``irfftn``), half the work and bytes of a full complex one. The energy is the whole
+    map's less the peak's neighbourhood (four corner blocks), so no map-sized mask is built."""
     if not len(pairs):
         return xp.zeros(0, dtype=xp.float64)
     if batch is None:

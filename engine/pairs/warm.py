@@ -10,8 +10,7 @@ warm-up stay), and between runs it holds nothing of its last run (``retire``).
 
 Rules (``WarmPool``, no Ray here):
 * an actor is handed back only by a run that finished cleanly (a failed, cancelled or
-  interrupted run's actors are stopped) and is taken only for the same kind, node and Ray
-  resources it was started with;
+  interrupted run's actors are stopped) and is taken only for the same kind and node;
 * an idle actor holds no Ray resource: a device actor that holds a GPU is stopped, not kept,
   since while it waited no other work on that Ray could have its GPU;
 * actors belong to one connection to Ray (``owner``: the job and the driver's node): after
@@ -25,7 +24,7 @@ from typing import Any, Hashable
 
 
 class WarmPool:
-    """Idle actors by (kind, node id, resources), for one owner at a time."""
+    """Idle actors by (kind, node id), for one owner at a time."""
 
     def __init__(self):
         self.owner: Hashable | None = None
@@ -38,9 +37,10 @@ class WarmPool:
             self.owner, self.idle = owner, {}
 
     def take(self, owner: Hashable, kind: str, node_id: str, resources: dict) -> Any | None:
-        """An idle actor of this kind on this node with these resources, or None."""
+        """An idle actor of this kind on this node, or None (always for one that would hold a
+        Ray resource: none is kept)."""
         self._for(owner)
-        pool = self.idle.get(_key(kind, node_id, resources))
+        pool = None if _holds(resources) else self.idle.get((kind, node_id))
         if not pool:
             return None
         self.taken += 1
@@ -49,10 +49,10 @@ class WarmPool:
     def give(self, owner: Hashable, kind: str, node_id: str, resources: dict, handle) -> bool:
         """Keep ``handle`` (of a run that finished cleanly) for a later run; False when it may
         not wait idle (it holds a Ray resource): the caller stops it."""
-        if any(resources.values()):
+        if _holds(resources):
             return False
         self._for(owner)
-        self.idle.setdefault(_key(kind, node_id, resources), []).append(handle)
+        self.idle.setdefault((kind, node_id), []).append(handle)
         self.returned += 1
         return True
 
@@ -60,8 +60,9 @@ class WarmPool:
         return sum(len(v) for v in self.idle.values())
 
 
-def _key(kind: str, node_id: str, resources: dict) -> tuple:
-    return kind, node_id, tuple(sorted((k, repr(v)) for k, v in resources.items()))
+def _holds(resources: dict) -> bool:
+    """Does an actor started with these Ray resources hold any (a GPU)?"""
+    return any(resources.values())
 
 
 WARM = WarmPool()  # the process's pool: actor handles are valid only in this process
