@@ -5,6 +5,9 @@
 submits them itself so that it owns the parsed objects (an object dies with its owner; a device
 actor's death must not empty the host tier).
 
+``FrontierActor`` (one per node with device actors, in a hierarchical run): a
+``frontier.FrontierWorker``, the node's queue of tiles.
+
 ``DeviceActor`` (one per device: a GPU, or a CPU slot): ``device_worker.DeviceWorker``, which
 pulls tiles, keeps its L1 and writes results.
 
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from ..run.metrics import EventBuffer
 from .clients import MetricsClient, SchedulerClient
 from .device_worker import DeviceWorker
+from .frontier import FrontierWorker
 from .loading import check_items, load_items, measure_stages
 from .node_cache import NodeCache
 from .policy import make_eviction
@@ -35,6 +39,8 @@ _REMOTE = {
     "NodeCacheActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(
         NodeCacheWorker),
     "DeviceActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(DeviceWorker),
+    "FrontierActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(
+        FrontierWorker),
 }
 _made: dict = {}
 
@@ -133,6 +139,15 @@ class NodeCacheWorker:
 
     def __init__(self, spec: NodeCacheSpec, scheduler: SchedulerClient, metrics: MetricsClient):
         self.cache = node_cache(spec, scheduler, metrics)
+
+    def rebind(self, spec: NodeCacheSpec, scheduler: SchedulerClient,
+               metrics: MetricsClient) -> None:
+        """Serve another run (warm.py): a new cache; the process and its imports stay."""
+        self.__init__(spec, scheduler, metrics)
+
+    def retire(self) -> None:
+        """Idle in the warm pool until ``rebind``: let go of the run's items."""
+        self.cache = None
 
     async def get(self, items: list[int]) -> dict:
         return await self.cache.get(items)

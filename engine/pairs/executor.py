@@ -358,8 +358,15 @@ class RayExecutor:
             **self._on(node)).remote(scheduler_kw, metrics_kw, cache_spec))
 
     def node_cache(self, node: dict, spec, scheduler, metrics):
-        return self.actors_mod.NodeCacheActor.options(**self._on(node)).remote(
-            spec, scheduler, metrics)
+        handle = self._warm("cache", node, {}, spec, scheduler, metrics)
+        return handle or self._started("cache", node, {}, self.actors_mod.NodeCacheActor
+                                       .options(**self._on(node)).remote(spec, scheduler,
+                                                                          metrics))
+
+    def frontier(self, node: dict, spec):
+        handle = self._warm("frontier", node, {}, spec)
+        return handle or self._started("frontier", node, {}, self.actors_mod.FrontierActor
+                                       .options(**self._on(node)).remote(spec))
 
     def device(self, node: dict, spec, app_ref):
         # a GPU actor asks Ray for its GPU: each gets a device of its own
@@ -390,11 +397,12 @@ class RayExecutor:
                 self.kill(handle)
         return None
 
-    def keep(self, devices: list, coordinator) -> list:
-        """Hand a cleanly finished run's device actors and coordinator to the warm pool, each
-        told to let go of the run (``retire``); returns those it does not take, to be stopped."""
+    def keep(self, handles: list) -> list:
+        """Hand a cleanly finished run's actors (coordinator, node caches, frontiers, device
+        actors) to the warm pool, each told to let go of the run (``retire``); returns those it
+        does not take, to be stopped."""
         owner, rest = self._owner(), []
-        for handle in [*devices, coordinator]:
+        for handle in handles:
             started = self.started_as.pop(id(handle), None) if handle is not None else None
             if started is None or not WARM.give(owner, *started, handle):
                 rest.append(handle)

@@ -60,6 +60,15 @@ class FrontierWorker:
                                                      cols[t["c0"]:t["c1"]]])).tolist()
                            for t in spec.tiles]
 
+    def rebind(self, spec: FrontierSpec) -> None:
+        """Serve another run (warm.py): a new queue; the process and its imports stay."""
+        self.__init__(spec)
+
+    def retire(self) -> None:
+        """Idle in the warm pool until ``rebind``: let go of the run's tiles."""
+        self.spec = self.scheduler = self.frontier = None
+        self.tile_items, self.keep = [], set()
+
     def ready(self) -> bool:
         return True
 
@@ -157,18 +166,3 @@ def use_hierarchical(setting, executor: str, nodes_with_actors: int) -> bool:
     if setting == "false" or executor != "ray":
         return False
     return setting == "true" or nodes_with_actors > 1
-
-
-def start_frontier(node: dict, spec: FrontierSpec):
-    """A ``FrontierActor`` pinned to ``node`` (an executor's node description)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    cls = _made.get("FrontierActor")
-    if cls is None:
-        cls = _made["FrontierActor"] = ray.remote(num_cpus=0, enable_task_events=False)(
-            FrontierWorker)
-    return cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-        node["node_id"], soft=False)).remote(spec)
-
-
-_made: dict = {}

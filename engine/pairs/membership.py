@@ -34,7 +34,7 @@ from ..errors import PairflowError
 from .actors import NodeCacheSpec
 from .device_worker import DeviceSpec
 from .clients import NodeCacheClient
-from .frontier import FrontierClient, FrontierSpec, start_frontier
+from .frontier import FrontierClient, FrontierSpec
 from .preflight import RunInputs
 from .sizing import RunPlan, plan_nodes
 
@@ -118,7 +118,7 @@ class Membership:
         node_plan = self.nodes[n_idx]
         if not self.hierarchical or not node_plan.actors:
             return
-        self.frontiers[n_idx] = start_frontier(node_plan.node, FrontierSpec(
+        self.frontiers[n_idx] = self.ex.frontier(node_plan.node, FrontierSpec(
             node=f"node-{n_idx}", scheduler=self.scheduler, tiles=self.tile_dicts,
             row_items=self.inputs.items.row_items, col_items=self.inputs.items.col_items,
             batch=self.cfg.steal_batch, devices=node_plan.actors))
@@ -274,10 +274,10 @@ class Membership:
         """Kill every worker and the run's ``coordinator``; ``keep`` (a run that finished
         cleanly): an executor that reuses actors (a session's) takes the device actors and the
         coordinator back instead."""
-        devices, frontiers = list(self.handles.values()), list(self.frontiers.values())
-        actors = devices + self.cache_actors + [coordinator] + frontiers
+        actors = [*self.handles.values(), *self.cache_actors, *self.frontiers.values(),
+                  coordinator]
         if keep and hasattr(self.ex, "keep"):
-            actors = self.ex.keep(devices, coordinator) + self.cache_actors + frontiers
+            actors = self.ex.keep(actors)
         for a in actors:
             if a is not None:
                 try:

@@ -1,6 +1,7 @@
-"""Warm actors: the coordinator and device actors of a run that finished cleanly wait, idle, for
-the next run on the same Ray, so a process that runs many jobs (a REPL, a notebook, a Hydra
-sweep, a benchmark, a test suite) starts their processes once.
+"""Warm actors: the actors of a run that finished cleanly (its coordinator, node caches,
+frontiers and device actors) wait, idle, for the next run on the same Ray, so a process that
+runs many jobs (a REPL, a notebook, a Hydra sweep, a benchmark, a test suite) starts their
+processes once.
 
 Why: a fresh actor is a fresh Python process that imports Ray and registers with it, about a
 CPU-second each, and on a small machine Ray starts only as many at once as it has cores; the

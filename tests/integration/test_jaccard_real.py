@@ -1,4 +1,5 @@
-"""Exact Jaccard on real genomes equals a brute-force reference and agrees with mash."""
+"""Exact Jaccard on real genomes equals a brute-force reference, and on the Klebsiella loci
+also agrees with mash."""
 import glob
 import os
 
@@ -57,14 +58,14 @@ def test_klebsiella_loci_equal_bruteforce_and_mash(ray_local, runs, klebsiella_o
 
 
 @pytest.mark.slow
-def test_ragout_genomes_equal_bruteforce_and_mash(ray_local, runs, tmp_path):
+def test_ragout_genomes_equal_bruteforce(ray_local, runs):
+    """The 16 genomes against the brute-force oracle. Mash, the peer tool, is checked on the
+    162 loci above; on these genomes its exact sketches took 32 s of this test's 50, and
+    benchmarks/allpairs.py compares the two tools on them side by side."""
     paths = sorted(glob.glob(os.path.join(RAGOUT, "*/references/*.fasta.gz")))
     assert len(paths) == 16
     app, res = run_jaccard(paths, runs)
     got = res.matrix("similarity")
-    mash = mash_jaccard(paths, 21, str(tmp_path), sketch_size=10_000_000)
-    idx = {p: i for i, p in enumerate(paths)}
-    assert max(abs(v - got[idx[a], idx[b]]) for (a, b), v in mash.items()) <= 1e-6
     # the string-set oracle's sets as 2-bit codes (numpy: seconds, not minutes; the two are
     # checked equal in tests/unit/test_oracles.py)
     sim, inter = jaccard_matrix_of_codes(

@@ -27,11 +27,13 @@ DRIVER = textwrap.dedent("""
     import numpy as np, ray
     from engine.pairs.driver import allpairs
     from engine.pairs.sinks import DenseMatrix
+    from engine.pairs.warm import WARM
     from tests.parse_count import CountedBytes, parsed
     PATHS, COUNT, RUNS = {paths!r}, {count!r}, {runs!r}
     ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
     out = {{}}
     for name, l3 in (("off", False), ("on", True)):
+        taken = WARM.taken
         res = allpairs(app=CountedBytes(PATHS, COUNT), sinks=[DenseMatrix()], runs_root=RUNS,
                        leaf_items={leaf}, host_cache_items={host}, l3=l3, progress=False,
                        wait=True)
@@ -41,7 +43,8 @@ DRIVER = textwrap.dedent("""
                    for c in s["node_caches"])
         out[name] = {{"loads": s["loads"], "R": s["R"], "l3": s["l3"], "gets": gets,
                      "actors": s["n_actors"], "parsed": parsed(COUNT),
-                     "run_dir": res.run_dir}}
+                     "run_dir": res.run_dir, "reused": WARM.taken - taken,
+                     "kept": WARM.size()}}
     print(json.dumps(out))
 """)
 
@@ -90,6 +93,9 @@ def test_l3_loads_less_from_storage_and_the_results_are_exact(tmp_path):
         # and the GETs its nodes' fetches made
         assert got[name]["loads"] == len(got[name]["parsed"]) - PROBE == got[name]["gets"], \
             got[name]
+    # the first run's actors wait for the second, which starts none: the coordinator, and on
+    # each worker node its cache, its frontier and its device actor
+    assert off["reused"] == 0 and off["kept"] == on["reused"] == 1 + 3 * WORKERS, (off, on)
     assert not off["l3"]["enabled"] and off["l3"]["hits"] == 0
     l3 = on["l3"]
     assert l3["enabled"] and l3["hops"] == 1 and len(l3["hits_per_hop"]) == 1
