@@ -13,41 +13,6 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _state(run_dir: str) -> str | None:
-    try:
-        with open(os.path.join(run_dir, "status.json")) as fh:
-            return json.load(fh).get("state")
-    except (OSError, ValueError):
-        return None
-
-
-def test_ctrl_c_mid_run_says_interrupted_and_marks_the_run(tmp_path):
-    """A synthetic run long enough to be caught running; SIGINT (what Ctrl-C sends) must end it
-    with a clear message, the resume command, exit code 130 and status.json "interrupted"."""
-    run_dir = str(tmp_path / "run")
-    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
-               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "apps.cli", "app=synthetic", "synthetic.n=60",
-         "synthetic.t_cmp=0.05", f"run_dir={run_dir}", "progress=false",
-         "cluster.num_cpus=2", "cluster.object_store_mb=512"],
-        cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 600
-        while _state(run_dir) != "running" and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.5)
-        assert proc.poll() is None and _state(run_dir) == "running", proc.poll()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-3000:]
-    assert "pairflow: interrupted" in err and "error: \n" not in err + "\n"
-    assert f"resume=true run_dir={run_dir}" in err
-    assert _state(run_dir) == "interrupted"
-
-
 def test_bad_input_found_on_the_workers_is_one_message(tmp_path):
     """A file that fails only when Ray's workers read it (item=file: the app does not read it
     up front): one error line naming it, no worker traceback."""
@@ -138,8 +103,10 @@ def _interrupt_when(proc, run_dir: str, tiles: int, timeout: float = 600) -> tup
 
 
 @pytest.mark.ray
-def test_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
-    """An interrupted run with a host tier of 8 items resumes with 8 though the resume command
+def test_ctrl_c_then_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
+    """Ctrl-C (SIGINT) mid-run ends the command with a clear message, the resume command, exit
+    code 130 and status.json "interrupted". The interrupted run, with a host tier of 8 items,
+    resumes with 8 though the resume command
     does not say so (``hydra.run.dir=``, as a fresh run takes it), prints and records the tiles
     it reused, recomputed and repaired (counted here from the journal and one corrupted tile),
     and ends with the right matrix; Ray's chatter stays in the run's log. Its 780 compares
@@ -156,6 +123,7 @@ def test_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
         text=True, start_new_session=True)
     _, err = _interrupt_when(proc, run_dir, 8)
     assert proc.returncode == 130, err[-3000:]
+    assert "pairflow: interrupted" in err and "error: \n" not in err + "\n"
     assert f"pairflow resume=true run_dir={run_dir}" in err
     status = json.load(open(os.path.join(run_dir, "status.json")))
     assert status["state"] == "interrupted" and not status["error"]
@@ -197,6 +165,8 @@ def test_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
         assert "Token authentication" in fh.read()
 
 
+# One Python user's process, two runs on the Ray the first one starts: the first prints from its
+# workers and finishes; the second is long enough to be caught with Ctrl-C (the test sends it).
 API_SCRIPT = """
 import os, sys, time
 from engine import allpairs
@@ -207,17 +177,14 @@ def shout(a, b):
     print("compare-says-hi", os.getpid(), flush=True)
     return float(a * b)
 
-mode, run_dir = sys.argv[1], sys.argv[2]
-if mode == "print":
-    res = allpairs(["1", "2", "3"], load=float, compare=shout, run_dir=run_dir, progress=False,
-                   num_cpus=2, object_store_mb=512, wait=True, executor="ray")
-    deadline = time.time() + 30  # workers' output reaches the driver a moment later
-    while time.time() < deadline and "compare-says-hi" not in open(run_dir + "/run.log").read():
-        time.sleep(0.2)
-    print("done", res.matrix()[0, 1], "driver", os.getpid())
-    sys.exit(0)
-handle = allpairs(app=SyntheticApp(60, t_cmp=0.05), run_dir=run_dir, progress=False,
-                  num_cpus=2, object_store_mb=512)
+printing, interrupted = sys.argv[1], sys.argv[2]
+res = allpairs(["1", "2", "3"], load=float, compare=shout, run_dir=printing, progress=False,
+               num_cpus=2, object_store_mb=512, wait=True, executor="ray")
+deadline = time.time() + 30  # workers' output reaches the driver a moment later
+while time.time() < deadline and "compare-says-hi" not in open(printing + "/run.log").read():
+    time.sleep(0.2)
+print("done", res.matrix()[0, 1], "driver", os.getpid(), flush=True)
+handle = allpairs(app=SyntheticApp(60, t_cmp=0.05), run_dir=interrupted, progress=False)
 try:
     handle.result()
 except KeyboardInterrupt:
@@ -229,37 +196,43 @@ except BaseException as exc:
 """
 
 
+@pytest.fixture(scope="module")
+def api_runs(tmp_path_factory) -> dict:
+    """The two runs of API_SCRIPT, the second stopped by SIGINT after 3 tiles (one Ray start
+    for both tests below)."""
+    where = tmp_path_factory.mktemp("api")
+    printing, interrupted = str(where / "printing"), str(where / "interrupted")
+    proc = subprocess.Popen([sys.executable, "-c", API_SCRIPT, printing, interrupted],
+                            cwd=str(where), env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out, err = _interrupt_when(proc, interrupted, 3)
+    return dict(returncode=proc.returncode, out=out, err=err, printing=printing,
+                interrupted=interrupted)
+
+
 @pytest.mark.ray
-def test_ctrl_c_in_the_api_marks_the_run_interrupted(tmp_path):
+def test_ctrl_c_in_the_api_marks_the_run_interrupted(api_runs):
     """A Python user's Ctrl-C: KeyboardInterrupt reaches them, and the run directory says
     interrupted (no error) instead of failed with an empty error."""
-    run_dir = str(tmp_path / "api")
-    proc = subprocess.Popen([sys.executable, "-c", API_SCRIPT, "interrupt", run_dir],
-                            cwd=str(tmp_path), env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    out, err = _interrupt_when(proc, run_dir, 3)
-    assert proc.returncode == 7 and "KeyboardInterrupt" in out, (out, err[-3000:])
-    status = json.load(open(os.path.join(run_dir, "status.json")))
+    out, err = api_runs["out"], api_runs["err"]
+    assert api_runs["returncode"] == 7 and "KeyboardInterrupt" in out, (out, err[-3000:])
+    status = json.load(open(os.path.join(api_runs["interrupted"], "status.json")))
     assert status["state"] == "interrupted" and status["error"] is None
 
 
 @pytest.mark.ray
-def test_workers_output_and_ray_notices_go_to_the_run_log(tmp_path):
+def test_workers_output_and_ray_notices_go_to_the_run_log(api_runs):
     """What a worker prints and Ray's start-up notices land in run.log; the console shows
     neither (errors would still show)."""
-    run_dir = str(tmp_path / "api")
-    out = subprocess.run([sys.executable, "-c", API_SCRIPT, "print", run_dir],
-                         cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0 and "done 2.0" in out.stdout, out.stderr[-3000:]
-    driver = out.stdout.split("driver ")[-1].split()[0]
+    out, err = api_runs["out"], api_runs["err"]
+    assert "done 2.0" in out, err[-3000:]
+    driver = out.split("driver ")[-1].split()[0]
     # the driver's own probe compares in this process and prints here, as any code of the
     # user's own process does; no worker's line reaches the console
-    said = [line.split()[-1] for line in (out.stdout + out.stderr).splitlines()
-            if "compare-says-hi" in line]
+    said = [line.split()[-1] for line in (out + err).splitlines() if "compare-says-hi" in line]
     assert set(said) <= {driver}, said
-    assert "Token authentication" not in out.stdout + out.stderr
-    with open(os.path.join(run_dir, "run.log")) as fh:
+    assert "Token authentication" not in out + err
+    with open(os.path.join(api_runs["printing"], "run.log")) as fh:
         log = fh.read()
     workers = {line.split()[-1] for line in log.splitlines() if "compare-says-hi" in line}
     assert workers - {driver} and "Token authentication" in log
