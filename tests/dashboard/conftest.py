@@ -181,11 +181,17 @@ def artifacts_dir() -> Path:
     return ARTIFACTS
 
 
-@pytest.fixture
-def large_run(tmp_path) -> Path:
-    """A finished run of 10,000 items (49,995,000 pairs in 60 s, about 833 K pairs/s) written
-    at once by the synthetic writer: headline numbers no engine run in a test suite reaches."""
-    run_dir = tmp_path / "large"
+@pytest.fixture(scope="session")
+def _large_run_once(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("large-once") / "large"
     SyntheticRun(run_dir, n_items=10_000, leaf_items=1250, duration_s=60.0, snapshot_s=5.0,
                  host_cache_items=2000, realtime=False, t_start=1_700_000_000.0).run()
     return run_dir
+
+
+@pytest.fixture
+def large_run(_large_run_once, tmp_path) -> Path:
+    """A finished run of 10,000 items (49,995,000 pairs in 60 s, about 833 K pairs/s) written
+    at once by the synthetic writer (once per session, 14 s; each test reads a copy): headline
+    numbers no engine run in a test suite reaches."""
+    return _copy(_large_run_once, tmp_path)
