@@ -343,7 +343,7 @@ def test_live_run(tmp_path, producer, serve, page, artifacts_dir):
     # every view, live
     screenshot_views(page, artifacts_dir, name)
     show_view(page, "overview")
-    sample_latency(page, run_dir, read_status(page)["tiles"][0], 10.0, lat)
+    sample_latency(page, run_dir, read_status(page)["tiles"][0], 4.0, lat)
     handle.release()
 
     # ends at the run's own totals

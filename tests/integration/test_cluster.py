@@ -14,8 +14,9 @@
 
 The tests that leave the cluster's membership alone (0-CPU head, nothing shared, S3) share one
 cluster of the module (``shared_cluster``: a 0-CPU head and three one-CPU nodes, started once,
-with a moto S3 server's address in its nodes' environment); the ones that need other nodes (two
-logical GPUs) or remove and add nodes start their own.
+with a moto S3 server's address in its nodes' environment), and the 0-CPU head and S3 tests' runs
+are made by one driver (``shared_runs``); the ones that need other nodes (two logical GPUs) or
+remove and add nodes start their own.
 """
 from __future__ import annotations
 
@@ -197,30 +198,99 @@ def run_driver(tmp_path, driver: str, cluster: Shared, private: bool = False) ->
     return driver_result(start_driver(tmp_path, driver, cluster, private))
 
 
-def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(shared_cluster, tmp_path):
+# The driver of the runs that leave the shared cluster alone and keep nothing private: one
+# process, so that each run after the first takes the actors of the one before (warm.py). First
+# a formula app (pair (i, j) -> i * 1000 + j) of 24 items; then the O-locus records as files,
+# read locally and over s3:// URLs.
+SHARED_RUNS = textwrap.dedent("""
+    import json, os
+    import numpy as np, ray, zarr
+    from apps.jaccard import JaccardApp
+    from engine.pairs.app import FunctionApp
+    from engine.pairs.driver import allpairs
+    from engine.pairs.sinks import DenseMatrix
+    RUNS, FILES = {runs!r}, {files!r}
+    ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
+    head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
+    app = FunctionApp([f"k{{i}}" for i in range(24)], load=lambda k: int(k[1:]),
+                      compare=lambda a, b: a * 1000 + b)
+    res = allpairs(app=app, runs_root=RUNS, leaf_items=3, progress=False, wait=True)
+    m = res.matrix()
+    iu = np.triu_indices(24, 1)
+    meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
+    out = {{"head": {{"exact": bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1])),
+                     "head": head, "actor_nodes": [a["node_id"] for a in meta["actors"]],
+                     "journaled": res.summary["tiles_journaled"],
+                     "tiles": res.summary["tiles_total"]}}}}
+    for name, urls, shared in (("local", FILES, True),
+                               ("s3", ["s3://inputs/" + os.path.basename(f) for f in FILES],
+                                False)):
+        res = allpairs(app=JaccardApp(urls, k=21, item="file"),
+                       sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
+                       runs_root=RUNS, leaf_items=4, progress=False, wait=True,
+                       shared_fs=shared)
+        g = zarr.open_group(res.outputs["dense"], mode="r")
+        out[name] = {{"keys": list(g.attrs["row_keys"]),
+                     "similarity": g["similarity"][...].tolist(),
+                     "summary": json.load(open(os.path.join(res.run_dir, "summary.json")))}}
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def shared_runs(shared_cluster, s3_server, tmp_path_factory) -> dict:
+    """SHARED_RUNS's results, and ``files``: each record of the O-locus file as a FASTA file of
+    its own (file items: one GET per load), also uploaded to the moto S3 server."""
+    need_module("s3fs")
+    from Bio import SeqIO
+    tmp_path = tmp_path_factory.mktemp("shared-runs")
+    files = []
+    for rec in SeqIO.parse(str(need(O_LOCUS)), "genbank"):
+        path = tmp_path / "inputs" / f"{rec.name}.fa"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f">{rec.name}\n{rec.seq}\n")
+        files.append(str(path))
+    import s3fs
+    fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                           client_kwargs={"endpoint_url": s3_server["AWS_ENDPOINT_URL"]})
+    fs.makedirs("inputs", exist_ok=True)
+    for f in files:
+        fs.put(f, f"inputs/{os.path.basename(f)}")
+    result = run_driver(tmp_path, SHARED_RUNS.format(runs=str(tmp_path / "runs"), files=files),
+                        shared_cluster)
+    return dict(result, files=files)
+
+
+def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(shared_runs):
     """Load tasks pinned to a 0-CPU head could never be scheduled (TaskUnschedulableError)."""
-    result = run_driver(tmp_path, textwrap.dedent(f"""
-        import json, os, sys
-        import numpy as np, ray
-        from engine.pairs.app import FunctionApp
-        from engine.pairs.driver import allpairs
-        ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
-        head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
-        app = FunctionApp([f"k{{i}}" for i in range(24)], load=lambda k: int(k[1:]),
-                          compare=lambda a, b: a * 1000 + b)
-        res = allpairs(app=app, runs_root={str(tmp_path / "runs")!r}, leaf_items=3,
-                       progress=False, wait=True)
-        m = res.matrix()
-        iu = np.triu_indices(24, 1)
-        meta = json.load(open(os.path.join(res.run_dir, "meta.json")))
-        print(json.dumps({{"exact": bool(np.array_equal(m[iu], iu[0] * 1000 + iu[1])),
-                          "head": head, "actor_nodes": [a["node_id"] for a in meta["actors"]],
-                          "journaled": res.summary["tiles_journaled"],
-                          "tiles": res.summary["tiles_total"]}}))
-    """), shared_cluster)
+    result = shared_runs["head"]
     assert result["exact"], result
     assert len(result["actor_nodes"]) == WORKERS and result["head"][0] not in result["actor_nodes"]
     assert result["journaled"] == result["tiles"]
+
+
+def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(shared_runs):
+    """A moto S3 server on 127.0.0.1; the run over s3:// URLs on the cluster with nothing
+    shared equals the run over the local files, and every node reports its GETs and bytes,
+    which add up to whole objects."""
+    local, s3, files = shared_runs["local"], shared_runs["s3"], shared_runs["files"]
+    assert s3["keys"] == local["keys"]
+    assert np.array_equal(np.array(s3["similarity"], float), np.array(local["similarity"], float),
+                          equal_nan=True)
+    sizes = {os.path.splitext(os.path.basename(f))[0]: os.path.getsize(f) for f in files}
+    caches = s3["summary"]["node_caches"]
+    assert len(caches) == WORKERS, caches
+    for cache in caches:  # file items: every load is one GET of one whole object
+        io = cache["io"]
+        assert set(io) == {"s3"}, io
+        assert io["s3"]["gets"] == cache["loads"] >= 1
+        assert min(sizes.values()) * io["s3"]["gets"] <= io["s3"]["bytes"] \
+            <= max(sizes.values()) * io["s3"]["gets"]
+    assert sum(c["io"]["s3"]["gets"] for c in caches) == s3["summary"]["loads"]
+    for cache in local["summary"]["node_caches"]:
+        assert set(cache["io"]) == {"file"}
+
+
 
 
 # The driver of the nothing-shared test: a tmpfs over PRIVATE (seen by this process only), the
@@ -358,67 +428,6 @@ def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, shared_clu
     assert np.array_equal(got["score"][...], want["score"][...])
     assert pd.read_parquet(str(export / "align" / aln["outputs"]["topk"])).equals(
         pd.read_parquet(aln_ref.outputs["topk"]))
-
-
-def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(shared_cluster,
-                                                                         s3_server, tmp_path):
-    """A moto S3 server on 127.0.0.1; each record of the O-locus file as a FASTA file of its own
-    (file items: one GET per load), uploaded; the run over s3:// URLs on the cluster with
-    nothing shared equals the run over the local files, and every node reports its GETs and
-    bytes, which add up to whole objects."""
-    need_module("s3fs")
-    from Bio import SeqIO
-    files = []
-    for rec in SeqIO.parse(str(need(O_LOCUS)), "genbank"):
-        path = tmp_path / "inputs" / f"{rec.name}.fa"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(f">{rec.name}\n{rec.seq}\n")
-        files.append(str(path))
-    import s3fs
-    fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                           client_kwargs={"endpoint_url": s3_server["AWS_ENDPOINT_URL"]})
-    fs.makedirs("inputs", exist_ok=True)
-    for f in files:
-        fs.put(f, f"inputs/{os.path.basename(f)}")
-    result = run_driver(tmp_path, textwrap.dedent(f"""
-        import json, os
-        import numpy as np, ray, zarr
-        from apps.jaccard import JaccardApp
-        from engine.pairs.driver import allpairs
-        from engine.pairs.sinks import DenseMatrix
-        ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
-        files = {files!r}
-        out = {{}}
-        for name, urls, shared in (("local", files, True),
-                                   ("s3", ["s3://inputs/" + os.path.basename(f)
-                                           for f in files], False)):
-            res = allpairs(app=JaccardApp(urls, k=21, item="file"),
-                           sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
-                           runs_root={str(tmp_path / "runs")!r}, leaf_items=4,
-                           progress=False, wait=True, shared_fs=shared)
-            g = zarr.open_group(res.outputs["dense"], mode="r")
-            out[name] = {{"keys": list(g.attrs["row_keys"]),
-                         "similarity": g["similarity"][...].tolist(),
-                         "summary": json.load(open(os.path.join(res.run_dir,
-                                                                "summary.json")))}}
-        print(json.dumps(out))
-    """), shared_cluster)
-    local, s3 = result["local"], result["s3"]
-    assert s3["keys"] == local["keys"]
-    assert np.array_equal(np.array(s3["similarity"], float), np.array(local["similarity"], float),
-                          equal_nan=True)
-    sizes = {os.path.splitext(os.path.basename(f))[0]: os.path.getsize(f) for f in files}
-    caches = s3["summary"]["node_caches"]
-    assert len(caches) == WORKERS, caches
-    for cache in caches:  # file items: every load is one GET of one whole object
-        io = cache["io"]
-        assert set(io) == {"s3"}, io
-        assert io["s3"]["gets"] == cache["loads"] >= 1
-        assert min(sizes.values()) * io["s3"]["gets"] <= io["s3"]["bytes"] \
-            <= max(sizes.values()) * io["s3"]["gets"]
-    assert sum(c["io"]["s3"]["gets"] for c in caches) == s3["summary"]["loads"]
-    for cache in local["summary"]["node_caches"]:
-        assert set(cache["io"]) == {"file"}
 
 
 def test_memory_urls_fail_before_compute_naming_the_url(ray_local, tmp_path):
