@@ -202,12 +202,15 @@ def api_runs(tmp_path_factory) -> dict:
     for both tests below)."""
     where = tmp_path_factory.mktemp("api")
     printing, interrupted = str(where / "printing"), str(where / "interrupted")
-    proc = subprocess.Popen([sys.executable, "-c", API_SCRIPT, printing, interrupted],
-                            cwd=str(where), env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    out, err = _interrupt_when(proc, interrupted, 3)
-    return dict(returncode=proc.returncode, out=out, err=err, printing=printing,
-                interrupted=interrupted)
+    # output to files, not pipes: nobody reads a pipe while the test waits for the journal, and
+    # the driver's own probe prints tens of kilobytes (a full pipe would stop the driver)
+    with open(where / "stdout", "w") as out, open(where / "stderr", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", API_SCRIPT, printing, interrupted],
+                                cwd=str(where), env=_env(), stdout=out, stderr=err, text=True,
+                                start_new_session=True)
+        _interrupt_when(proc, interrupted, 3)
+    return dict(returncode=proc.returncode, out=(where / "stdout").read_text(),
+                err=(where / "stderr").read_text(), printing=printing, interrupted=interrupted)
 
 
 @pytest.mark.ray
