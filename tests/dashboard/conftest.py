@@ -10,9 +10,11 @@ partial lines, a directory reused by a new run.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,23 @@ def engine_runs(tmp_path_factory) -> dict[str, Path]:
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return {name: out / name for name in ("allpairs", "pipeline", "failed")}
+
+
+@pytest.fixture(scope="session")
+def cluster_runs(tmp_path_factory) -> dict[str, Path]:
+    """Real runs on one multi-node cluster, written once per session: {"l3", "stealing"} -> run
+    directory (engine_producer.py ``cluster``)."""
+    out = tmp_path_factory.mktemp("cluster-runs")
+    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")  # short: Ray's socket paths
+    try:
+        proc = subprocess.run([sys.executable, str(PRODUCER), "cluster", str(out)], cwd=REPO,
+                              env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+                                       TMPDIR=scratch),
+                              capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    assert proc.returncode == 0, f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return {name: out / name for name in ("l3", "stealing")}
 
 
 def _copy(run_dir: Path, tmp_path: Path) -> Path:

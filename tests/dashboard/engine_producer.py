@@ -3,15 +3,16 @@ never imports Ray.
 
     python tests/dashboard/engine_producer.py allpairs RUN_DIR [N_RECORDS] [LEAF_ITEMS] [HOLD]
     python tests/dashboard/engine_producer.py suite OUT_DIR
-    python tests/dashboard/engine_producer.py l3 RUN_DIR
+    python tests/dashboard/engine_producer.py cluster OUT_DIR
 
 ``allpairs``: exact Jaccard of the Klebsiella capsule loci (kaptive-data, unpacked by
 scripts/setup.sh), the live run the browser test watches (held live while the file HOLD
 exists). ``suite``: one Ray session writing the
 finished runs the dashboard tests read, under OUT_DIR: ``allpairs`` (Jaccard of 24 loci),
 ``pipeline`` (a filter pipeline that reorders its operators) and ``failed`` (an all-pairs run
-whose compare raises on one pair after other tiles finished). ``l3``: a run with the L3
-directory on a two-node ``ray.cluster_utils.Cluster``.
+whose compare raises on one pair after other tiles finished). ``cluster``: two runs on one
+``ray.cluster_utils.Cluster`` (a head with no CPU, two worker nodes of one CPU), under OUT_DIR:
+``l3`` (the L3 directory on) and ``stealing`` (one node slow, so the other steals).
 """
 
 from __future__ import annotations
@@ -111,9 +112,46 @@ def pipeline_run(run_dir: str) -> None:
 
 
 def l3_run(run_dir: str) -> None:
-    """Jaccard of 24 loci on a ``ray.cluster_utils.Cluster`` (a head with no CPU, two worker
-    nodes of one CPU) with L3 on and a host tier of 6 items per node: a finished run whose
+    """Jaccard of 24 loci with L3 on and a host tier of 6 items per node: a finished run whose
     summary.json holds real L3 hits per hop."""
+    from tests.oracles import KLEBSIELLA, read_sequences
+    recs = read_sequences(KLEBSIELLA, "genbank")[:24]
+    fasta = Path(run_dir).parent / (Path(run_dir).name + "-input.fa")
+    fasta.parent.mkdir(parents=True, exist_ok=True)
+    fasta.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
+    from apps.jaccard import JaccardApp
+    from engine import DenseMatrix, allpairs
+    res = allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
+                   sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir,
+                   wait=True, progress=False, leaf_items=3, host_cache_items=6, l3=True)
+    print(f"finished: L3 hits per hop {res.summary['l3']['hits_per_hop']}")
+
+
+def stealing_run(run_dir: str) -> None:
+    """32 items whose tiles take 80 ms longer on node-1: the other node runs out of its share
+    first and steals (summary.json's "scheduling")."""
+    import time
+
+    import numpy as np
+
+    from engine.pairs.app import FunctionApp
+    from engine.pairs.driver import allpairs
+
+    def compare(lefts, rights):
+        if os.environ.get("PAIRFLOW_ACTOR_ID", "").startswith("node-1/"):
+            time.sleep(0.08)
+        return np.add.outer(np.array(lefts) * 1000, np.array(rights)).astype(np.float64)
+
+    app = FunctionApp([f"k{i}" for i in range(32)], load=lambda k: int(k[1:]), compare=compare,
+                      tile=True)
+    res = allpairs(app=app, run_dir=run_dir, leaf_items=2, progress=False, wait=True,
+                   steal_batch=8)
+    print(f"finished: {res.summary['scheduling']['steals']} steals")
+
+
+def cluster_runs(out: str) -> None:
+    """``l3`` and ``stealing`` under ``out``, on one cluster (a head with no CPU, two worker
+    nodes of one CPU): the second run takes the first one's actors."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -125,17 +163,8 @@ def l3_run(run_dir: str) -> None:
             cluster.add_node(num_cpus=1, **node)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address)
-        from tests.oracles import KLEBSIELLA, read_sequences
-        recs = read_sequences(KLEBSIELLA, "genbank")[:24]
-        fasta = Path(run_dir).parent / (Path(run_dir).name + "-input.fa")
-        fasta.parent.mkdir(parents=True, exist_ok=True)
-        fasta.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
-        from apps.jaccard import JaccardApp
-        from engine import DenseMatrix, allpairs
-        res = allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
-                       sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir,
-                       wait=True, progress=False, leaf_items=3, host_cache_items=6, l3=True)
-        print(f"finished: L3 hits per hop {res.summary['l3']['hits_per_hop']}")
+        l3_run(str(Path(out) / "l3"))
+        stealing_run(str(Path(out) / "stealing"))
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -167,10 +196,10 @@ def main(argv: list[str]) -> None:
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     kind, target = argv[0], argv[1]
-    if kind == "l3":  # a cluster of its own, not the local Ray
+    if kind == "cluster":  # a cluster of its own, not the local Ray
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-        l3_run(target)
+        cluster_runs(target)
         return
     _start_ray(init_ray)
     if kind == "allpairs":
@@ -183,7 +212,7 @@ def main(argv: list[str]) -> None:
         failed_run(str(out / "failed"))
         print("suite written")
     else:
-        raise SystemExit(f"unknown kind {kind!r}: allpairs or suite")
+        raise SystemExit(f"unknown kind {kind!r}: allpairs, suite or cluster")
 
 
 if __name__ == "__main__":

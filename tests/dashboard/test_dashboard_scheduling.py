@@ -1,18 +1,15 @@
 """The dashboard's scheduling view on a real run with work stealing.
 
 The run: a ``ray.cluster_utils.Cluster`` with a 0-CPU head and two worker nodes, one of them slow
-(the app sleeps there), in a subprocess (this process never imports Ray). Its summary.json is the
-oracle the view must show: the steals, local hand-outs and round trips to the head, per node.
+(the app sleeps there), in a subprocess (this process never imports Ray; tests/dashboard/
+engine_producer.py ``cluster``). Its summary.json is the oracle the view must show: the steals,
+local hand-outs and round trips to the head, per node.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,52 +18,12 @@ from tests.conftest import need_module
 
 AppTest = need_module("streamlit.testing.v1").AppTest
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.ray, pytest.mark.multinode, pytest.mark.slow]
 
-DRIVER = textwrap.dedent("""
-    import json, os, sys, time
-    import numpy as np, ray
-    from ray.cluster_utils import Cluster
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
-    node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
-    cluster = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=0, include_dashboard=False, **node))
-    for _ in range(2):
-        cluster.add_node(num_cpus=1, **node)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address)
 
-    def compare(lefts, rights):
-        if os.environ.get("PAIRFLOW_ACTOR_ID", "").startswith("node-1/"):
-            time.sleep(0.08)
-        return np.add.outer(np.array(lefts) * 1000, np.array(rights)).astype(np.float64)
-
-    app = FunctionApp([f"k{i}" for i in range(32)], load=lambda k: int(k[1:]), compare=compare,
-                      tile=True)
-    res = allpairs(app=app, runs_root=sys.argv[1], leaf_items=2, progress=False, wait=True,
-                   steal_batch=8)
-    print(json.dumps({"run_dir": res.run_dir}))
-    ray.shutdown()
-    cluster.shutdown()
-""")
-
-
-@pytest.fixture(scope="module")
-def stealing_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("stealing")
-    scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
-    try:
-        (tmp / "driver.py").write_text(DRIVER)
-        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", PYTHONPATH=str(REPO),
-                   TMPDIR=scratch)
-        out = subprocess.run([sys.executable, str(tmp / "driver.py"), str(tmp / "runs")],
-                             capture_output=True, text=True, env=env, timeout=900, cwd=scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    assert out.returncode == 0, out.stderr[-6000:]
-    return Path(json.loads(out.stdout.strip().splitlines()[-1])["run_dir"])
+@pytest.fixture
+def stealing_run(cluster_runs) -> Path:
+    return cluster_runs["stealing"]
 
 
 def test_the_scheduling_view_shows_the_runs_steals_and_hand_outs(monkeypatch, stealing_run):

@@ -1,11 +1,10 @@
 """The cache view's L3 panel, fed by a real run: Jaccard on a two-node Ray cluster with the L3
-directory on (tests/dashboard/engine_producer.py ``l3``). The reading layer's hits per hop are
+directory on (tests/dashboard/engine_producer.py ``cluster``). The reading layer's hits per hop are
 summary.json's, read here with plain json, and the cache view draws them (streamlit.testing and
 a real browser)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,18 +13,13 @@ import pytest
 from tests.conftest import need_module
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCER = Path(__file__).with_name("engine_producer.py")
 APP = str(REPO / "dashboard" / "app.py")
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.multinode]
 
 
-@pytest.fixture(scope="module")
-def l3_run(tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("l3") / "run"
-    proc = subprocess.run([sys.executable, str(PRODUCER), "l3", str(run_dir)], cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-    return run_dir
+@pytest.fixture
+def l3_run(cluster_runs) -> Path:
+    return cluster_runs["l3"]
 
 
 def test_the_reading_layer_gives_summary_hits_per_hop(l3_run):
