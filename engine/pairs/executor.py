@@ -402,9 +402,11 @@ class RayExecutor:
         actors) to the warm pool, each told to let go of the run (``retire``); returns those it
         does not take, to be stopped."""
         owner, rest = self._owner(), []
+        alive = {n["node_id"] for n in self.nodes()}  # a lost node's actors went with it
         for handle in handles:
             started = self.started_as.pop(id(handle), None) if handle is not None else None
-            if started is None or not WARM.give(owner, *started, handle):
+            if started is None or started[1] not in alive or \
+                    not WARM.give(owner, *started, handle):
                 rest.append(handle)
                 continue
             handle.retire.remote()
