@@ -272,8 +272,7 @@ class Membership:
 
     def stop(self, coordinator, keep: bool = False) -> None:
         """Kill every worker and the run's ``coordinator``; ``keep`` (a run that finished
-        cleanly): an executor that reuses actors (a session's) takes the device actors and the
-        coordinator back instead."""
+        cleanly): an executor that reuses actors (Ray's, warm.py) takes them back instead."""
         actors = [*self.handles.values(), *self.cache_actors, *self.frontiers.values(),
                   coordinator]
         if keep and hasattr(self.ex, "keep"):
