@@ -146,31 +146,33 @@ def producer():
     yield from _producer(start_engine_producer)
 
 
+def _produce(kind: str, out: Path, names: tuple[str, ...], **env) -> dict[str, Path]:
+    """engine_producer.py ``kind`` writing under ``out``; {name: out / name}."""
+    proc = subprocess.run([sys.executable, str(PRODUCER), kind, str(out)], cwd=REPO,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, \
+        f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return {name: out / name for name in names}
+
+
 @pytest.fixture(scope="session")
 def engine_runs(tmp_path_factory) -> dict[str, Path]:
     """Real runs, written once per session: {"allpairs", "pipeline", "failed"} -> run directory."""
-    out = tmp_path_factory.mktemp("engine-runs")
-    proc = subprocess.run([sys.executable, str(PRODUCER), "suite", str(out)], cwd=REPO,
-                          capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-    return {name: out / name for name in ("allpairs", "pipeline", "failed")}
+    return _produce("suite", tmp_path_factory.mktemp("engine-runs"),
+                    ("allpairs", "pipeline", "failed"))
 
 
 @pytest.fixture(scope="session")
 def cluster_runs(tmp_path_factory) -> dict[str, Path]:
     """Real runs on one multi-node cluster, written once per session: {"l3", "stealing"} -> run
     directory (engine_producer.py ``cluster``)."""
-    out = tmp_path_factory.mktemp("cluster-runs")
     scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")  # short: Ray's socket paths
     try:
-        proc = subprocess.run([sys.executable, str(PRODUCER), "cluster", str(out)], cwd=REPO,
-                              env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
-                                       TMPDIR=scratch),
-                              capture_output=True, text=True, timeout=1200)
+        return _produce("cluster", tmp_path_factory.mktemp("cluster-runs"), ("l3", "stealing"),
+                        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", TMPDIR=scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    assert proc.returncode == 0, f"engine producer failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-    return {name: out / name for name in ("l3", "stealing")}
 
 
 def _copy(run_dir: Path, tmp_path: Path) -> Path:

@@ -106,11 +106,11 @@ def _interrupt_when(proc, run_dir: str, tiles: int, timeout: float = 600) -> tup
 def test_ctrl_c_then_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_path):
     """Ctrl-C (SIGINT) mid-run ends the command with a clear message, the resume command, exit
     code 130 and status.json "interrupted". The interrupted run, with a host tier of 8 items,
-    resumes with 8 though the resume command
-    does not say so (``hydra.run.dir=``, as a fresh run takes it), prints and records the tiles
-    it reused, recomputed and repaired (counted here from the journal and one corrupted tile),
-    and ends with the right matrix; Ray's chatter stays in the run's log. Its 780 compares
-    burn 0.01 CPU seconds each: the Ctrl-C after 8 tiles leaves nearly all to the resume."""
+    resumes with 8 though the resume command does not say so (``hydra.run.dir=``, as a fresh
+    run takes it), prints and records the tiles it reused, recomputed and repaired (counted here
+    from the journal and one corrupted tile), and ends with the right matrix; Ray's chatter
+    stays in the run's log. Its 780 compares burn 0.01 CPU seconds each: the Ctrl-C after 8
+    tiles leaves nearly all to the resume."""
     import numpy as np
     import zarr
     run_dir = str(tmp_path / "run")
