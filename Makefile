@@ -7,9 +7,13 @@ setup:
 run: setup
 	.venv/bin/pairflow $(ARGS)
 
-# All tests, slow and multi-node ones included (that is what CI runs).
+# All tests, slow and multi-node ones included (that is what CI runs), on two pytest-xdist
+# workers: much of a serial run is cores waiting (Ray starting, nodes joining, tools and
+# browsers answering). TEST_WORKERS=0 runs them in one process, one at a time.
+TEST_WORKERS ?= 2
 test: setup
-	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/python -m pytest -p no:cacheprovider tests $(ARGS)
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/python -m pytest -p no:cacheprovider \
+		-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests $(ARGS)
 
 # Unit tests only: no Ray, a few seconds.
 test-fast: setup

@@ -35,3 +35,30 @@ def need_program(path_or_name: str) -> str:
     if not found:
         pytest.fail(f"program not found: {path_or_name}; {SETUP}", pytrace=False)
     return found
+
+
+def pytest_collection_modifyitems(config, items):
+    """How ``make test``'s two pytest-xdist workers share the suite (``--dist loadgroup``).
+
+    Each module is one group, run whole on one worker: its module fixtures (a cluster, a run
+    several tests read) are made once. The dashboard's modules are one group: their session
+    fixtures (the runs the views show) are made once. Groups start longest-first, as far as
+    the marks tell (multi-node or slow modules and the dashboard, then the rest of the
+    integration tests, then the unit and conformance tests), so the many short tests fill the
+    end instead of one long module running alone; without xdist the order changes, not what
+    runs."""
+    def group(item) -> str:
+        path = item.nodeid.split("::", 1)[0]
+        return "tests/dashboard" if path.startswith("tests/dashboard/") else path
+
+    long_groups = {group(i) for i in items
+                   if i.get_closest_marker("slow") or i.get_closest_marker("multinode")}
+    long_groups.add("tests/dashboard")
+
+    def rank(item) -> int:
+        g = group(item)
+        return 0 if g in long_groups else 1 if g.startswith("tests/integration/") else 2
+
+    items.sort(key=rank)  # stable: within a rank, the collection's order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group(item)))
