@@ -171,12 +171,14 @@ class Tour:
 
     def launch_cluster(self) -> None:
         """A one-node Ray cluster of 1 CPU on 127.0.0.1, in a process of its own, started in
-        the background (the tour's commands before its cluster command run meanwhile)."""
+        the background (the tour's commands before its cluster command run meanwhile); without
+        Ray's dashboard (its head and module processes), which nothing here reads."""
         if self.cluster is not None:
             return
         code = ("import sys\nfrom ray.cluster_utils import Cluster\n"
                 "c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, "
-                "object_store_memory=300 * 2**20, node_ip_address='127.0.0.1'))\n"
+                "object_store_memory=300 * 2**20, node_ip_address='127.0.0.1', "
+                "include_dashboard=False))\n"
                 "print(c.address, flush=True)\nsys.stdin.read()\nc.shutdown()\n")
         self.cluster = subprocess.Popen([sys.executable, "-c", code], cwd=self.root,
                                         env=self.env, stdin=subprocess.PIPE,

@@ -142,7 +142,8 @@ def test_directory_is_not_a_file(tmp_path):
     assert_error(e, tmp_path)
 
 
-@pytest.mark.parametrize("content", [b"", b"\n \n\t\n", gzip.compress(b"")])
+@pytest.mark.parametrize("content", [b"", b"\n \n\t\n", gzip.compress(b"")],
+                         ids=["nothing", "blank lines", "gzip of nothing"])
 def test_empty_file(tmp_path, content):
     p = write(tmp_path / "empty.fa.gz", content)
     with pytest.raises(InputError) as e:
