@@ -20,7 +20,6 @@ import sys
 import threading
 from apps.resume import wants_resume
 from engine import InputError, PairflowError
-from engine.run.interrupts import SIGINT_SEEN, on_sigint
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -271,7 +270,7 @@ def _run_and_report(cfg, run_dir: str | None, verbose: bool) -> int:
         _interrupted(run_dir)
         return 130
     except Exception as exc:
-        if SIGINT_SEEN.is_set():  # the engine may turn the interrupt into its own error
+        if _SIGINT.is_set():  # the engine may turn the interrupt into its own error
             _interrupted(run_dir)
             return 130
         _fail(exc, verbose)
@@ -407,6 +406,14 @@ def _bench(argv: list[str]) -> int:
     return module.main(argv)
 
 
+_SIGINT = threading.Event()
+
+
+def _on_sigint(signum, frame):
+    _SIGINT.set()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -440,9 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
         _fail(exc, verbose)
         return 2
-    SIGINT_SEEN.clear()
+    _SIGINT.clear()
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
+    previous = signal.signal(signal.SIGINT, _on_sigint) if main_thread else None
     try:
         if resume:
             return _resume(argv, verbose)

@@ -22,7 +22,6 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from ..errors import InputError, PairflowError, root_cause
-from ..run.interrupts import raise_if_interrupted
 from ..run.io import check_store, publish
 from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
@@ -248,7 +247,6 @@ class _Run:
                        figures={"pairs/s": ",.0f", "R": ".2f"})
         try:
             while members.refs:
-                raise_if_interrupted()
                 members.wait_runs(timeout=0.5)
                 if members.all_gone():
                     members.adopt_new_nodes(now=True)  # a node that joined may take over

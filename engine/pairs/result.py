@@ -5,8 +5,6 @@ import os
 
 import numpy as np
 
-from ..run.interrupts import catching_ctrl_c
-
 
 class AllPairsResult:
     """What a finished run produced: result files in the run directory, and its metrics."""
@@ -63,8 +61,7 @@ class RunHandle:
         return self._run.metrics_snapshot()
 
     def result(self, timeout: float | None = None) -> AllPairsResult:
-        with catching_ctrl_c():  # a Ctrl-C lost on the way is raised at the wait's next turn
-            return self._run.wait(timeout)
+        return self._run.wait(timeout)
 
     def cancel(self) -> None:
         """Stop the run; it is recorded as interrupted (reason "cancelled"), not failed, and
