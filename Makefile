@@ -8,8 +8,8 @@ run: setup
 	.venv/bin/pairflow $(ARGS)
 
 # All tests, slow and multi-node ones included (that is what CI runs), on two pytest-xdist
-# workers: much of a serial run is cores waiting (Ray starting, nodes joining, tools and
-# browsers answering). TEST_WORKERS=0 runs them in one process, one at a time.
+# workers: the engine's tests on one, the unit and conformance tests beside them
+# (tests/conftest.py says why). TEST_WORKERS=0 runs them in one process, one at a time.
 TEST_WORKERS ?= 2
 test: setup
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/python -m pytest -p no:cacheprovider \

@@ -1,6 +1,7 @@
 import importlib
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,13 @@ import pytest
 # Every server a test starts stays on loopback (Ray 2.60 otherwise binds the external address).
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+# A suite started in the background (`nohup ... &`, a CI runner's job) inherits SIGINT ignored,
+# and so would every process a test starts: the Ctrl-C tests would signal processes that never
+# hear it. A user's Ctrl-C reaches a process in a terminal, where Python raises
+# KeyboardInterrupt; so it is here (each pytest-xdist worker imports this file too).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SETUP = "run scripts/setup.sh (make setup), which installs it"
 
@@ -40,25 +48,15 @@ def need_program(path_or_name: str) -> str:
 def pytest_collection_modifyitems(config, items):
     """How ``make test``'s two pytest-xdist workers share the suite (``--dist loadgroup``).
 
-    Each module is one group, run whole on one worker: its module fixtures (a cluster, a run
-    several tests read) are made once. The dashboard's modules are one group: their session
-    fixtures (the runs the views show) are made once. Groups start longest-first, as far as
-    the marks tell (multi-node or slow modules and the dashboard, then the rest of the
-    integration tests, then the unit and conformance tests), so the many short tests fill the
-    end instead of one long module running alone; without xdist the order changes, not what
-    runs."""
+    Every test that runs the engine (tests/integration, tests/dashboard) is in one group, run on
+    one worker in the order of a serial run: in a trial that let two such modules run side by
+    side on two cores, a cluster's node took longer than Ray's fixed 30 s to register. The unit
+    and conformance tests, which start no Ray, run on the other worker meanwhile, a module at a
+    time. Without xdist, the order changes, not what runs."""
     def group(item) -> str:
         path = item.nodeid.split("::", 1)[0]
-        return "tests/dashboard" if path.startswith("tests/dashboard/") else path
+        return "engine" if path.startswith(("tests/integration/", "tests/dashboard/")) else path
 
-    long_groups = {group(i) for i in items
-                   if i.get_closest_marker("slow") or i.get_closest_marker("multinode")}
-    long_groups.add("tests/dashboard")
-
-    def rank(item) -> int:
-        g = group(item)
-        return 0 if g in long_groups else 1 if g.startswith("tests/integration/") else 2
-
-    items.sort(key=rank)  # stable: within a rank, the collection's order
+    items.sort(key=lambda item: group(item) != "engine")  # stable: the engine's group first
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group(item)))
