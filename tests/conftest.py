@@ -45,6 +45,7 @@ def need_program(path_or_name: str) -> str:
     return found
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """How ``make test``'s two pytest-xdist workers share the suite (``--dist loadgroup``).
 
