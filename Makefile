@@ -13,7 +13,7 @@ run: setup
 TEST_WORKERS ?= 2
 test: setup
 	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 .venv/bin/python -m pytest -p no:cacheprovider \
-		-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests $(ARGS)
+		-n $(TEST_WORKERS) --no-loadscope-reorder tests $(ARGS)
 
 # Unit tests only: no Ray, a few seconds.
 test-fast: setup

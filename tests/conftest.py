@@ -45,19 +45,35 @@ def need_program(path_or_name: str) -> str:
     return found
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+ENGINE_TESTS = ("tests/integration/", "tests/dashboard/")
+
+
+def _scope(nodeid: str) -> str:
+    """The unit ``make test``'s pytest-xdist workers share out: every test that runs the engine
+    is one, each other module is one."""
+    path = nodeid.split("::", 1)[0]
+    return "engine" if path.startswith(ENGINE_TESTS) else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """How ``make test``'s two pytest-xdist workers share the suite.
+
+    The engine's tests (tests/integration, tests/dashboard) run on one worker, one after
+    another in a serial run's order, so their module and session fixtures (clusters, shared
+    runs) are made once: in a trial that let them run side by side on two cores, a cluster's
+    node took longer than Ray's fixed 30 s to register. The unit and conformance tests, which
+    start no Ray, run on the other worker meanwhile, a module at a time."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return EngineTestsTogether(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """How ``make test``'s two pytest-xdist workers share the suite (``--dist loadgroup``).
-
-    Every test that runs the engine (tests/integration, tests/dashboard) is in one group, run on
-    one worker in the order of a serial run: in a trial that let two such modules run side by
-    side on two cores, a cluster's node took longer than Ray's fixed 30 s to register. The unit
-    and conformance tests, which start no Ray, run on the other worker meanwhile, a module at a
-    time. Without xdist, the order changes, not what runs."""
-    def group(item) -> str:
-        path = item.nodeid.split("::", 1)[0]
-        return "engine" if path.startswith(("tests/integration/", "tests/dashboard/")) else path
-
-    items.sort(key=lambda item: group(item) != "engine")  # stable: the engine's group first
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
+    """The engine's tests first (stable: each part in the collection's order), so that they
+    start at once on their worker and the short tests fill the other."""
+    items.sort(key=lambda item: _scope(item.nodeid) != "engine")
