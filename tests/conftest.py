@@ -46,34 +46,128 @@ def need_program(path_or_name: str) -> str:
 
 
 ENGINE_TESTS = ("tests/integration/", "tests/dashboard/")
+ALONE = "multinode"  # the marker of the engine's tests that nothing else of the engine runs beside
+# The modules whose every test is marked ALONE (checked at collection): one unit of work, run
+# first, while the other worker runs the unit tests, which need no lock.
+ALONE_MODULES = tuple(f"tests/integration/{name}.py" for name in (
+    "test_readme_tour", "test_cluster", "test_stealing_cluster", "test_l3", "test_sweep",
+    "test_mixed_devices"))
 
 
 def _scope(nodeid: str) -> str:
-    """The unit ``make test``'s pytest-xdist workers share out: every test that runs the engine
-    is one, each other module is one."""
+    """The unit ``make test``'s pytest-xdist workers share out: a module; or all of
+    tests/dashboard (its session fixture makes three engine runs, once per worker that runs
+    any of it); or all of ALONE_MODULES."""
     path = nodeid.split("::", 1)[0]
-    return "engine" if path.startswith(ENGINE_TESTS) else path
+    if path in ALONE_MODULES:
+        return "alone"
+    return "tests/dashboard" if path.startswith("tests/dashboard/") else path
+
+
+def _order(nodeid: str) -> int:
+    """The order the units are handed out in: ALONE_MODULES, the tests that start no Ray,
+    then the rest of the engine's."""
+    path = nodeid.split("::", 1)[0]
+    return 0 if path in ALONE_MODULES else 2 if path.startswith(ENGINE_TESTS) else 1
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """How ``make test``'s two pytest-xdist workers share the suite.
-
-    The engine's tests (tests/integration, tests/dashboard) run on one worker, one after
-    another in a serial run's order, so their module and session fixtures (clusters, shared
-    runs) are made once: in a trial that let them run side by side on two cores, a cluster's
-    node took longer than Ray's fixed 30 s to register. The unit and conformance tests, which
-    start no Ray, run on the other worker meanwhile, a module at a time."""
+    """How ``make test``'s two pytest-xdist workers share the suite: a unit at a time
+    (``_scope``), in ``_order`` (the collection's, which ``pytest_collection_modifyitems``
+    sorts), so that module and session fixtures (clusters, shared runs) are made once per
+    worker; ``pytest_runtest_protocol`` keeps the engine's tests that start clusters alone."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EngineTestsTogether(LoadScopeScheduling):
+    class ByScope(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _scope(nodeid)
 
-    return EngineTestsTogether(config, log)
+    return ByScope(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The engine's tests first (stable: each part in the collection's order), so that they
-    start at once on their worker and the short tests fill the other."""
-    items.sort(key=lambda item: _scope(item.nodeid) != "engine")
+    """Items in ``_order`` (stable: each part in the collection's order). Every test of
+    ALONE_MODULES must be marked ALONE, and a module of tests/integration whose every test is
+    must be listed (tests/dashboard is one unit of its own)."""
+    items.sort(key=lambda item: _order(item.nodeid))
+    alone = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        alone[path] = alone.get(path, True) and item.get_closest_marker(ALONE) is not None
+    for path, every in alone.items():
+        if path in ALONE_MODULES and not every:
+            raise pytest.UsageError(f"{path} is in ALONE_MODULES (tests/conftest.py), but not "
+                                    f"every test of it is marked {ALONE!r}")
+        if every and path.startswith("tests/integration/") and path not in ALONE_MODULES:
+            raise pytest.UsageError(f"{path}: every test is marked {ALONE!r}; list it in "
+                                    f"ALONE_MODULES (tests/conftest.py)")
+
+
+class EngineLock:
+    """A readers-writer lock the workers of one pytest-xdist run share (``flock`` on two files).
+
+    Two engine tests may run side by side (readers); a test marked ``multinode`` (a cluster of
+    its own, or several Rays at once) runs with no other engine test beside it (the writer).
+    Why: on two cores, a cluster's node starting beside another cluster's took longer than
+    Ray's fixed 30 s to register with its head (``ray/_private/node.py``), and the test failed.
+    The writer waits holding the turnstile, so readers cannot starve it."""
+
+    def __init__(self, prefix: str):
+        self._turnstile = open(prefix + ".turnstile", "a")
+        self._lock = open(prefix + ".lock", "a")
+        self.kept = False  # held, alone, over to the next test (which runs alone too)
+
+    def acquire(self, alone: bool) -> None:
+        import fcntl
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+    def release(self) -> None:
+        import fcntl
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+
+def _engine_lock(config) -> EngineLock | None:
+    """This worker's handle on the run's lock; None outside pytest-xdist (one test at a time)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    lock = getattr(config, "_pairflow_engine_lock", None)
+    if lock is None:
+        # beside the workers' own temporary directories, in the run's, which pytest rotates
+        basetemp = getattr(config.option, "basetemp", None)
+        shared = (Path(basetemp).parent if basetemp else
+                  Path(__import__("tempfile").gettempdir()) / workerinput["testrunuid"])
+        shared.mkdir(parents=True, exist_ok=True)
+        lock = config._pairflow_engine_lock = EngineLock(str(shared / "engine-tests"))
+    return lock
+
+
+def _alone(item) -> bool:
+    return item is not None and item.get_closest_marker(ALONE) is not None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """An engine test's setup, call and teardown under the run's ``EngineLock``. A test that
+    runs alone keeps the lock while the next test runs alone too, so that a module's cluster
+    (started in its first test's setup, stopped in its last one's teardown) never has another
+    engine test beside it."""
+    lock = _engine_lock(item.config) if item.nodeid.startswith(ENGINE_TESTS) else None
+    if lock is None:
+        return (yield)
+    alone = _alone(item)
+    if not lock.kept:
+        lock.acquire(alone)
+    lock.kept = False
+    try:
+        return (yield)
+    finally:
+        if alone and _alone(nextitem):
+            lock.kept = True
+        else:
+            lock.release()

@@ -374,6 +374,7 @@ print("checked")
 
 @pytest.mark.slow
 @pytest.mark.ray
+@pytest.mark.multinode
 def test_the_readme_tour_runs_as_written(tmp_path):
     blocks = tour_blocks()
     assert blocks, "the README's tour has no fenced blocks"
