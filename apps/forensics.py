@@ -7,8 +7,9 @@ An item is one photograph (any format Pillow reads; colour is converted to grey)
 file stem. ``parse`` computes its noise residual (``kernels.prnu``: Haar-wavelet Wiener
 denoising, zero-mean rows and columns, Wiener filtering in the Fourier domain), a float image as
 large as the photo, which the host tier shares; ``preprocess`` centres it, scales it to unit norm
-and keeps its spectrum on the device; ``compare`` gives a tile's NCC (one matrix product) and PCE
-(one batched inverse FFT). Both matrices go to the dense sink (fields ``ncc`` and ``pce``).
+and keeps half its spectrum on the device; ``compare`` gives a tile's NCC and PCE by matrix
+products over those spectra (``kernels.prnu.ncc_pce``). Both matrices go to the dense sink
+(fields ``ncc`` and ``pce``).
 After the run, average-linkage clustering on PCE (clusters merge while the mean PCE between
 them is at least ``threshold``) labels each photo with a camera: ``result/clusters.csv``.
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from engine import InputError
 from apps.file_items import FileItemsApp
-from kernels.prnu import ncc_matrix, noise_residual, pce_matrix, prepare
+from kernels.prnu import ncc_pce, noise_residual, prepare
 
 LEVELS = 4  # wavelet levels: sides are cropped to a multiple of 2**LEVELS
 
@@ -93,13 +94,9 @@ class ForensicsApp(FileItemsApp):
     def compare(self, left, right, mask, device):
         from kernels.backend import namespace_for, to_numpy
         xp = namespace_for("cpu" if device == "host" else device)
-        pairs = list(zip(*np.nonzero(mask)))
-        pce = np.full(mask.shape, np.nan)
-        if pairs:
-            rows, cols = np.asarray(pairs).T
-            pce[rows, cols] = to_numpy(pce_matrix(xp, left, right, pairs))
-        ncc = np.where(mask, to_numpy(ncc_matrix(xp, left, right)), np.nan)
-        return {"ncc": ncc, "pce": pce}
+        ncc, pce = ncc_pce(xp, left, right, self.crop[1])
+        return {"ncc": np.where(mask, to_numpy(ncc), np.nan),
+                "pce": np.where(mask, to_numpy(pce), np.nan)}
 
     def fields(self):
         return {"ncc": "float64", "pce": "float64"}

@@ -16,17 +16,16 @@ Residual (after Lukáš, Fridrich & Goljan 2006, and Goljan's reference code):
 
 Pairs: NCC is the cosine of the two centred residuals; PCE (peak-to-correlation energy) is the
 squared circular cross-correlation at zero shift over the mean square of the cross-correlation
-away from a small neighbourhood of that peak, with the sign of the peak. NCC is one matrix
-product for a whole tile; PCE one inverse FFT of the product of spectra kept with each item, a
-pair at a time on the CPU (a tile's batch is hundreds of MB of temporaries) and batched on a
-GPU (one launch per pair would dominate there).
+away from a small neighbourhood of that peak, with the sign of the peak. Each item keeps only
+its half spectrum; a tile's NCC and PCE are matrix products over it (``ncc_pce`` says how),
+with no pair's cross-correlation map ever made.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 __all__ = ["haar2", "ihaar2", "wave_noise", "noise_residual", "zero_mean_rows_cols",
-           "wiener_dft", "prepare", "ncc_matrix", "pce_matrix", "PEAK_NEIGHBOURHOOD"]
+           "wiener_dft", "prepare", "ncc_pce", "PEAK_NEIGHBOURHOOD"]
 
 PEAK_NEIGHBOURHOOD = 11  # the square around the peak left out of the energy (Goljan's 11×11)
 WIENER_WINDOWS = (3, 5, 7, 9)
@@ -116,60 +115,79 @@ def noise_residual(xp, image, sigma: float = 3.0, levels: int = 4):
 
 
 def prepare(xp, residual):
-    """What a tile needs of one residual: centred and scaled to unit norm (NCC is then a dot
-    product), and its spectrum (PCE is then one product and one inverse FFT per pair). The
-    residual is real, so half its spectrum is the other half's conjugate: the kept half
-    (``rfftn``) is half the bytes to hold, ship and stream through every pair."""
+    """What a tile needs of one residual: the spectrum of the residual centred and scaled to
+    unit norm. The residual is real, so half its spectrum is the other half's conjugate: the
+    kept half (``rfftn``) is all a pair needs, half the bytes to hold, ship and stream."""
     centred = residual - xp.mean(residual)
-    unit = centred / xp.linalg.vector_norm(centred)
-    return unit, xp.fft.rfftn(unit)
+    return xp.fft.rfftn(centred / xp.linalg.vector_norm(centred))
 
 
-def ncc_matrix(xp, left: Sequence, right: Sequence):
-    """NCC of every left residual with every right one (items from :func:`prepare`)."""
-    a = xp.stack([xp.reshape(u, (-1,)) for u, _ in left])
-    b = xp.stack([xp.reshape(u, (-1,)) for u, _ in right])
-    return a @ b.T
+def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | None = None):
+    """NCC and PCE of every left item with every right one (spectra from :func:`prepare` of
+    residuals ``width`` pixels wide): two (len(left), len(right)) matrices.
 
-
-def pce_matrix(xp, left: Sequence, right: Sequence, pairs, batch: int | None = None):
-    """PCE of the given (i, j) pairs of a tile: an inverse FFT of each cross-spectrum.
-
-    ``batch`` pairs go through the FFT together (default: one on the CPU, all of them on a
-    GPU, where one launch per pair would dominate). On the CPU a batch of a tile's pairs is
-    hundreds of MB of fresh temporaries, several times slower than one pair at a time. The
-    cross-correlation is real: its inverse FFT takes the half spectra as they are
-    (``irfftn``), half the work and bytes of a full complex one. The energy is the whole
-    map's less the peak's neighbourhood (four corner blocks), so no map-sized mask is built."""
-    if not len(pairs):
-        return xp.zeros(0, dtype=xp.float64)
-    if batch is None:
-        batch = 1 if _on_cpu(left[0][1]) else len(pairs)
-    h, w = left[0][0].shape
+    No pair's cross-correlation map is made. PCE needs of it only the (2r+1)² values around
+    zero shift and the sum of its squares:
+    - each value is the inverse DFT at one shift, c(s) = (1/N) Re Σ_k w_k F_k e^{2πi k·s/N}
+      over the half spectrum F = L·conj(R) (w_k = 2 for the columns whose conjugates it left
+      out); e^{2πi k·s/N} is a product of a row and a column factor, so all shifts of all
+      pairs are matrix products over the tile, a band of spectrum rows at a time, in cache;
+    - the sum of squares is Σ_k w_k |L_k|²|R_k|² / N (Parseval): one real matrix product.
+    NCC is the value at zero shift: the residuals are centred and of unit norm. Against an
+    inverse FFT per pair this streams each item once per tile instead of once per pair."""
     r = PEAK_NEIGHBOURHOOD // 2
-    # the peak is at zero shift: its neighbourhood is the corners of the circular map
-    near_r = _corner_indices(xp, h, r, left[0][1])
-    near_c = _corner_indices(xp, w, r, left[0][1])
-    n_away = float(h * w - near_r.shape[0] * near_c.shape[0])
-    out = []
-    for s in range(0, len(pairs), batch):
-        part = pairs[s:s + batch]
-        fl = xp.stack([left[i][1] for i, _ in part])
-        fr = xp.stack([right[j][1] for _, j in part])
-        xcorr = xp.fft.irfftn(fl * xp.conj(fr), s=(h, w), axes=(1, 2))
-        near = xp.take(xp.take(xcorr, near_r, axis=1), near_c, axis=2)
-        energy = (xp.sum(xcorr * xcorr, axis=(1, 2)) - xp.sum(near * near, axis=(1, 2))) / n_away
-        peak = xcorr[:, 0, 0]
-        out.append(xp.sign(peak) * peak * peak / energy)
-    return xp.concat(out) if len(out) > 1 else out[0]
+    ls, rs = xp.stack(list(left)), xp.stack(list(right))
+    (nl, h, half), nr = ls.shape, rs.shape[0]
+    if width // 2 + 1 != half or min(h, width) < PEAK_NEIGHBOURHOOD:
+        raise ValueError(f"half spectra of {h}x{half} do not come from residuals {width} wide, or "
+                         f"are smaller than the peak's {PEAK_NEIGHBOURHOOD}x"
+                         f"{PEAK_NEIGHBOURHOOD} neighbourhood")
+    dev = getattr(ls, "device", None)
+    n, s = float(h * width), 2 * r + 1
+    weight = _half_weights(width)
+    col = xp.asarray(_shift_factors(width, half, r) * weight[:, None], device=dev)  # (half, s)
+    row = xp.asarray(_shift_factors(h, h, r).T.copy(), device=dev)  # (s, h)
+    rows_t = xp.permute_dims(xp.conj(rs), (1, 2, 0))  # (h, half, nr): one band's right side
+    if chunk_bytes is None:
+        chunk_bytes = (4 << 20) if _on_cpu(ls) else (256 << 20)
+    band = max(1, chunk_bytes // (nl * s * half * 16))
+    near = xp.zeros((s, nl * s * nr), dtype=xp.complex128, device=dev)
+    for y0 in range(0, h, band):
+        y1 = min(h, y0 + band)
+        # (band, nl, s, half): each left row times every column factor
+        a = xp.permute_dims(ls[:, y0:y1, :], (1, 0, 2))[:, :, None, :] * \
+            xp.permute_dims(col, (1, 0))[None, None, :, :]
+        g = xp.reshape(a, (y1 - y0, nl * s, half)) @ rows_t[y0:y1]  # (band, nl*s, nr)
+        near = near + row[:, y0:y1] @ xp.reshape(g, (y1 - y0, nl * s * nr))
+    # (i, j, row shift, column shift)
+    near = xp.permute_dims(xp.reshape(xp.real(near), (s, nl, s, nr)), (1, 3, 0, 2)) / n
+    peak = near[:, :, r, r]
+
+    def power(spectra, w):
+        p = xp.real(spectra) ** 2 + xp.imag(spectra) ** 2
+        return xp.reshape(p * w if w is not None else p, (spectra.shape[0], -1))
+    w_dev = xp.asarray(weight, device=dev)
+    total = power(ls, w_dev) @ xp.permute_dims(power(rs, None), (1, 0)) / n
+    energy = (total - xp.sum(near * near, axis=(2, 3))) / (n - s * s)
+    return peak, xp.sign(peak) * peak * peak / energy
 
 
-def _corner_indices(xp, n: int, r: int, like):
-    """Indices 0..r and n-r..n-1 on ``like``'s device: one axis of the peak's neighbourhood
-    on a circular map."""
-    dev = getattr(like, "device", None)
-    return xp.concat([xp.arange(0, min(r + 1, n), device=dev),
-                      xp.arange(max(r + 1, n - r), n, device=dev)])
+def _half_weights(width: int):
+    """How often each kept column of a half spectrum stands in the whole one: twice, except
+    column 0 and (even width) the last."""
+    import numpy as np
+    w = np.full(width // 2 + 1, 2.0)
+    w[0] = 1.0
+    if width % 2 == 0:
+        w[-1] = 1.0
+    return w
+
+
+def _shift_factors(n_full: int, n_freq: int, r: int):
+    """e^{2πi k s / n} for frequencies k < n_freq and shifts s = -r..r: (n_freq, 2r+1)."""
+    import numpy as np
+    k = np.arange(n_freq)[:, None]
+    return np.exp(2j * np.pi * k * np.arange(-r, r + 1)[None, :] / n_full)
 
 
 def _on_cpu(array) -> bool:

@@ -3,8 +3,8 @@ PyWavelets and scipy, and torch on CPU against numpy."""
 import numpy as np
 import pytest
 
-from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_matrix, noise_residual,
-                          pce_matrix, prepare, wave_noise, zero_mean_rows_cols)
+from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_pce, noise_residual, prepare,
+                          wave_noise, zero_mean_rows_cols)
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +69,31 @@ def test_ncc_and_pce_equal_plain_numpy(reference, device):
     xp = _xp(device)
     residuals, want = reference
     items = [prepare(xp, to_device(xp, r, device)) for r in residuals]
-    ncc = to_numpy(ncc_matrix(xp, items, items))
-    pce = to_numpy(pce_matrix(xp, items, items, PAIRS))
-    for (i, j), got in zip(PAIRS, pce):
+    ncc, pce = (to_numpy(m) for m in ncc_pce(xp, items, items, residuals[0].shape[1]))
+    for i, j in PAIRS:
         assert ncc[i, j] == pytest.approx(want[i, j][0], abs=1e-6)
-        assert got == pytest.approx(want[i, j][1], rel=1e-6, abs=1e-6)
-    assert min(pce[:2]) > 60 > max(abs(pce[2:]))  # only photos 0 and 1 share a sensor
+        assert pce[i, j] == pytest.approx(want[i, j][1], rel=1e-6, abs=1e-6)
+    # only photos 0 and 1 share a sensor
+    assert min(pce[0, 1], pce[1, 0]) > 60 > max(abs(pce[i, j]) for i, j in PAIRS[2:])
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, None])
+def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(chunk_bytes):
+    """Any real images (here noise, 20x15: an odd width keeps no Nyquist column), 2 against
+    3, in bands of one spectrum row (chunk_bytes=1) or the default."""
+    rng = np.random.default_rng(11)
+    images = [rng.normal(size=(20, 15)) for _ in range(5)]
+    images[3] = images[0] + 0.5 * rng.normal(size=(20, 15))  # correlated with image 0
+    spectra = [prepare(np, x) for x in images]
+    ncc, pce = ncc_pce(np, spectra[:2], spectra[2:], 15, chunk_bytes=chunk_bytes)
+    assert ncc.shape == pce.shape == (2, 3)
+    for i in range(2):
+        for j in range(3):
+            x, y = images[i], images[2 + j]
+            assert ncc[i, j] == pytest.approx(_numpy_ncc(x, y), abs=1e-9)
+            assert pce[i, j] == pytest.approx(_numpy_pce(x, y), rel=1e-9, abs=1e-9)
+    with pytest.raises(ValueError, match="20x8 do not come from residuals 16 wide"):
+        ncc_pce(np, spectra[:2], spectra[2:], 16)
 
 
 def test_haar_equals_pywavelets_and_inverts():
