@@ -8,7 +8,7 @@ run: setup
 	.venv/bin/pairflow $(ARGS)
 
 # All tests, slow and multi-node ones included (that is what CI runs), on two pytest-xdist
-# workers: the engine's tests on one, the unit and conformance tests beside them
+# workers, a module at a time; a test marked multinode runs with no other engine test beside it
 # (tests/conftest.py says why). TEST_WORKERS=0 runs them in one process, one at a time.
 TEST_WORKERS ?= 2
 test: setup
