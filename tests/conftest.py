@@ -2,6 +2,7 @@ import importlib
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,10 @@ def pytest_xdist_make_scheduler(config, log):
     return ByScope(config, log)
 
 
+def _alone(item) -> bool:
+    return item is not None and item.get_closest_marker(ALONE) is not None
+
+
 def pytest_collection_modifyitems(config, items):
     """Items in ``_order`` (stable: each part in the collection's order). Every test of
     ALONE_MODULES must be marked ALONE, and a module of tests/integration whose every test is
@@ -94,7 +99,7 @@ def pytest_collection_modifyitems(config, items):
     alone = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        alone[path] = alone.get(path, True) and item.get_closest_marker(ALONE) is not None
+        alone[path] = alone.get(path, True) and _alone(item)
     for path, every in alone.items():
         if path in ALONE_MODULES and not every:
             raise pytest.UsageError(f"{path} is in ALONE_MODULES (tests/conftest.py), but not "
@@ -141,14 +146,10 @@ def _engine_lock(config) -> EngineLock | None:
         # beside the workers' own temporary directories, in the run's, which pytest rotates
         basetemp = getattr(config.option, "basetemp", None)
         shared = (Path(basetemp).parent if basetemp else
-                  Path(__import__("tempfile").gettempdir()) / workerinput["testrunuid"])
+                  Path(tempfile.gettempdir()) / workerinput["testrunuid"])
         shared.mkdir(parents=True, exist_ok=True)
         lock = config._pairflow_engine_lock = EngineLock(str(shared / "engine-tests"))
     return lock
-
-
-def _alone(item) -> bool:
-    return item is not None and item.get_closest_marker(ALONE) is not None
 
 
 @pytest.hookimpl(wrapper=True)
