@@ -145,7 +145,8 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     dev = getattr(ls, "device", None)
     n, s = float(h * width), 2 * r + 1
     weight = _half_weights(width)
-    col = xp.asarray(_shift_factors(width, half, r) * weight[:, None], device=dev)  # (half, s)
+    col = xp.asarray((_shift_factors(width, half, r) * weight[:, None]).T.copy(),
+                     device=dev)  # (s, half)
     row = xp.asarray(_shift_factors(h, h, r).T.copy(), device=dev)  # (s, h)
     rows_t = xp.permute_dims(xp.conj(rs), (1, 2, 0))  # (h, half, nr): one band's right side
     if chunk_bytes is None:
@@ -155,19 +156,17 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     for y0 in range(0, h, band):
         y1 = min(h, y0 + band)
         # (band, nl, s, half): each left row times every column factor
-        a = xp.permute_dims(ls[:, y0:y1, :], (1, 0, 2))[:, :, None, :] * \
-            xp.permute_dims(col, (1, 0))[None, None, :, :]
+        a = xp.permute_dims(ls[:, y0:y1, :], (1, 0, 2))[:, :, None, :] * col[None, None, :, :]
         g = xp.reshape(a, (y1 - y0, nl * s, half)) @ rows_t[y0:y1]  # (band, nl*s, nr)
         near = near + row[:, y0:y1] @ xp.reshape(g, (y1 - y0, nl * s * nr))
     # (i, j, row shift, column shift)
     near = xp.permute_dims(xp.reshape(xp.real(near), (s, nl, s, nr)), (1, 3, 0, 2)) / n
     peak = near[:, :, r, r]
 
-    def power(spectra, w):
-        p = xp.real(spectra) ** 2 + xp.imag(spectra) ** 2
-        return xp.reshape(p * w if w is not None else p, (spectra.shape[0], -1))
-    w_dev = xp.asarray(weight, device=dev)
-    total = power(ls, w_dev) @ xp.permute_dims(power(rs, None), (1, 0)) / n
+    def power(spectra):
+        return xp.real(spectra) ** 2 + xp.imag(spectra) ** 2
+    total = (xp.reshape(power(ls) * xp.asarray(weight, device=dev), (nl, -1))
+             @ xp.permute_dims(xp.reshape(power(rs), (nr, -1)), (1, 0))) / n
     energy = (total - xp.sum(near * near, axis=(2, 3))) / (n - s * s)
     return peak, xp.sign(peak) * peak * peak / energy
 
