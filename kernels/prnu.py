@@ -56,27 +56,31 @@ def ihaar2(xp, ll, details):
     return _interleave(xp, _interleave(xp, a, b, 1), _interleave(xp, c, d, 1), 0)
 
 
-def _box_mean(xp, x, w: int):
-    """Mean over a w×w window centred on each pixel, zeros outside (MATLAB's filter2), by
-    cumulative sums: cost independent of w."""
-    r = w // 2
+def _box_means(xp, x, windows: Sequence[int]):
+    """Means over w×w windows centred on each pixel, zeros outside (MATLAB's filter2), one per
+    w in ``windows`` in turn: differences of one integral image padded for the largest window.
+    The cumulative sums, made once per window, were the residual's largest cost."""
+    pad = max(windows) // 2
     h, wd = x.shape
-    z = xp.concat([xp.zeros((r + 1, wd), dtype=x.dtype), x, xp.zeros((r, wd), dtype=x.dtype)],
-                  axis=0)
-    z = xp.concat([xp.zeros((z.shape[0], r + 1), dtype=x.dtype), z,
-                   xp.zeros((z.shape[0], r), dtype=x.dtype)], axis=1)
+    z = xp.concat([xp.zeros((pad + 1, wd), dtype=x.dtype), x,
+                   xp.zeros((pad, wd), dtype=x.dtype)], axis=0)
+    z = xp.concat([xp.zeros((z.shape[0], pad + 1), dtype=x.dtype), z,
+                   xp.zeros((z.shape[0], pad), dtype=x.dtype)], axis=1)
     s = xp.cumulative_sum(xp.cumulative_sum(z, axis=0), axis=1)
-    total = s[w:, w:] - s[:-w, w:] - s[w:, :-w] + s[:-w, :-w]
-    return total / (w * w)
+    for w in windows:
+        r = w // 2
+        hi, lo = pad + r + 1, pad - r  # the window's last row (column) and the one before it
+        total = (s[hi:hi + h, hi:hi + wd] - s[lo:lo + h, hi:hi + wd]
+                 - s[hi:hi + h, lo:lo + wd] + s[lo:lo + h, lo:lo + wd])
+        yield total / (w * w)
 
 
 def wave_noise(xp, coef, noise_var: float):
     """The noise part of ``coef`` under the locally adaptive Wiener rule: coef·σ²/(v + σ²),
     v = max(0, local mean of coef² − σ²), the smallest over the windows 3..9."""
-    square = coef * coef
     var = None
-    for w in WIENER_WINDOWS:
-        est = xp.clip(_box_mean(xp, square, w) - noise_var, 0, None)
+    for mean in _box_means(xp, coef * coef, WIENER_WINDOWS):
+        est = xp.clip(mean - noise_var, 0, None)
         var = est if var is None else xp.minimum(var, est)
     return coef * noise_var / (var + noise_var)
 
