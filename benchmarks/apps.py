@@ -27,9 +27,9 @@ published single-node efficiencies are printed beside: microscopy 99.2 %, forens
 bioinformatics (phylogeny) 88.5 %. Phylogeny's problem is the 16 proteomes and two jackknife
 replicates of each (``jackknife``): the 16 alone at k = 7, the most the app accepts, are under
 10 s of compute here, below the >= 20 s the target is read at; for every one of the 48 to
-fit the host tier the engine sizes (40 % of the object store), the local Ray gets 3 GB. For phylogeny, the wall time of a
-k = 5 run against the dense brute-force reference (every 20^k component, numpy; k = 7 would
-need 20^7) on the same proteomes.
+fit the host tier the engine sizes (40 % of the object store), the local Ray gets 3 GB. For
+phylogeny, the wall time of a k = 5 run against the dense brute-force reference (every 20^k
+component, numpy; k = 7 would need 20^7) on the same proteomes.
 
 Results go to benchmarks/out/apps.json; absolute times on a shared machine are noise.
 """
@@ -192,19 +192,19 @@ def jackknife(paths: list[str], out_dir: str, copies: int, keep: float = 0.9) ->
     kept with probability ``keep``, seeded by the file's stem and the copy, so every run of
     the benchmark compares the same proteomes."""
     import zlib
+
+    from operators.sequences import read_records
     os.makedirs(out_dir, exist_ok=True)
     out = []
     for path in paths:
-        with open(path, "rb") as fh:
-            records = [b">" + r for r in fh.read().split(b"\n>") if r]
-        records[0] = records[0][1:]  # the file's own leading ">"
+        records = read_records(path)
         stem = os.path.splitext(os.path.basename(path))[0]
         for c in range(1, copies + 1):
             rng = np.random.default_rng(zlib.crc32(f"{stem}-jk{c}".encode()))
-            kept = [r.rstrip(b"\n") + b"\n" for r in records if rng.random() < keep]
             dest = os.path.join(out_dir, f"{stem}-jk{c}.faa")
             with open(dest, "wb") as fh:
-                fh.writelines(kept)
+                fh.writelines(b">%s\n%s\n" % (r.name.encode(), r.sequence)
+                              for r in records if rng.random() < keep)
             out.append(dest)
     return out
 
