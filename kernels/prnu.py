@@ -135,10 +135,12 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     - each value is the inverse DFT at one shift, c(s) = (1/N) Re Σ_k w_k F_k e^{2πi k·s/N}
       over the half spectrum F = L·conj(R) (w_k = 2 for the columns whose conjugates it left
       out); e^{2πi k·s/N} is a product of a row and a column factor, so all shifts of all
-      pairs are matrix products over the tile, a band of spectrum rows at a time, in cache;
+      pairs are matrix products over the tile (``_near_peak``);
     - the sum of squares is Σ_k w_k |L_k|²|R_k|² / N (Parseval): one real matrix product.
     NCC is the value at zero shift: the residuals are centred and of unit norm. Against an
-    inverse FFT per pair this streams each item once per tile instead of once per pair."""
+    inverse FFT per pair this streams each item once per tile instead of once per pair.
+    ``chunk_bytes`` bounds the block of left rows times column factors that each matrix
+    product reads (default: ``CPU_BLOCK_BYTES`` on a CPU)."""
     r = PEAK_NEIGHBOURHOOD // 2
     ls, rs = xp.stack(list(left)), xp.stack(list(right))
     (nl, h, half), nr = ls.shape, rs.shape[0]
@@ -152,19 +154,11 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     col = xp.asarray((_shift_factors(width, half, r) * weight[:, None]).T.copy(),
                      device=dev)  # (s, half)
     row = xp.asarray(_shift_factors(h, h, r).T.copy(), device=dev)  # (s, h)
-    rows_t = xp.permute_dims(xp.conj(rs), (1, 2, 0))  # (h, half, nr): one band's right side
     if chunk_bytes is None:
-        chunk_bytes = (4 << 20) if _on_cpu(ls) else (256 << 20)
-    band = max(1, chunk_bytes // (nl * s * half * 16))
-    near = xp.zeros((s, nl * s * nr), dtype=xp.complex128, device=dev)
-    for y0 in range(0, h, band):
-        y1 = min(h, y0 + band)
-        # (band, nl, s, half): each left row times every column factor
-        a = xp.permute_dims(ls[:, y0:y1, :], (1, 0, 2))[:, :, None, :] * col[None, None, :, :]
-        g = xp.reshape(a, (y1 - y0, nl * s, half)) @ rows_t[y0:y1]  # (band, nl*s, nr)
-        near = near + row[:, y0:y1] @ xp.reshape(g, (y1 - y0, nl * s * nr))
+        chunk_bytes = CPU_BLOCK_BYTES if _on_cpu(ls) else (256 << 20)
+    near = _near_peak(xp, ls, rs, col, row, chunk_bytes)  # (row shift, i, column shift, j)
     # (i, j, row shift, column shift)
-    near = xp.permute_dims(xp.reshape(xp.real(near), (s, nl, s, nr)), (1, 3, 0, 2)) / n
+    near = xp.permute_dims(xp.real(near), (1, 3, 0, 2)) / n
     peak = near[:, :, r, r]
 
     def power(spectra):
@@ -173,6 +167,61 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
              @ xp.permute_dims(xp.reshape(power(rs), (nr, -1)), (1, 0))) / n
     energy = (total - xp.sum(near * near, axis=(2, 3))) / (n - s * s)
     return peak, xp.sign(peak) * peak * peak / energy
+
+
+# A block of left spectrum rows times the column factors, what each matrix product of
+# ``_near_peak`` reads, is kept within one core's L2 (1 MB here): in L3 (4 MB blocks) two
+# devices comparing side by side slowed each other by 5-15 %, and one alone ran 10-20 %
+# slower (benchmarks/RESULTS.md, forensics)
+CPU_BLOCK_BYTES = 1 << 20
+FLUSH_ROWS = 32  # spectrum rows whose products are summed over row factors in one product
+
+
+def _near_peak(xp, ls, rs, col, row, chunk_bytes: int):
+    """(s, nl, s, nr): for every pair (i, j) and shift (a, b) the sum over the spectrum of
+    row[a, y] · L_i[y, x] · col[b, x] · conj(R_j[y, x]).
+
+    For each spectrum row y, the left rows times every column factor (a block of ``lb`` left
+    items, ``band`` rows at a time, at most ``chunk_bytes``) times the right rows is one
+    matrix product; the products of ``FLUSH_ROWS`` rows are then summed over the row factors
+    in one more. On numpy, both land in buffers made once per block of left items: in these
+    loops of a few hundred small products, a fresh array each time cost ~5 % more."""
+    import numpy as np
+
+    from .backend import is_numpy_namespace
+    (nl, h, half), nr, s = ls.shape, rs.shape[0], col.shape[0]
+    dev = getattr(ls, "device", None)
+    item_bytes = s * half * 16  # one left row times the column factors, complex128
+    lb = max(1, min(nl, chunk_bytes // item_bytes))
+    band = max(1, min(h, chunk_bytes // (lb * item_bytes)))
+    flush = max(band, FLUSH_ROWS)
+    rows_t = xp.permute_dims(xp.conj(rs), (1, 2, 0))  # (h, half, nr): a row's right side
+    buffered = is_numpy_namespace(xp)
+    parts = []
+    for i0 in range(0, nl, lb):
+        m = min(nl, i0 + lb) - i0
+        left = xp.permute_dims(ls[i0:i0 + m], (1, 0, 2))[:, :, None, :]  # (h, m, 1, half)
+        if buffered:
+            a_buf = np.empty((band, m, s, half), dtype=np.complex128)
+            g_buf = np.empty((flush, m * s, nr), dtype=np.complex128)
+        acc = xp.zeros((s, m * s * nr), dtype=xp.complex128, device=dev)
+        for f0 in range(0, h, flush):
+            f1 = min(h, f0 + flush)
+            products = []
+            for y0 in range(f0, f1, band):
+                y1 = min(f1, y0 + band)
+                if buffered:
+                    a = np.multiply(left[y0:y1], col[None, None], out=a_buf[:y1 - y0])
+                    np.matmul(a.reshape(y1 - y0, m * s, half), rows_t[y0:y1],
+                              out=g_buf[y0 - f0:y1 - f0])
+                else:
+                    a = left[y0:y1] * col[None, None, :, :]
+                    products.append(xp.reshape(a, (y1 - y0, m * s, half)) @ rows_t[y0:y1])
+            g = g_buf[:f1 - f0] if buffered else \
+                products[0] if len(products) == 1 else xp.concat(products, axis=0)
+            acc += row[:, f0:f1] @ xp.reshape(g, (f1 - f0, m * s * nr))
+        parts.append(xp.reshape(acc, (s, m, s, nr)))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=1)
 
 
 def _half_weights(width: int):

@@ -77,23 +77,31 @@ def test_ncc_and_pce_equal_plain_numpy(reference, device):
     assert min(pce[0, 1], pce[1, 0]) > 60 > max(abs(pce[i, j]) for i, j in PAIRS[2:])
 
 
-@pytest.mark.parametrize("chunk_bytes", [1, None])
-def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(chunk_bytes):
-    """Any real images (here noise, 20x15: an odd width keeps no Nyquist column), 2 against
-    3, in bands of one spectrum row (chunk_bytes=1) or the default."""
+@pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
+@pytest.mark.parametrize("height,chunk_bytes", [(20, 1), (20, None), (40, 1), (40, 2816)])
+def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(height, chunk_bytes, device):
+    """Any real images (here noise, 15 wide: an odd width keeps no Nyquist column), 3 against
+    2, in blocks of one left item and one spectrum row (chunk_bytes=1), of two left items
+    (2816 bytes: 2 x 11 column factors x 8 columns x 16 bytes, so blocks of 2 and 1), or the
+    default; 40 rows are summed over the row factors in two parts (FLUSH_ROWS is 32). numpy
+    computes into buffers, torch into fresh tensors."""
+    from kernels.backend import to_device, to_numpy
+    xp = _xp(device)
     rng = np.random.default_rng(11)
-    images = [rng.normal(size=(20, 15)) for _ in range(5)]
-    images[3] = images[0] + 0.5 * rng.normal(size=(20, 15))  # correlated with image 0
-    spectra = [prepare(np, x) for x in images]
-    ncc, pce = ncc_pce(np, spectra[:2], spectra[2:], 15, chunk_bytes=chunk_bytes)
-    assert ncc.shape == pce.shape == (2, 3)
-    for i in range(2):
-        for j in range(3):
-            x, y = images[i], images[2 + j]
+    images = [rng.normal(size=(height, 15)) for _ in range(5)]
+    images[3] = images[0] + 0.5 * rng.normal(size=(height, 15))  # correlated with image 0
+    spectra = [prepare(xp, to_device(xp, x, device)) for x in images]
+    ncc, pce = (to_numpy(m) for m in ncc_pce(xp, spectra[:3], spectra[3:], 15,
+                                             chunk_bytes=chunk_bytes))
+    assert ncc.shape == pce.shape == (3, 2)
+    for i in range(3):
+        for j in range(2):
+            x, y = images[i], images[3 + j]
             assert ncc[i, j] == pytest.approx(_numpy_ncc(x, y), abs=1e-9)
             assert pce[i, j] == pytest.approx(_numpy_pce(x, y), rel=1e-9, abs=1e-9)
-    with pytest.raises(ValueError, match="20x8 do not come from residuals 16 wide"):
-        ncc_pce(np, spectra[:2], spectra[2:], 16)
+    assert pce[0, 0] > 60 > max(abs(pce[i, j]) for i in range(3) for j in range(2) if i or j)
+    with pytest.raises(ValueError, match=f"{height}x8 do not come from residuals 16 wide"):
+        ncc_pce(xp, spectra[:2], spectra[2:], 16)
 
 
 def test_haar_equals_pywavelets_and_inverts():
