@@ -135,93 +135,107 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     - each value is the inverse DFT at one shift, c(s) = (1/N) Re Σ_k w_k F_k e^{2πi k·s/N}
       over the half spectrum F = L·conj(R) (w_k = 2 for the columns whose conjugates it left
       out); e^{2πi k·s/N} is a product of a row and a column factor, so all shifts of all
-      pairs are matrix products over the tile (``_near_peak``);
+      pairs are matrix products over the tile (``_tile_sums``);
     - the sum of squares is Σ_k w_k |L_k|²|R_k|² / N (Parseval): one real matrix product.
     NCC is the value at zero shift: the residuals are centred and of unit norm. Against an
     inverse FFT per pair this streams each item once per tile instead of once per pair.
     ``chunk_bytes`` bounds the block of left rows times column factors that each matrix
     product reads (default: ``CPU_BLOCK_BYTES`` on a CPU)."""
+    left, right = list(left), list(right)
     r = PEAK_NEIGHBOURHOOD // 2
-    ls, rs = xp.stack(list(left)), xp.stack(list(right))
-    (nl, h, half), nr = ls.shape, rs.shape[0]
+    h, half = left[0].shape
     if width // 2 + 1 != half or min(h, width) < PEAK_NEIGHBOURHOOD:
         raise ValueError(f"half spectra of {h}x{half} do not come from residuals {width} wide, or "
                          f"are smaller than the peak's {PEAK_NEIGHBOURHOOD}x"
                          f"{PEAK_NEIGHBOURHOOD} neighbourhood")
-    dev = getattr(ls, "device", None)
+    odd = [tuple(x.shape) for x in left + right if tuple(x.shape) != (h, half)]
+    if odd:
+        raise ValueError(f"half spectra of {odd[0][0]}x{odd[0][1]} and {h}x{half} in one tile")
+    dev = getattr(left[0], "device", None)
     n, s = float(h * width), 2 * r + 1
     weight = _half_weights(width)
     col = xp.asarray((_shift_factors(width, half, r) * weight[:, None]).T.copy(),
                      device=dev)  # (s, half)
     row = xp.asarray(_shift_factors(h, h, r).T.copy(), device=dev)  # (s, h)
     if chunk_bytes is None:
-        chunk_bytes = CPU_BLOCK_BYTES if _on_cpu(ls) else (256 << 20)
-    near = _near_peak(xp, ls, rs, col, row, chunk_bytes)  # (row shift, i, column shift, j)
+        chunk_bytes = CPU_BLOCK_BYTES if _on_cpu(left[0]) else (256 << 20)
+    # near: (row shift, i, column shift, j)
+    near, total = _tile_sums(xp, left, right, col, row, xp.asarray(weight, device=dev),
+                             chunk_bytes)
     # (i, j, row shift, column shift)
     near = xp.permute_dims(xp.real(near), (1, 3, 0, 2)) / n
     peak = near[:, :, r, r]
-
-    def power(spectra):
-        return xp.real(spectra) ** 2 + xp.imag(spectra) ** 2
-    total = (xp.reshape(power(ls) * xp.asarray(weight, device=dev), (nl, -1))
-             @ xp.permute_dims(xp.reshape(power(rs), (nr, -1)), (1, 0))) / n
-    energy = (total - xp.sum(near * near, axis=(2, 3))) / (n - s * s)
+    energy = (total / n - xp.sum(near * near, axis=(2, 3))) / (n - s * s)
     return peak, xp.sign(peak) * peak * peak / energy
 
 
 # A block of left spectrum rows times the column factors, what each matrix product of
-# ``_near_peak`` reads, is kept within one core's L2 (1 MB here): in L3 (4 MB blocks) two
+# ``_tile_sums`` reads, is kept within one core's L2 (1 MB here): in L3 (4 MB blocks) two
 # devices comparing side by side slowed each other by 5-15 %, and one alone ran 10-20 %
 # slower (benchmarks/RESULTS.md, forensics)
 CPU_BLOCK_BYTES = 1 << 20
-FLUSH_ROWS = 32  # spectrum rows whose products are summed over row factors in one product
+# spectrum rows gathered from the tile's items at a time: their products are summed over the
+# row factors in one more product. The items are never stacked whole: a tile of 23 stacked
+# 48 MB a side, above glibc's largest mmap threshold (32 MB), so fresh pages every tile
+FLUSH_ROWS = 32
 
 
-def _near_peak(xp, ls, rs, col, row, chunk_bytes: int):
-    """(s, nl, s, nr): for every pair (i, j) and shift (a, b) the sum over the spectrum of
-    row[a, y] · L_i[y, x] · col[b, x] · conj(R_j[y, x]).
+def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int):
+    """For every pair (i, j): the sums over the spectrum of row[a, y] · L_i[y, x] · col[b, x]
+    · conj(R_j[y, x]) for every shift (a, b), as (s, nl, s, nr), and of
+    weight[x] · |L_i[y, x]|² · |R_j[y, x]|², as (nl, nr).
 
-    For each spectrum row y, the left rows times every column factor (a block of ``lb`` left
-    items, ``band`` rows at a time, at most ``chunk_bytes``) times the right rows is one
-    matrix product; the products of ``FLUSH_ROWS`` rows are then summed over the row factors
-    in one more. On numpy, both land in buffers made once per block of left items: in these
-    loops of a few hundred small products, a fresh array each time cost ~5 % more."""
+    ``FLUSH_ROWS`` spectrum rows of every item at a time: for each row y, the left rows times
+    every column factor (a block of ``lb`` left items, ``band`` rows at a time, at most
+    ``chunk_bytes``) times the right rows is one matrix product; those of the gathered rows
+    are then summed over the row factors in one more. On numpy, both land in buffers made once
+    a tile: in these loops of a few hundred small products, a fresh array each time cost ~5 %
+    more."""
     import numpy as np
 
     from .backend import is_numpy_namespace
-    (nl, h, half), nr, s = ls.shape, rs.shape[0], col.shape[0]
-    dev = getattr(ls, "device", None)
+    (h, half), nl, nr, s = left[0].shape, len(left), len(right), col.shape[0]
+    dev = getattr(left[0], "device", None)
     item_bytes = s * half * 16  # one left row times the column factors, complex128
     lb = max(1, min(nl, chunk_bytes // item_bytes))
     band = max(1, min(h, chunk_bytes // (lb * item_bytes)))
     flush = max(band, FLUSH_ROWS)
-    rows_t = xp.permute_dims(xp.conj(rs), (1, 2, 0))  # (h, half, nr): a row's right side
+    blocks = [(i0, min(nl, i0 + lb) - i0) for i0 in range(0, nl, lb)]
+    sums = [xp.zeros((s, m * s * nr), dtype=xp.complex128, device=dev) for _, m in blocks]
+    total = xp.zeros((nl, nr), dtype=xp.float64, device=dev)
     buffered = is_numpy_namespace(xp)
-    parts = []
-    for i0 in range(0, nl, lb):
-        m = min(nl, i0 + lb) - i0
-        left = xp.permute_dims(ls[i0:i0 + m], (1, 0, 2))[:, :, None, :]  # (h, m, 1, half)
-        if buffered:
-            a_buf = np.empty((band, m, s, half), dtype=np.complex128)
-            g_buf = np.empty((flush, m * s, nr), dtype=np.complex128)
-        acc = xp.zeros((s, m * s * nr), dtype=xp.complex128, device=dev)
-        for f0 in range(0, h, flush):
-            f1 = min(h, f0 + flush)
+    if buffered:
+        a_buf = {m: np.empty((band, m, s, half), dtype=np.complex128) for _, m in blocks}
+        g_buf = {m: np.empty((flush, m * s, nr), dtype=np.complex128) for _, m in blocks}
+
+    def power(spectra):
+        return xp.real(spectra) ** 2 + xp.imag(spectra) ** 2
+    for f0 in range(0, h, flush):
+        f1 = min(h, f0 + flush)
+        rows = f1 - f0
+        ls = xp.stack([x[f0:f1] for x in left])  # (nl, rows, half)
+        rs = xp.conj(xp.stack([x[f0:f1] for x in right]))  # (nr, rows, half)
+        total += (xp.reshape(power(ls) * weight, (nl, -1))
+                  @ xp.permute_dims(xp.reshape(power(rs), (nr, -1)), (1, 0)))
+        rows_t = xp.permute_dims(rs, (1, 2, 0))  # (rows, half, nr): a row's right side
+        by_row = xp.permute_dims(ls, (1, 0, 2))  # (rows, nl, half)
+        for (i0, m), acc in zip(blocks, sums):
+            lefts = by_row[:, i0:i0 + m, None, :]  # (rows, m, 1, half)
             products = []
-            for y0 in range(f0, f1, band):
-                y1 = min(f1, y0 + band)
+            for y0 in range(0, rows, band):
+                y1 = min(rows, y0 + band)
                 if buffered:
-                    a = np.multiply(left[y0:y1], col[None, None], out=a_buf[:y1 - y0])
+                    a = np.multiply(lefts[y0:y1], col[None, None], out=a_buf[m][:y1 - y0])
                     np.matmul(a.reshape(y1 - y0, m * s, half), rows_t[y0:y1],
-                              out=g_buf[y0 - f0:y1 - f0])
+                              out=g_buf[m][y0:y1])
                 else:
-                    a = left[y0:y1] * col[None, None, :, :]
+                    a = lefts[y0:y1] * col[None, None, :, :]
                     products.append(xp.reshape(a, (y1 - y0, m * s, half)) @ rows_t[y0:y1])
-            g = g_buf[:f1 - f0] if buffered else \
+            g = g_buf[m][:rows] if buffered else \
                 products[0] if len(products) == 1 else xp.concat(products, axis=0)
-            acc += row[:, f0:f1] @ xp.reshape(g, (f1 - f0, m * s * nr))
-        parts.append(xp.reshape(acc, (s, m, s, nr)))
-    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=1)
+            acc += row[:, f0:f1] @ xp.reshape(g, (rows, m * s * nr))
+    near = [xp.reshape(acc, (s, m, s, nr)) for acc, (_, m) in zip(sums, blocks)]
+    return (near[0] if len(near) == 1 else xp.concat(near, axis=1)), total
 
 
 def _half_weights(width: int):

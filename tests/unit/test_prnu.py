@@ -102,6 +102,9 @@ def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(height, chunk_bytes,
     assert pce[0, 0] > 60 > max(abs(pce[i, j]) for i in range(3) for j in range(2) if i or j)
     with pytest.raises(ValueError, match=f"{height}x8 do not come from residuals 16 wide"):
         ncc_pce(xp, spectra[:2], spectra[2:], 16)
+    other = prepare(xp, to_device(xp, rng.normal(size=(height + 2, 15)), device))
+    with pytest.raises(ValueError, match=f"{height + 2}x8 and {height}x8 in one tile"):
+        ncc_pce(xp, spectra[:2], spectra[2:] + [other], 15)
 
 
 def test_haar_equals_pywavelets_and_inverts():
