@@ -72,7 +72,7 @@ DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 SIZES = {"phylogeny": ({"proteomes": 4, "k": 4, "jackknife": 1},
                        {"proteomes": 16, "k": 7, "jackknife": 2}),
          "forensics": ({"size": 256, "cameras": 2, "shots": 4},
-                       {"size": 512, "cameras": 4, "shots": 56}),
+                       {"size": 512, "cameras": 4, "shots": 64}),
          "microscopy": ({"particles": 8}, {"particles": 80})}
 
 
