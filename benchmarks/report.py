@@ -291,13 +291,17 @@ def _img(path: str | None, results_md: str) -> str:
     return f"![{os.path.basename(path)}]({rel})"
 
 
-CPU_ROLES = ("device actors", "loaders", "coordination", "Ray daemons", "driver", "idle")
+CPU_ROLES = ("device actors", "loaders", "coordination", "Ray daemons", "driver", "idle",
+             "stolen by the VM host", "other processes")
 
 
 def cpu_table(label: str, shares: dict) -> str:
-    """A table of each row's CPU shares by role (``CpuMeter.shares_between``); "" if none."""
-    rows = [[k] + [pct(v.get(role)) for role in CPU_ROLES] for k, v in shares.items() if v]
-    return table([label, *CPU_ROLES], rows) if rows else ""
+    """A table of each row's CPU shares by role (``CpuMeter.shares_between``); "" if none.
+    A role no row has is left out: JSON from before 2026-11-28 has no "stolen by the VM host"
+    or "other processes", and its "idle" is the two of them and the idle together."""
+    roles = [r for r in CPU_ROLES if any(v and r in v for v in shares.values())]
+    rows = [[k] + [pct(v.get(role)) for role in roles] for k, v in shares.items() if v]
+    return table([label, *roles], rows) if rows else ""
 
 
 def sec_allpairs(d, ctx):
