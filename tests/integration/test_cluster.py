@@ -272,7 +272,9 @@ def test_a_head_without_cpus_runs_no_device_actor_and_the_run_is_exact(shared_ru
 def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(shared_runs):
     """A moto S3 server on 127.0.0.1; the run over s3:// URLs on the cluster with nothing
     shared equals the run over the local files, and every node reports its GETs and bytes,
-    which add up to whole objects."""
+    which add up to whole objects. A node whose actors took every item from their peers' host
+    tiers (L3) loaded nothing and read nothing: it happened to the local run once (CI,
+    2026-11-28)."""
     local, s3, files = shared_runs["local"], shared_runs["s3"], shared_runs["files"]
     assert s3["keys"] == local["keys"]
     assert np.array_equal(np.array(s3["similarity"], float), np.array(local["similarity"], float),
@@ -282,13 +284,16 @@ def test_s3_inputs_through_moto_equal_local_files_and_reads_are_counted(shared_r
     assert len(caches) == WORKERS, caches
     for cache in caches:  # file items: every load is one GET of one whole object
         io = cache["io"]
-        assert set(io) == {"s3"}, io
-        assert io["s3"]["gets"] == cache["loads"] >= 1
-        assert min(sizes.values()) * io["s3"]["gets"] <= io["s3"]["bytes"] \
-            <= max(sizes.values()) * io["s3"]["gets"]
-    assert sum(c["io"]["s3"]["gets"] for c in caches) == s3["summary"]["loads"]
+        assert set(io) == ({"s3"} if cache["loads"] else set()), (io, cache["loads"])
+        gets = io.get("s3", {}).get("gets", 0)
+        assert gets == cache["loads"]
+        assert min(sizes.values()) * gets <= io.get("s3", {}).get("bytes", 0) \
+            <= max(sizes.values()) * gets
+    assert sum(c["io"].get("s3", {}).get("gets", 0) for c in caches) \
+        == s3["summary"]["loads"] >= len(files)
     for cache in local["summary"]["node_caches"]:
-        assert set(cache["io"]) == {"file"}
+        assert set(cache["io"]) == ({"file"} if cache["loads"] else set()), cache
+        assert cache["io"].get("file", {}).get("gets", 0) == cache["loads"]
 
 
 
