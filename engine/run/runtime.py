@@ -155,9 +155,14 @@ def import_in_background(*names: str) -> None:
                          daemon=True, name="pairflow-import").start()
 
 
-# glibc's malloc thresholds for a process that computes (see keep_freed_memory)
+# glibc's malloc thresholds for a process that computes (see keep_freed_memory). 32 MB is the
+# largest mmap threshold glibc accepts on 64 bits. The trim threshold is what a parse's
+# temporaries need: phylogeny's k = 7 parse of a bacterial proteome frees ~130-250 MB, and at
+# 128 MB a loader gave the top of its heap back after every parse and faulted it in again on
+# the next (~6 K minor faults and ~45 ms of system time a proteome; ~600 faults for 16 in all
+# at 256 MB)
 MMAP_THRESHOLD = 32 << 20
-TRIM_THRESHOLD = 128 << 20
+TRIM_THRESHOLD = 256 << 20
 _allocator_tuned = False
 
 
