@@ -1,7 +1,6 @@
 """keep_freed_memory: glibc's thresholds really change, seen through mallinfo2 (no pairflow code
 reads them back): after a kernel's temporaries are freed, their memory stays with the process (with glibc's
 defaults it goes back to the system, and the next call faults it in again)."""
-import ctypes
 import subprocess
 import sys
 import textwrap
