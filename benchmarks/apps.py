@@ -7,7 +7,7 @@
 For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficiency
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
 measured in this process (every item parsed and preprocessed once, every pair compared once,
-in tiles of 24 x 24 items on one thread), p the run's device actors and T the engine's compute
+in tiles of 26 x 26 items on one thread), p the run's device actors and T the engine's compute
 phase (Ray start-up and actor spawn excluded). This VM's speed drifts by 10-15 % within a
 minute, so the engine runs ``REPEATS`` times with T_min measured before the first run and after
 each: a run's efficiency uses the mean of the T_min measured just before and just after it, and
@@ -58,7 +58,7 @@ from _record import out_path, target, write  # noqa: E402
 from cpu_meter import CpuMeter  # noqa: E402
 
 # items a side of the tiles T_min's compares are timed in: no smaller than the engine's tiles
-# (up to 23 here), as forensics' compare costs less a pair in larger tiles (its matrix products
+# (23-26 here), as forensics' compare costs less a pair in larger tiles (its matrix products
 # amortise each item's part over more pairs), and a T_min timed in smaller tiles would flatter
 # the engine
 STAGE_TILE = 26

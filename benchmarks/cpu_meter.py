@@ -43,7 +43,8 @@ class CpuMeter:
         self.mine: set[int] = set()
         self.last: dict[int, float] = {}
         self.totals: Counter = Counter()
-        self.samples: list[tuple[float, float, dict]] = []
+        # (wall time, CPU seconds by role, the machine's idle and stolen seconds)
+        self.samples: list[tuple[float, dict, dict]] = []
         self.stop_event = threading.Event()
         self.sample()
         self.thread = threading.Thread(target=self._loop, args=(interval,), daemon=True)
@@ -88,8 +89,7 @@ class CpuMeter:
                 cpu, title = stat[pid][1], stat[pid][2]
                 self.totals[role_of(title, pid)] += cpu - self.last.get(pid, 0.0)
                 self.last[pid] = cpu
-        self.samples.append((time.time(), sum(self.totals.values()), dict(self.totals),
-                             self._machine()))
+        self.samples.append((time.time(), dict(self.totals), self._machine()))
 
     def _machine(self) -> dict[str, float]:
         """The machine's CPU seconds since boot that no process had (/proc/stat): idle (with
@@ -103,10 +103,11 @@ class CpuMeter:
         while not self.stop_event.wait(interval):
             self.sample()
 
-    def _totals_at(self, t: float, part: int = 2) -> dict:
-        """Every role's CPU seconds at wall time ``t`` (``part=3``: the machine's idle and
+    def _totals_at(self, t: float, machine: bool = False) -> dict:
+        """Every role's CPU seconds at wall time ``t`` (``machine``: the machine's idle and
         stolen seconds), interpolated between the samples around it (the nearest sample was
         off by up to half an interval at each end of a window)."""
+        part = 2 if machine else 1
         times = [x[0] for x in self.samples]
         i = bisect.bisect_left(times, t)
         if i == 0:
@@ -122,8 +123,8 @@ class CpuMeter:
         """CPU seconds at wall time ``t``."""
         return sum(self._totals_at(t).values())
 
-    def roles_between(self, t0: float, t1: float, part: int = 2) -> dict[str, float]:
-        a, b = self._totals_at(t0, part), self._totals_at(t1, part)
+    def roles_between(self, t0: float, t1: float, machine: bool = False) -> dict[str, float]:
+        a, b = self._totals_at(t0, machine), self._totals_at(t1, machine)
         return {k: b.get(k, 0.0) - a.get(k, 0.0) for k in b if b.get(k, 0.0) - a.get(k, 0.0) > 0}
 
     def shares_between(self, t0: float, t1: float, cores: int = 2) -> dict[str, float]:
@@ -135,7 +136,7 @@ class CpuMeter:
         capacity = cores * max(t1 - t0, 1e-9)
         roles = self.roles_between(t0, t1)
         shares = {k: v / capacity for k, v in sorted(roles.items(), key=lambda kv: -kv[1])}
-        machine = self.roles_between(t0, t1, part=3)
+        machine = self.roles_between(t0, t1, machine=True)
         for k in ("idle", "stolen by the VM host"):
             shares[k] = min(machine.get(k, 0.0) / capacity, max(0.0, 1 - sum(shares.values())))
         shares["other processes"] = max(0.0, 1 - sum(shares.values()))
