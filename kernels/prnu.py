@@ -221,21 +221,30 @@ def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int):
         by_row = xp.permute_dims(ls, (1, 0, 2))  # (rows, nl, half)
         for (i0, m), acc in zip(blocks, sums):
             lefts = by_row[:, i0:i0 + m, None, :]  # (rows, m, 1, half)
-            products = []
-            for y0 in range(0, rows, band):
-                y1 = min(rows, y0 + band)
-                if buffered:
-                    a = np.multiply(lefts[y0:y1], col[None, None], out=a_buf[m][:y1 - y0])
-                    np.matmul(a.reshape(y1 - y0, m * s, half), rows_t[y0:y1],
-                              out=g_buf[m][y0:y1])
-                else:
-                    a = lefts[y0:y1] * col[None, None, :, :]
-                    products.append(xp.reshape(a, (y1 - y0, m * s, half)) @ rows_t[y0:y1])
-            g = g_buf[m][:rows] if buffered else \
-                products[0] if len(products) == 1 else xp.concat(products, axis=0)
+            g = _row_products(xp, lefts, col, rows_t, band,
+                              (a_buf[m], g_buf[m]) if buffered else None)
             acc += row[:, f0:f1] @ xp.reshape(g, (rows, m * s * nr))
     near = [xp.reshape(acc, (s, m, s, nr)) for acc, (_, m) in zip(sums, blocks)]
     return (near[0] if len(near) == 1 else xp.concat(near, axis=1)), total
+
+
+def _row_products(xp, lefts, col, rows_t, band: int, buffers=None):
+    """(rows, m * s, nr): for each spectrum row, its left rows (``lefts``: rows, m, 1, half)
+    times every column factor, times its right rows (``rows_t``: rows, half, nr), ``band`` rows
+    a matrix product; on numpy into ``buffers`` (a_buf, g_buf), made once a tile."""
+    import numpy as np
+    rows, m, _, half = lefts.shape
+    s = col.shape[0]
+    if buffers is not None:
+        a_buf, g_buf = buffers
+        for y0 in range(0, rows, band):
+            y1 = min(rows, y0 + band)
+            a = np.multiply(lefts[y0:y1], col[None, None], out=a_buf[:y1 - y0])
+            np.matmul(a.reshape(y1 - y0, m * s, half), rows_t[y0:y1], out=g_buf[y0:y1])
+        return g_buf[:rows]
+    products = [xp.reshape(lefts[y0:y0 + band] * col[None, None, :, :], (-1, m * s, half))
+                @ rows_t[y0:y0 + band] for y0 in range(0, rows, band)]
+    return products[0] if len(products) == 1 else xp.concat(products, axis=0)
 
 
 def _half_weights(width: int):
