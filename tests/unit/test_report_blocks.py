@@ -62,3 +62,27 @@ def test_numbers_print_to_three_significant_figures_or_better(value):
 def test_integers_print_as_integers():
     assert report.num(7) == "7" and report.num(49795210) == "49,795,210"
     assert report.num(True) == "yes" and report.num(None) == "—"
+
+
+@pytest.mark.parametrize("same_run", [True, False])
+def test_a_rebuilt_report_keeps_the_bench_profile_sizes_of_the_same_run(tmp_path, same_run):
+    """``bench_run.json`` (the suite's record of what it cut) is not in the repository: a
+    report rebuilt from a checkout's JSON keeps what the section said of the sizes while the
+    JSON is the run the section described, and drops it for another run."""
+    import json
+    rec = {"command": "benchmarks/farm.py", "date": "2026-11-27T08:54:23+00:00",
+           "code": {"describe": "abc1234", "commit": "abc1234"}, "machine": {"cores": 2}}
+    (tmp_path / "out").mkdir()
+    described = {"_record": rec}
+    if not same_run:
+        rec = {**rec, "date": "2026-11-28T06:00:00+00:00"}
+    (tmp_path / "out" / "farm.json").write_text(json.dumps({"_record": rec}))
+    cut = report.CUT_LEAD + "one run, not three."
+    old = "\n\n".join(["# Benchmark results", "## Tool farm — `benchmarks/farm.py`",
+                       report.provenance("farm", described), cut, "old figures"])
+    results = tmp_path / "RESULTS.md"
+    results.write_text(old + "\n")
+    report.build(str(tmp_path / "out"), results_md=str(results), plots_dir=str(tmp_path / "p"))
+    section = results.read_text().split("## Tool farm", 1)[1]
+    assert (cut in section) is same_run
+    assert "old figures" not in section  # the section itself is made anew from the JSON
