@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
 from ..run.metrics import EventBuffer
+from ..run.runtime import long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .items import ItemMap
 from .loading import warm_process
@@ -163,6 +164,7 @@ class DeviceWorker:
         """compare -> postprocess, off the event loop (kernels release the GIL); with
         ``reduce``, when every sink offers a reduction and the app takes them, the app's
         ``compare_reduced`` instead: then the fields are one ``TileCandidates`` per sink."""
+        long_time_slices()  # this pool thread computes: fewer switches on a shared core
         left = self.items.rows(values, "row", tile.r0, tile.r1)
         right = self.items.rows(values, "col", tile.c0, tile.c1)
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..run.io import fetch, io_stats
-from ..run.runtime import keep_freed_memory
+from ..run.runtime import keep_freed_memory, long_time_slices
 from ..run.shipping import install
 from .app import PackKey
 from .store import StoreStats, add_stats, content_digest, source_digest
@@ -103,6 +103,7 @@ def load_items(app, keys: list[str], preprocess_on: str | None = None, inline_by
     ``parsed``: items the probe parsed in this process (key -> (item, info)), taken out as
     they are used: an in-process run loads them without parsing them again."""
     install(shipment)
+    long_time_slices()  # the task's thread parses: fewer switches on a core it shares
     warm_process(app, "host")  # a loader process that ran no pre-flight check is cold
     before = io_stats()
     taken = [parsed.pop(key, None) if parsed else None for key in keys]
