@@ -295,8 +295,8 @@ def _img(path: str | None, results_md: str) -> str:
     return f"![{os.path.basename(path)}]({rel})"
 
 
-CPU_ROLES = ("device actors", "loaders", "coordination", "Ray daemons", "driver", "idle",
-             "stolen by the VM host", "other processes")
+CPU_ROLES = ("device actors", "loaders", "coordination", "Ray daemons", "driver",
+             "other Ray workers", "idle", "stolen by the VM host", "other processes")
 
 
 def cpu_table(label: str, shares: dict) -> str:
