@@ -984,11 +984,12 @@ def build(out_dir: str, results_md: str | None = None, plots_dir: str | None = N
                         f"{RUN_BY.get(name, name)}`.")
             parts.append("\n\n".join(body))
             continue
-        body.append(provenance(name, d))
+        made_by = provenance(name, d)
+        body.append(made_by)
         run = manifest.get(RUN_BY.get(name, name)) or {}
         if run.get("cut") and run.get("command") == (d.get("_record") or {}).get("command"):
             body.append(f"{CUT_LEAD}{run['cut']}.")
-        elif not run and kept and body[-1] in kept:
+        elif not run and kept and made_by in kept:
             # the same run as the report's section, whose suite record (``bench_run.json``,
             # not in the repository) a fresh checkout lacks: keep what it said of the sizes
             body += [p for p in kept.split("\n\n") if p.startswith(CUT_LEAD)][:1]
