@@ -224,9 +224,10 @@ class InProcessExecutor:
         from .loading import check_items
         return LocalRef(self.pool.submit(check_items, app, keys))
 
-    def measure(self, app, sample: list[str], device: str, shipment=None) -> LocalRef:
+    def measure(self, app, sample: list[str], device: str, shipment=None,
+                pairs: int = 0) -> LocalRef:
         from .loading import measure_stages
-        return _done(measure_stages(app, sample, device))
+        return _done(measure_stages(app, sample, device, pairs=pairs))
 
     def coordinator(self, node: dict, scheduler_kw: dict, metrics_kw: dict, cache_spec):
         from .coordinator import CoordinatorCore
@@ -339,11 +340,12 @@ class RayExecutor:
     def check_items(self, app_ref, keys: list[str], shipment=None):
         return self.actors_mod.check_items_task.remote(app_ref, keys, shipment)
 
-    def measure(self, app_ref, sample: list[str], device: str, shipment=None):
+    def measure(self, app_ref, sample: list[str], device: str, shipment=None,
+                pairs: int = 0):
         # measured on the device the actors will use: a GPU task asks for its GPU
         return self.actors_mod.measure_task.options(
             **self.actors_mod.device_options(device)).remote(app_ref, sample, device, True,
-                                                             shipment)
+                                                             shipment, pairs=pairs)
 
     @staticmethod
     def _on(node: dict) -> dict:

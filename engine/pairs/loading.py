@@ -192,19 +192,46 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
 MEASURE_MIN_S = 0.005
 MEASURE_MAX_SIDE = 1024
 MEASURE_REPS_S = 0.05  # another timed rep only while the reps so far took less
+# a kernel that shares each item's part among a tile's pairs costs less a pair in a larger
+# tile: the tile doubles again while the last doubling cut a pair's cost by more than a tenth,
+# and while the doubled compare would take at most MEASURE_GROW_S and MEASURE_GROW_SHARE of
+# the run's compares on one core (start-up the run waits for: a small run's probe stays short)
+MEASURE_AMORTISED = 0.9
+MEASURE_GROW_S = 0.25
+MEASURE_GROW_SHARE = 0.01
+
+
+def probe_grows(side: int, t_pair: float, t_half: float | None = None,
+                budget_s: float = MEASURE_GROW_S) -> bool:
+    """Does the probe time a tile of twice ``side`` next, having timed ``t_pair`` a pair in a
+    tile of ``side`` (``t_half``: in the tile of half the side, None for the first)? A
+    compare shorter than ``MEASURE_MIN_S`` always grows; a longer one only within
+    ``budget_s``.
+
+    Forensics' 2 x 2 tile timed 2.0-3.2 ms a pair against 0.51 ms in the run's tiles of 26 (a
+    tile gathers each item's spectrum rows once for all its pairs), and the leaf chosen on the
+    2 x 2 figure came out 22-26 where the cost model wants ~32."""
+    if side >= MEASURE_MAX_SIDE:
+        return False
+    if t_pair * side * side < MEASURE_MIN_S:
+        return True
+    if t_half is not None and t_pair > MEASURE_AMORTISED * t_half:
+        return False
+    return t_pair * (2 * side) ** 2 <= budget_s
 
 
 def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
                    shipment=None, store=None, preprocess_on: str | None = None,
-                   keep: dict | None = None) -> dict:
+                   keep: dict | None = None, pairs: int = 0) -> dict:
     """Parse and compare a small sample, timing the second compare (the first compiles), or
     the first when the app has a warm-up of its own (it compiled the kernels).
     The process is warmed up first, so first-call costs do not inflate the parse time.
 
-    ``grow``: while a compare of the sample takes under ``MEASURE_MIN_S``, the tile is doubled
-    (the sample's items repeated), so ``t_pair`` is a pair's cost inside a real tile: for pairs
-    of microseconds a 2 x 2 tile times the call around the pairs, not the pairs, and the leaf
-    chosen from it came out tiles a fraction of their per-tile overhead.
+    ``grow``: while a compare of the sample takes under ``MEASURE_MIN_S``, or a pair still
+    costs less in a larger tile (``probe_grows``), the tile is doubled (the sample's items
+    repeated), so ``t_pair`` is a pair's cost inside a real tile: for pairs of microseconds a
+    2 x 2 tile times the call around the pairs, not the pairs, and the leaf chosen from it came
+    out tiles a fraction of their per-tile overhead.
 
     ``shipment``: the driver's local input files, installed before anything is read (nothing
     shared between nodes: ``engine/run/shipping.py``).
@@ -213,6 +240,9 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     over stored items pays a store read per load, not a parse), else is parsed and kept, as
     the load tasks will load it (``preprocess_on``: preprocessed on the host), so the probe
     parses nothing the store has and stores nothing the run will not read.
+
+    ``pairs``: the run's, which bound how long the probe may grow a long compare (0: only
+    while it is shorter than ``MEASURE_MIN_S``).
 
     ``keep``: a dict that receives the sample's parsed items (key -> (item, info), the info
     with what was read), for a run in this process to load instead of parsing them again
@@ -242,6 +272,7 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     # and waits for the GIL made a 256 x 256 tile of reads time 96 ns a pair, not 7 (the
     # run went to Ray on an estimate 35x too high)
     clock = time.thread_time if device == "cpu" else time.perf_counter
+    t_half = None  # t_pair in the tile of half the side
     while True:
         reps, t0, c0 = 0, time.perf_counter(), clock()
         # up to 3 reps while they are short: one compare of large items times itself well,
@@ -250,9 +281,10 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
             app.compare(dev, dev, mask, device)
             reps += 1
         t_pair = (clock() - c0) / (reps * mask.size)
-        if not (grow and dev and t_pair * mask.size < MEASURE_MIN_S
-                and len(dev) < MEASURE_MAX_SIDE):
+        budget = min(MEASURE_GROW_S, MEASURE_GROW_SHARE * pairs * t_pair)
+        if not (grow and dev and probe_grows(len(dev), t_pair, t_half, budget)):
             break
+        t_half = t_pair
         dev = dev * 2
         mask = np.ones((len(dev), len(dev)), bool)
     nbytes = float(np.mean([app.item_nbytes(it) for it in items])) if items else 0.0

@@ -170,7 +170,7 @@ class Preflight:
                 measured = {**measure_stages(
                     app, sample, device, store=store,
                     preprocess_on=device if local_plan.preprocess_on_host else None,
-                    keep=probed), "device": device}
+                    keep=probed, pairs=inp.space.total), "device": device}
                 probe_store = measured.pop("store", None)
             except Exception:  # a bad input: name every problem, not the probe's stumble
                 if cfg.preflight:
@@ -225,7 +225,7 @@ class Preflight:
         if previous is None and node_plan[0].device != device:  # measured where it runs
             t0 = time.time()
             measured = {**ex.get(ex.measure(app_ref, sample, node_plan[0].device,
-                                            shipment_ref)),
+                                            shipment_ref, pairs=inp.space.total)),
                         "device": node_plan[0].device}
             self.phases["measure_s"] += time.time() - t0
         return Checked(ex, store, measured, probe_store, estimate_s, nodes, app_ref, shipment,

@@ -58,3 +58,61 @@ def test_measure_grows_a_fast_compare_into_a_tile():
     app = _CountingApp()
     measure_stages(app, ["a", "bb"], "cpu", grow=False)
     assert {s for s, _, _ in app.sides} == {2}
+
+
+class _SharingApp(_CountingApp):
+    """A compare that does each item's part once a tile (``per_item`` s of CPU) and then
+    ``per_pair`` s a pair, as forensics' does: a pair costs less in a larger tile."""
+
+    def __init__(self, per_item, per_pair):
+        super().__init__()
+        self.per_item, self.per_pair = per_item, per_pair
+
+    def compare(self, left, right, mask, device):
+        import time
+        self.sides.append((len(left), len(right), int(mask.sum())))
+        end = time.thread_time() + self.per_item * (len(left) + len(right)) \
+            + self.per_pair * mask.size
+        while time.thread_time() < end:
+            pass
+
+
+def test_the_probe_times_a_sharing_kernel_in_a_larger_tile_for_a_large_run():
+    """2 ms of each item's part and 0.1 ms a pair: 2.1 ms a pair in a 2 x 2 tile, 0.35 in one
+    of 16 (hand-computed: 2 * 2 / 16 + 0.1 = 0.35). A run of 100,000 pairs lets the probe
+    grow its compare to 16 x 16 (90 ms; the next, 32 x 32, would take 358 ms, over
+    MEASURE_GROW_S); a run of 200 pairs keeps the 2 x 2 tile (4 x 4 would take 34 ms, over 1 %
+    of the run's 0.42 s of compares)."""
+    from engine.pairs.loading import measure_stages
+    app = _SharingApp(0.002, 0.0001)
+    got = measure_stages(app, ["a", "bb"], "cpu", pairs=100_000)
+    assert max(s for s, _, _ in app.sides) == 16
+    assert abs(got["t_pair"] - 0.00035) < 0.00005
+    app = _SharingApp(0.002, 0.0001)
+    got = measure_stages(app, ["a", "bb"], "cpu", pairs=200)
+    assert {s for s, _, _ in app.sides} == {2}
+    assert abs(got["t_pair"] - 0.0021) < 0.0003
+
+
+def test_probe_grows_while_a_larger_tile_still_cuts_a_pairs_cost():
+    """Hand cases of the probe's rule: a short compare always grows; a long one grows while
+    the doubled compare fits MEASURE_GROW_S and the last doubling cut a pair's cost by more
+    than a tenth (forensics' kernel shares each item's part among a tile's pairs)."""
+    from engine.pairs.loading import (MEASURE_AMORTISED, MEASURE_GROW_S, MEASURE_MAX_SIDE,
+                                      MEASURE_MIN_S, probe_grows)
+    assert probe_grows(2, MEASURE_MIN_S / 4 / 2)               # a 2 x 2 under the least
+    assert not probe_grows(MEASURE_MAX_SIDE, 1e-9)             # the largest tile: no more
+    # a first long tile: one doubling when the 4 x 4 fits the budget, none when it does not
+    fits = MEASURE_GROW_S / 16
+    assert probe_grows(2, fits) and not probe_grows(2, fits * 1.01)
+    # 2 x 2 at 2.5 ms a pair, then 4 x 4 at 1.2: the cut is more than a tenth -> 8 x 8
+    assert probe_grows(4, 0.0012, 0.0025) == (0.0012 * 64 <= MEASURE_GROW_S)
+    # a pair costs what it did in half the tile: the kernel shares nothing, stop
+    assert not probe_grows(4, 0.0010, 0.0010)
+    assert MEASURE_AMORTISED == 0.9 and 64 * 0.00089 <= MEASURE_GROW_S
+    assert not probe_grows(4, 0.00091, 0.0010) and probe_grows(4, 0.00089, 0.0010)
+    # even while it falls, never a compare over the budget: MEASURE_GROW_S, or the run's
+    assert not probe_grows(16, MEASURE_GROW_S / 1024 * 1.01, 1.0)
+    assert probe_grows(4, 0.001, 0.002, budget_s=0.064)
+    assert not probe_grows(4, 0.001, 0.002, budget_s=0.063)
+    assert probe_grows(4, 0.00001, 0.002, budget_s=0.0)        # (a short one still grows)
