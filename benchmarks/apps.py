@@ -7,11 +7,12 @@
 For each app, as ``benchmarks/allpairs.py`` part (a) defines it: system efficiency
 T_min / (p · T), with T_min = Σ_items (t_parse + t_pre) + pairs · t_cmp from stage times
 measured in this process (every item parsed and preprocessed once, every pair compared once,
-in tiles of 26 x 26 items on one thread), p the run's device actors and T the engine's compute
-phase (Ray start-up and actor spawn excluded). This VM's speed drifts by 10-15 % within a
-minute, so the engine runs ``REPEATS`` times with T_min measured before the first run and after
-each: a run's efficiency uses the mean of the T_min measured just before and just after it, and
-the app's figure is the median run's (every run's is printed and kept). The CPU of the two cores
+on one thread, in tiles of the run's own leaf or of 26 x 26 items, whichever is larger), p the
+run's device actors and T the engine's compute phase (Ray start-up and actor spawn excluded).
+This VM's speed drifts by 10-15 % within a minute, so the engine runs ``REPEATS`` times with
+T_min measured after each: a run's efficiency uses the mean of the T_min measured just before
+it (after the run before) and just after it, both in tiles of its side (else the one after it
+alone), and the app's figure is the median run's (every run's is printed and kept). The CPU of the two cores
 over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same
 as a fraction of the two-process limit: two plain processes comparing tiles (of T_min's size
 where the items allow) side by side, no Ray, give what two busy cores of this machine do
@@ -57,10 +58,10 @@ import numpy as np  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 from cpu_meter import CpuMeter  # noqa: E402
 
-# items a side of the tiles T_min's compares are timed in: no smaller than the engine's tiles
-# (23-26 here), as forensics' compare costs less a pair in larger tiles (its matrix products
-# amortise each item's part over more pairs), and a T_min timed in smaller tiles would flatter
-# the engine
+# items a side of the tiles T_min's compares are timed in, at least: never smaller than the
+# run's own tiles (``tmin_side``), as forensics' compare costs less a pair in larger tiles (its
+# matrix products amortise each item's part over more pairs: 0.51 ms a pair in tiles of 26,
+# ~0.47 in tiles of 32 or 37), and a T_min timed in smaller tiles would flatter the engine
 STAGE_TILE = 26
 REPEATS = (1, 3)  # engine runs with the engine's host tier (quick, full)
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
@@ -81,10 +82,15 @@ def _raw(url: str) -> bytes:
         return fh.read()
 
 
-def stage_times(app) -> tuple[float, float, int]:
+def tmin_side(leaf: int) -> int:
+    """The side of the tiles T_min's compares are timed in for a run of ``leaf``."""
+    return max(STAGE_TILE, int(leaf))
+
+
+def stage_times(app, side: int = STAGE_TILE) -> tuple[float, float, int]:
     """(Σ parse + preprocess over every item, mean compare seconds per pair, pairs), all
-    measured: every item prepared once and every pair compared once, in tiles of
-    ``STAGE_TILE`` items on one thread. A sample could not stand for the run: items differ in
+    measured: every item prepared once and every pair compared once, in tiles of ``side``
+    items on one thread. A sample could not stand for the run: items differ in
     cost (particles of 78 to 102 points: pairs up to 1.7x apart), and on this VM a 6 x 6
     sample timed 11 and 19 ms a pair two minutes apart for the same 40 particles."""
     keys = list(app.keys())
@@ -101,9 +107,9 @@ def stage_times(app) -> tuple[float, float, int]:
     n = len(keys)
     app.compare(items[:1], items[1:2], np.ones((1, 1), bool), "cpu")  # compiled, warm
     t_compare = 0.0
-    for r0 in range(0, n, STAGE_TILE):
-        for c0 in range(r0, n, STAGE_TILE):
-            left, right = items[r0:r0 + STAGE_TILE], items[c0:c0 + STAGE_TILE]
+    for r0 in range(0, n, side):
+        for c0 in range(r0, n, side):
+            left, right = items[r0:r0 + side], items[c0:c0 + side]
             mask = np.ones((len(left), len(right)), bool)
             if r0 == c0:
                 mask = np.triu(mask, 1)
@@ -264,25 +270,28 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     limit, two_times = two_process_limit(app)
     print(f"{name:11s} two processes side by side compare at {limit:.3f} of one alone "
           f"(the machine's limit)", flush=True)
-    stages = [stage_times(app)]  # (t_items, t_pair, pairs): before the first run, after each
+    # (side, T_min) measured after each run, in tiles of that run's side
+    stages: list[tuple[int, float]] = []
     n = len(app.keys())
     runs = []
     meter = CpuMeter(interval=0.5)
     try:
         for _ in range(REPEATS[0 if quick else 1]):
             s = run_once(app, sinks, after, runs_root, None, meter)
-            stages.append(stage_times(app))
-            around = [ti + pairs * tp for ti, tp, pairs in stages[-2:]]
-            runs.append(_run_row(s, sum(around) / 2, limit, None))
-            _say(name, n, stages[0][2], runs[-1], "engine_host_tier")
+            side = tmin_side(s["leaf_items"])
+            t_items, t_pair, pairs = stage_times(app, side)
+            stages.append((side, t_items + pairs * t_pair))
+            around = [t for sd, t in stages[-2:] if sd == side]
+            runs.append({**_run_row(s, sum(around) / len(around), limit, None),
+                         "T_min_side": side})
+            _say(name, n, pairs, runs[-1], "engine_host_tier")
     finally:
         meter.close()
-    t_mins = [ti + pairs * tp for ti, tp, pairs in stages]
-    pairs = stages[0][2]
+    t_mins = [t for _, t in stages]
     median = sorted(runs, key=lambda r: r["efficiency"])[len(runs) // 2]
-    row = {"n": n, "pairs": pairs, "t_items_s": float(np.mean([x[0] for x in stages])),
-           "t_pair_s": float(np.mean([x[1] for x in stages])), "T_min": float(np.mean(t_mins)),
-           "T_min_each": t_mins, "two_process_limit": limit, "two_process_t_pair_s": two_times,
+    row = {"n": n, "pairs": pairs, "T_min": float(np.mean(t_mins)), "T_min_each": t_mins,
+           "T_min_sides": [sd for sd, _ in stages], "two_process_limit": limit,
+           "two_process_t_pair_s": two_times,
            "rocket_efficiency": ROCKET[name], "size": size,
            "runs": {"engine_host_tier": {**median,
                                          "each": [r["efficiency"] for r in runs],
