@@ -434,8 +434,10 @@ def sec_apps(d, ctx):
             first = label == "engine_host_tier"
             each = run.get("each") or []
             if "T_min_each" in r:
-                bracket = f", measured {len(r['T_min_each'])} times: " + ", ".join(
-                    num(x, "s") for x in r["T_min_each"])
+                sides = sorted(set(r.get("T_min_sides") or []))
+                bracket = f", measured {len(r['T_min_each'])} times" + (
+                    f" in tiles of {' and '.join(map(str, sides))}" if sides else "") + \
+                    ": " + ", ".join(num(x, "s") for x in r["T_min_each"])
             elif "T_min_after" in r:
                 bracket = f", {num(r['T_min_before'], 's')} before the run and " \
                     f"{num(r['T_min_after'], 's')} after"
