@@ -60,8 +60,9 @@ from cpu_meter import CpuMeter  # noqa: E402
 
 # items a side of the tiles T_min's compares are timed in, at least: never smaller than the
 # run's own tiles (``tmin_side``), as forensics' compare costs less a pair in larger tiles (its
-# matrix products amortise each item's part over more pairs: 0.51 ms a pair in tiles of 26,
-# ~0.47 in tiles of 32 or 37), and a T_min timed in smaller tiles would flatter the engine
+# matrix products amortise each item's part over more pairs: T_min 23.0 s in tiles of 26
+# against 21.6-21.8 s in tiles of 32 and 37 in one set of runs), and a T_min timed in smaller
+# tiles would flatter the engine
 STAGE_TILE = 26
 REPEATS = (1, 3)  # engine runs with the engine's host tier (quick, full)
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}

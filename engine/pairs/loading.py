@@ -210,7 +210,7 @@ def probe_grows(side: int, t_pair: float, t_half: float | None = None,
 
     Forensics' 2 x 2 tile timed 2.0-3.2 ms a pair against 0.51 ms in the run's tiles of 26 (a
     tile gathers each item's spectrum rows once for all its pairs), and the leaf chosen on the
-    2 x 2 figure came out 22-26 where the cost model wants ~32."""
+    2 x 2 figure came out 22-26 where the cost model, on a pair's cost in a real tile, wants 37."""
     if side >= MEASURE_MAX_SIDE:
         return False
     if t_pair * side * side < MEASURE_MIN_S:
