@@ -12,8 +12,8 @@ run's device actors and T the engine's compute phase (Ray start-up and actor spa
 This VM's speed drifts by 10-15 % within a minute, so the engine runs ``REPEATS`` times with
 T_min measured after each: a run's efficiency uses the mean of the T_min measured just before
 it (after the run before) and just after it, both in tiles of its side (else the one after it
-alone), and the app's figure is the median run's (every run's is printed and kept). The CPU of the two cores
-over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same
+alone), and the app's figure is the median run's (every run's is printed and kept). The CPU
+of the two cores over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same
 as a fraction of the two-process limit: two plain processes comparing tiles (of T_min's size
 where the items allow) side by side, no Ray, give what two busy cores of this machine do
 against 2 × one alone (``benchmarks/align.py`` measures the same).
