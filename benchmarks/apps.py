@@ -13,10 +13,10 @@ This VM's speed drifts by 10-15 % within a minute, so the engine runs ``REPEATS`
 T_min measured after each: a run's efficiency uses the mean of the T_min measured just before
 it (after the run before) and just after it, both in tiles of its side (else the one after it
 alone), and the app's figure is the median run's (every run's is printed and kept). The CPU
-of the two cores over the median run's T is split by who spent it (``cpu_meter.CpuMeter``). Beside it, the same
-as a fraction of the two-process limit: two plain processes comparing tiles (of T_min's size
-where the items allow) side by side, no Ray, give what two busy cores of this machine do
-against 2 × one alone (``benchmarks/align.py`` measures the same).
+of the two cores over the median run's T is split by who spent it (``cpu_meter.CpuMeter``).
+Beside it, the same as a fraction of the two-process limit: two plain processes comparing
+tiles (of 26 items where the items allow) side by side, no Ray, give what two busy cores of
+this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
 Every stage time is one core's: BLAS gets one thread here, as in each device actor, and the
 allocator keeps freed memory (``engine.run.runtime.keep_freed_memory``) here and in the two
 plain processes, as in every process of the engine's.
