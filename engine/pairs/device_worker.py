@@ -102,6 +102,7 @@ class DeviceWorker:
         # tiles of this actor waiting for or in compute (not those only being written): what
         # the scheduler's endgame asks of it (``busy``), and the event a compute's end sets
         self.computing: set[int] = set()
+        self.asking = 0  # calls to the scheduler under way that may hand out a tile (_ask)
         self.computed = asyncio.Event()
         self.tiles_done = 0
         self._l1_told: set = set()  # what the scheduler was last told this L1 holds
@@ -223,6 +224,24 @@ class DeviceWorker:
             self.l1.release(items)
         return {k: np.asarray(v) for k, v in fields.items()}
 
+    async def _ask(self, call, *args) -> dict:
+        """A call to the scheduler that may hand out a tile (``request``, or a completion's
+        ``complete_and_request``), saying how busy this device is: its tiles waiting for or in
+        compute, and its other such calls under way, each of which may bring one. A tile
+        handed out counts as computing from the reply on, before its task first runs.
+        Otherwise, in the endgame, the run loop's request (sent when a compute ends) and that
+        tile's completion (sent when its write ends) both said "free" and both got one of the
+        last tiles, while another actor idled to the end of the run."""
+        busy = len(self.computing) + self.asking
+        self.asking += 1
+        try:
+            reply = await call(*args, busy=busy)
+        finally:
+            self.asking -= 1
+        if "tile" in reply:
+            self.computing.add(reply["tile"])
+        return reply
+
     async def _process(self, t: int, advice: dict, keep: bool = False) -> dict:
         """Compute and write tile ``t``; returns the scheduler's next hand-out for this slot."""
         tile = self.tiles[t]
@@ -231,7 +250,6 @@ class DeviceWorker:
             self.evictor.advice = {int(k): v for k, v in advice.items()}
         t_start = time.time()
         self.events.add({"kind": "tile_start", "id": t, "actor": self.id, "t": t_start})
-        self.computing.add(t)
         try:
             values = await self.l1.acquire(items)
             try:
@@ -249,8 +267,8 @@ class DeviceWorker:
         self.events.add({"kind": "tile", "id": t, "actor": self.id, "t_start": t_start,
                          "t_end": time.time(), "pairs": tile.pairs})
         self._report_tier()
-        return await self.scheduler.complete_and_request(
-            self.id, t, entries, kept, self.node, *self._l1_news(), busy=len(self.computing))
+        return await self._ask(self.scheduler.complete_and_request,
+                               self.id, t, entries, kept, self.node, *self._l1_news())
 
     def _l1_news(self) -> tuple[list, list, list]:
         """(entered, left) the L1 since the last report, and the items to get next-use
@@ -285,8 +303,8 @@ class DeviceWorker:
             while True:
                 told_wait = False
                 while not finished and len(running) < self.in_flight:
-                    reply = replies.pop(0) if replies else await self.scheduler.request(
-                        self.id, self.node, *self._l1_news(), busy=len(self.computing))
+                    reply = replies.pop(0) if replies else await self._ask(
+                        self.scheduler.request, self.id, self.node, *self._l1_news())
                     if "tile" in reply:
                         running.add(asyncio.ensure_future(
                             self._process(reply["tile"], reply["next_use"],

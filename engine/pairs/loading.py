@@ -199,19 +199,22 @@ MEASURE_REPS_S = 0.05  # another timed rep only while the reps so far took less
 MEASURE_AMORTISED = 0.9
 MEASURE_GROW_S = 0.25
 MEASURE_GROW_SHARE = 0.01
+# the probe times CPU, and a compare that waits (on a tool, a device, a sleep) spends little:
+# its tile doubles only while the doubled compare's wall time stays under this (4x the last)
+MEASURE_GROW_WALL_S = 1.0
 
 
 def probe_grows(side: int, t_pair: float, t_half: float | None = None,
-                budget_s: float = MEASURE_GROW_S) -> bool:
+                budget_s: float = MEASURE_GROW_S, wall_s: float = 0.0) -> bool:
     """Does the probe time a tile of twice ``side`` next, having timed ``t_pair`` a pair in a
     tile of ``side`` (``t_half``: in the tile of half the side, None for the first)? A
     compare shorter than ``MEASURE_MIN_S`` always grows; a longer one only within
-    ``budget_s``.
+    ``budget_s``. ``wall_s``: the compare's wall time, which bounds a waiting one's growth.
 
     Forensics' 2 x 2 tile timed 2.0-3.2 ms a pair against 0.51 ms in the run's tiles of 26 (a
     tile gathers each item's spectrum rows once for all its pairs), and the leaf chosen on the
     2 x 2 figure came out 22-26 where the cost model, on a pair's cost in a real tile, wants 37."""
-    if side >= MEASURE_MAX_SIDE:
+    if side >= MEASURE_MAX_SIDE or 4 * wall_s > MEASURE_GROW_WALL_S:
         return False
     if t_pair * side * side < MEASURE_MIN_S:
         return True
@@ -281,8 +284,9 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
             app.compare(dev, dev, mask, device)
             reps += 1
         t_pair = (clock() - c0) / (reps * mask.size)
+        wall = (time.perf_counter() - t0) / reps
         budget = min(MEASURE_GROW_S, MEASURE_GROW_SHARE * pairs * t_pair)
-        if not (grow and dev and probe_grows(len(dev), t_pair, t_half, budget)):
+        if not (grow and dev and probe_grows(len(dev), t_pair, t_half, budget, wall)):
             break
         t_half = t_pair
         dev = dev * 2
