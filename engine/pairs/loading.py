@@ -188,10 +188,10 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
     return [missing[i:i + size] for i in range(0, len(missing), size)]
 
 
-# the probe's first parse taking more than this many times its second is timed again: a
-# first parse in a fresh process (forensics': 0.12-0.14 s against 0.03) set the load batch
-# and the leaf from a cold figure
-MEASURE_COLD = 2.0
+# the probe's first parse taking more than this many times its second, and this much longer,
+# is timed again: a first parse in a fresh process (forensics': 0.12-0.14 s against 0.03) set
+# the load batch and the leaf from a cold figure
+MEASURE_COLD, MEASURE_COLD_S = 2.0, 0.001
 # a sample compare shorter than this is repeated on a larger tile of the same items
 MEASURE_MIN_S = 0.005
 MEASURE_MAX_SIDE = 1024
@@ -235,7 +235,8 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     """Parse and compare a small sample, timing the second compare (the first compiles), or
     the first when the app has a warm-up of its own (it compiled the kernels).
     The process is warmed up first, so first-call costs do not inflate the parse time, and
-    a first parse that took more than ``MEASURE_COLD`` times the second is timed again.
+    a first parse that took more than ``MEASURE_COLD`` times the second (and over
+    ``MEASURE_COLD_S`` longer) is timed again.
 
     ``grow``: while a compare of the sample takes under ``MEASURE_MIN_S``, or a pair still
     costs less in a larger tile (``probe_grows``), the tile is doubled (the sample's items
@@ -271,7 +272,8 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
         loaded.append((item, info))
         if keep is not None and store is None:
             keep[k] = (item, {**info, "io": io_delta(before, io_stats())})
-    if store is None and len(took) == 2 and took[0] > MEASURE_COLD * took[1]:
+    if store is None and len(took) == 2 and took[0] > MEASURE_COLD * took[1] \
+            and took[0] - took[1] > MEASURE_COLD_S:
         # the process's first parse paid one-off costs the app's warm-up did not (a decoder's
         # plugin, an FFT's plans): timed again, warm, as the loaders parse all but their first
         t0 = time.perf_counter()
