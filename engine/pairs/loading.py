@@ -189,8 +189,8 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
 
 
 # the probe's first parse taking more than this many times its second, and this much longer,
-# is timed again: a first parse in a fresh process (forensics': 0.12-0.14 s against 0.03) set
-# the load batch and the leaf from a cold figure
+# is a cold one and the second stands for both: a first parse in a fresh process (forensics':
+# 0.12-0.14 s against 0.03) set the load batch and the leaf from a cold figure
 MEASURE_COLD, MEASURE_COLD_S = 2.0, 0.001
 # a sample compare shorter than this is repeated on a larger tile of the same items
 MEASURE_MIN_S = 0.005
@@ -214,8 +214,9 @@ def probe_grows(side: int, t_pair: float, t_half: float | None = None,
                 budget_s: float = MEASURE_GROW_S, wall_s: float = 0.0) -> bool:
     """Does the probe time a tile of twice ``side`` next, having timed ``t_pair`` a pair in a
     tile of ``side`` (``t_half``: in the tile of half the side, None for the first)? A
-    compare shorter than ``MEASURE_MIN_S`` always grows; a longer one only within
-    ``budget_s``. ``wall_s``: the compare's wall time, which bounds a short one's growth.
+    compare shorter than ``MEASURE_MIN_S`` grows while the doubled one's wall time (4x
+    ``wall_s``, this one's) stays under ``MEASURE_GROW_WALL_S``; a longer one only within
+    ``budget_s``.
 
     Forensics' 2 x 2 tile timed 2.0-3.2 ms a pair against 0.51 ms in the run's tiles of 26 (a
     tile gathers each item's spectrum rows once for all its pairs), and the leaf chosen on the
@@ -236,7 +237,7 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     the first when the app has a warm-up of its own (it compiled the kernels).
     The process is warmed up first, so first-call costs do not inflate the parse time, and
     a first parse that took more than ``MEASURE_COLD`` times the second (and over
-    ``MEASURE_COLD_S`` longer) is timed again.
+    ``MEASURE_COLD_S`` longer) counts as the second's time.
 
     ``grow``: while a compare of the sample takes under ``MEASURE_MIN_S``, or a pair still
     costs less in a larger tile (``probe_grows``), the tile is doubled (the sample's items
@@ -275,10 +276,9 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     if store is None and len(took) == 2 and took[0] > MEASURE_COLD * took[1] \
             and took[0] - took[1] > MEASURE_COLD_S:
         # the process's first parse paid one-off costs the app's warm-up did not (a decoder's
-        # plugin, an FFT's plans): timed again, warm, as the loaders parse all but their first
-        t0 = time.perf_counter()
-        load_and_parse(app, sample[0], preprocess_on, store)
-        took[0] = time.perf_counter() - t0
+        # plugin, an FFT's plans): the second, warm, as the loaders parse all but their first,
+        # stands for both (not a third parse: the probe's parses are counted, and handed over)
+        took[0] = took[1]
     items = [item for item, _ in loaded]
     t_parse = sum(took) / max(1, len(took))
     dev = items if preprocess_on == device else \
