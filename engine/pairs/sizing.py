@@ -141,7 +141,8 @@ LOAD_BATCH_MAX = 2048  # items of one load task at most (its infos travel as one
 
 def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
     """Items per load task: enough that one task carries ``load_batch_s`` of parsing
-    (a Ray task costs a few ms of CPU), or ``cfg.load_batch`` when set. Items that parse in
+    (a Ray task costs its loader ~9 ms of CPU, and its owner and the raylet some more), or
+    ``cfg.load_batch`` when set. Items that parse in
     microseconds (a read's bitset from its file's, built once per process) come a few
     thousand a task: at 256 a task, the first tiles of a run of reads waited for tens of
     tasks."""

@@ -122,7 +122,7 @@ def test_plan_run_hand_case():
     assert plan.leaf == 5
     assert plan.l1_items == 2 * 5 * (2 + 1)
     assert plan.l1_bytes == 3000 // 2                   # 30 % of the store over 2 actors
-    assert plan.load_batch == 3                         # ceil(0.1 s / 0.044 s)
+    assert plan.load_batch == 7                         # ceil(0.3 s / 0.044 s)
     assert plan.bound_R == pytest.approx(1 + 200 / (2 * 40))
     assert len(plan.tiles) == 40 + 40 * 39 // 2          # 40 blocks a side, triangle
     assert sum(t.pairs for t in plan.tiles) == 200 * 199 // 2
@@ -231,9 +231,9 @@ def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cu
 def test_load_batch_hand_cases():
     from engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
     cfg = AllPairsConfig()
-    assert load_batch(cfg, 0.044) == 3            # ceil(0.1 s / 0.044 s)
+    assert load_batch(cfg, 0.044) == 7            # ceil(0.3 s / 0.044 s)
     assert load_batch(cfg, 0.5) == 1              # a slow parse: one item a task
-    assert load_batch(cfg, 1e-4) == 1000          # 0.1 s of 0.1 ms parses
+    assert load_batch(cfg, 1e-3) == 300           # 0.3 s of 1 ms parses
     assert load_batch(cfg, 2e-6) == LOAD_BATCH_MAX == 2048  # reads: capped, not 50,000
     assert load_batch(AllPairsConfig(load_batch=7), 2e-6) == 7
 
@@ -283,7 +283,7 @@ def test_packed_plan_hand_case():
     assert plan.items.row_items[17] == 3 and plan.items.row_offsets[17] == 2
     assert plan.item_bytes == 500.0
     assert plan.l1_items == max(4, 2 * 1 * (2 + 1))      # a tile side is one pack
-    assert plan.load_batch == 1                           # ceil(0.1 s / (5 * 0.044 s))
+    assert plan.load_batch == 2                           # ceil(0.3 s / (5 * 0.044 s))
     # the host tier's 40 rows are 8 packs: R = 1 + 40 / (2 * 8)
     assert plan.l2_items == 8 and rows.l2_items == rows.host_items == 40
     assert plan.bound_R == pytest.approx(1 + 40 / (2 * 8))
