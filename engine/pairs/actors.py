@@ -22,7 +22,7 @@ from ..run.metrics import EventBuffer
 from .clients import MetricsClient, SchedulerClient
 from .device_worker import DeviceWorker
 from .frontier import FrontierWorker
-from .loading import check_items, load_items, measure_stages
+from .loading import BatchPart, check_items, load_items, measure_stages
 from .node_cache import NodeCache
 from .policy import make_eviction
 from .tiers import BudgetCache
@@ -33,9 +33,9 @@ from .tiers import BudgetCache
 # state changes and ships them to the GCS for its dashboard and state API, which pairflow does
 # not read (its own metrics and trace are in the run directory)
 _REMOTE = {
-    "load_items_task": lambda ray: ray.remote(num_cpus=1)(load_items),
-    "check_items_task": lambda ray: ray.remote(check_items),
-    "measure_task": lambda ray: ray.remote(num_cpus=1)(measure_stages),
+    "load_items_task": lambda ray: ray.remote(num_cpus=1, enable_task_events=False)(load_items),
+    "check_items_task": lambda ray: ray.remote(enable_task_events=False)(check_items),
+    "measure_task": lambda ray: ray.remote(num_cpus=1, enable_task_events=False)(measure_stages),
     "NodeCacheActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(
         NodeCacheWorker),
     "DeviceActor": lambda ray: ray.remote(num_cpus=0, enable_task_events=False)(DeviceWorker),
@@ -74,6 +74,7 @@ class NodeCacheSpec:
     shipment: object = None              # the driver's local files (run/shipping.py)
     store: object = None                 # the run's L4 item store (store.py), or None
     read_ahead: list[int] | None = None  # items to load before they are asked for (policy.py)
+    one_object: bool = False             # a load task's items in one object (BatchPart)
 
 
 class _LoadTasks:
@@ -87,6 +88,7 @@ class _LoadTasks:
         self.item_keys = spec.item_keys
         self.preprocess_on, self.inline_bytes = spec.preprocess_on, spec.inline_bytes
         self.store = spec.store
+        self.one_object = spec.one_object
         # items measured far below the inline size all travel by value: one return per task
         self.all_inline = spec.expected_item_bytes is not None and \
             4 * spec.expected_item_bytes <= spec.inline_bytes
@@ -105,6 +107,11 @@ class _LoadTasks:
                 self.app_ref, keys, self.preprocess_on, self.inline_bytes, True,
                 shipment=self.shipment, store=self.store)
             return [ref] * len(batch), ref  # a failed load's error travels in every item
+        if self.one_object:
+            items, infos = load_items_task.options(num_returns=2, **self.options).remote(
+                self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment,
+                store=self.store, one_object=True)
+            return [BatchPart(items, i) for i in range(len(batch))], infos
         refs = load_items_task.options(num_returns=len(batch) + 1, **self.options).remote(
             self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment,
             store=self.store)
@@ -124,7 +131,7 @@ async def own_object(entry: tuple) -> tuple:
     """L3: a peer's object pulled into this node's object store and put there again, so this
     node owns its copy (the peer may evict its own, or be lost, without breaking this one)."""
     import ray
-    value = await entry[1]
+    value = await entry[1]  # (an ObjectRef or a BatchPart)
     return ("ref", ray.put(value))
 
 

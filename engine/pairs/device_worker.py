@@ -21,7 +21,7 @@ from ..run.metrics import EventBuffer
 from ..run.runtime import long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .items import ItemMap
-from .loading import warm_process
+from .loading import resolve, warm_process
 from .policy import AdvisedEviction, make_eviction
 from .scheduler import describe_tile
 from .space import PairSpace, Tile
@@ -135,7 +135,7 @@ class DeviceWorker:
         refs = {i: got[i][1] for i in items if got[i][0] == "ref"}
         hosts = {i: got[i][1] for i in items if got[i][0] == "value"}
         if refs:
-            hosts.update(zip(refs, await asyncio.gather(*refs.values())))
+            hosts.update(await resolve(refs))
         if self.preprocessed_on_host:  # the node cache holds device-ready items already
             return hosts
         return await asyncio.to_thread(self._preprocess, items, hosts)

@@ -36,7 +36,7 @@ from .device_worker import DeviceSpec
 from .clients import NodeCacheClient
 from .frontier import FrontierClient, FrontierSpec
 from .preflight import RunInputs
-from .sizing import RunPlan, plan_nodes
+from .sizing import RunPlan, one_object_loads, plan_nodes
 
 
 class Membership:
@@ -106,7 +106,8 @@ class Membership:
             expected_item_bytes=self.item_bytes, shipment=self.shipment,
             store=self.store,
             read_ahead=self.read_ahead if n_idx < len(self.plan.nodes) and node_plan.actors
-            else None)
+            else None,
+            one_object=one_object_loads(plan))
 
     def _start_cache(self, n_idx: int) -> None:
         actor = self.ex.node_cache(self.nodes[n_idx].node, self.cache_spec(n_idx),

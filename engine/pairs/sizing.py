@@ -384,6 +384,13 @@ def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,
     return read_ahead([plan.items.tile_items(t) for t in plan.tiles], plan.order, done_tiles)
 
 
+def one_object_loads(plan: RunPlan) -> bool:
+    """Do load tasks return their items as one object (``loading.BatchPart``)? When one node
+    runs the actors and its host tier holds every item: then no item is evicted alone, and no
+    peer (L3) pulls a whole batch to take one item."""
+    return plan.holds_every_item and sum(1 for n in plan.nodes if n.actors) == 1
+
+
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
     """Tiles (indexed by id) and their order from a run's saved plan (``tiles.json``)."""
     tiles = sorted((Tile(**d) for d in planned), key=lambda t: t.id)

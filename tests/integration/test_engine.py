@@ -208,3 +208,49 @@ def test_hydra_cli_run_and_bad_k(tmp_path, loci):
     bad = subprocess.run([exe, f"data.inputs={path}", "data.k=40", f"runs_root={tmp_path}/r2"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 2 and "k must be an integer from 1 to 31" in bad.stderr
+
+
+def test_load_task_returns_its_items_as_one_object(ray_local):
+    """``one_object``: a load task's items come back as one object, each item a part of it."""
+    import asyncio
+    from apps.synthetic import SyntheticApp
+    from engine.pairs.actors import NodeCacheSpec, _LoadTasks
+    from engine.pairs.loading import BatchPart, resolve
+    app = SyntheticApp(6, item_floats=20_000)  # 160 KB items: above the 64 KiB kept by value
+    spec = dict(node="node-0", node_id=None, app=app, item_keys=app.keys(), budget_bytes=None,
+                budget_items=None, eviction="lru", preprocess_on="cpu")
+    handles, infos = _LoadTasks(NodeCacheSpec(**spec, one_object=True))([0, 2, 5])
+    assert all(isinstance(h, BatchPart) for h in handles)
+    assert len({h.ref for h in handles}) == 1
+    got = asyncio.run(resolve(dict(zip([0, 2, 5], handles))))
+    for i in (0, 2, 5):  # item i is 20,000 copies of i
+        assert np.array_equal(got[i], np.full(20_000, float(i)))
+    assert [info["nbytes"] for info in asyncio.run(_await(infos))] == [160_000] * 3
+    apart, _ = _LoadTasks(NodeCacheSpec(**spec))([1, 4])  # the default: one object per item
+    assert not any(isinstance(h, BatchPart) for h in apart) and apart[0] != apart[1]
+
+
+async def _await(ref):
+    return await ref
+
+
+@pytest.mark.parametrize("host", [None, 4])
+def test_large_items_give_the_right_matrix_whether_loaded_as_one_object_or_apart(
+        ray_local, runs, host):
+    """Items above the inline size: one object per load task when the host tier holds them
+    all (host None), one per item when it must evict (4 of 12); the matrix is the hand formula
+    either way."""
+    from apps.synthetic import SyntheticApp
+    from engine.pairs.driver import allpairs
+    app = SyntheticApp(12, item_floats=20_000)
+    res = allpairs(app=app, runs_root=runs, leaf_items=3, load_batch=3, host_cache_items=host,
+                   progress=False, wait=True)
+    expected = np.array([[SyntheticApp.expected(i, j) if i < j else np.nan for j in range(12)]
+                         for i in range(12)])
+    got = res.matrix()
+    upper = np.triu(np.ones((12, 12), bool), 1)
+    np.testing.assert_array_equal(got[upper], expected[upper])
+    # which load path ran (sizing.one_object_loads: one node, a tier holding every item)
+    assert ("holds every item" in res.summary["plan_choice"]["note"]) == (host is None)
+    if host:
+        assert res.summary["tiers"]["L2"]["evictions"] > 0

@@ -19,6 +19,45 @@ def test_load_batches_hand_cases():
     assert load_batches([], 4, 2) == []
 
 
+class _Object:
+    """Stands in for an ObjectRef: awaitable, hashable, and counts its fetches."""
+
+    def __init__(self, value):
+        self.value, self.fetches = value, 0
+
+    def __await__(self):
+        self.fetches += 1
+        if False:
+            yield
+        return self.value
+
+
+def test_resolve_fetches_each_batch_once_and_indexes_its_parts():
+    import asyncio
+    from engine.pairs.loading import BatchPart, resolve
+    batch, single = _Object(["a", "b", "c"]), _Object("z")
+    handles = {7: BatchPart(batch, 2), 3: BatchPart(batch, 0), 9: single, 4: BatchPart(batch, 1)}
+    assert asyncio.run(resolve(handles)) == {7: "c", 3: "a", 9: "z", 4: "b"}
+    assert batch.fetches == 1 and single.fetches == 1
+    assert asyncio.run(resolve({})) == {}
+
+    async def one():
+        return await BatchPart(batch, 1)
+    assert asyncio.run(one()) == "b"
+
+
+def test_one_object_loads_only_where_nothing_is_evicted_alone():
+    from types import SimpleNamespace as NS
+    from engine.pairs.sizing import one_object_loads
+    one_node = [NS(actors=2)]
+    two_nodes = [NS(actors=2), NS(actors=1)]
+    assert one_object_loads(NS(holds_every_item=True, nodes=one_node))
+    assert not one_object_loads(NS(holds_every_item=False, nodes=one_node))  # evictions
+    assert not one_object_loads(NS(holds_every_item=True, nodes=two_nodes))  # L3 pulls
+    # a node without actors (a store-only node) does not count
+    assert one_object_loads(NS(holds_every_item=True, nodes=[NS(actors=2), NS(actors=0)]))
+
+
 
 
 class _CountingApp:
