@@ -107,14 +107,12 @@ class _LoadTasks:
                 self.app_ref, keys, self.preprocess_on, self.inline_bytes, True,
                 shipment=self.shipment, store=self.store)
             return [ref] * len(batch), ref  # a failed load's error travels in every item
-        if self.one_object:
-            items, infos = load_items_task.options(num_returns=2, **self.options).remote(
-                self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment,
-                store=self.store, one_object=True)
-            return [BatchPart(items, i) for i in range(len(batch))], infos
-        refs = load_items_task.options(num_returns=len(batch) + 1, **self.options).remote(
+        returns = 2 if self.one_object else len(batch) + 1
+        refs = load_items_task.options(num_returns=returns, **self.options).remote(
             self.app_ref, keys, self.preprocess_on, self.inline_bytes, shipment=self.shipment,
-            store=self.store)
+            store=self.store, one_object=self.one_object)
+        if self.one_object:
+            return [BatchPart(refs[0], i) for i in range(len(batch))], refs[1]
         return list(refs[:-1]), refs[-1]
 
 

@@ -89,9 +89,9 @@ class BatchPart:
     Why: each object a task returns costs its worker, its owner and the raylet CPU (create,
     seal, location and reference bookkeeping, a borrow per device actor that uses it): one
     object per task instead of one per item took ~2 % off forensics' T (the raylet's and the
-    coordinator's CPU down by a third). The price: an item cannot leave the object store alone, so a node cache does
-    this only when its tier holds every item (none is evicted). ``await part`` gives the item;
-    ``resolve`` fetches each batch once for many parts."""
+    coordinator's CPU down by a third). The price: an item cannot leave the object store
+    alone, so a node cache does this only when its tier holds every item (none is evicted).
+    ``await part`` gives the item; ``resolve`` fetches each batch once for many parts."""
 
     __slots__ = ("ref", "index")
 
@@ -108,11 +108,9 @@ class BatchPart:
 async def resolve(handles: dict) -> dict:
     """``{key: value}`` for ``{key: handle}`` (ObjectRefs or ``BatchPart``s), each object
     fetched once however many of its parts are asked for."""
-    objects = {}
-    for handle in handles.values():
-        ref = handle.ref if isinstance(handle, BatchPart) else handle
-        objects.setdefault(ref, ref)
-    values = dict(zip(objects, await asyncio.gather(*objects.values())))
+    refs = list(dict.fromkeys(h.ref if isinstance(h, BatchPart) else h
+                              for h in handles.values()))
+    values = dict(zip(refs, await asyncio.gather(*refs)))
     return {key: values[h.ref][h.index] if isinstance(h, BatchPart) else values[h]
             for key, h in handles.items()}
 

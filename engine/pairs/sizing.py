@@ -378,17 +378,22 @@ def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,
     """The items the node cache loads before they are asked for (``policy.read_ahead``): all
     the pending tiles need, when one node runs the actors and its host tier holds every item
     (else loading ahead would evict what is in use, or load on every node what one needs)."""
-    if not cfg.read_ahead or sum(1 for n in plan.nodes if n.actors) != 1 or \
-            not plan.holds_every_item:
+    if not cfg.read_ahead or not one_node_holds_every_item(plan):
         return None
     return read_ahead([plan.items.tile_items(t) for t in plan.tiles], plan.order, done_tiles)
 
 
-def one_object_loads(plan: RunPlan) -> bool:
-    """Do load tasks return their items as one object (``loading.BatchPart``)? When one node
-    runs the actors and its host tier holds every item: then no item is evicted alone, and no
-    peer (L3) pulls a whole batch to take one item."""
+def one_node_holds_every_item(plan: RunPlan) -> bool:
+    """One node runs the actors and its host tier holds every item: no item is evicted, and
+    no other node asks for one (what read-ahead and one-object loads rely on)."""
     return plan.holds_every_item and sum(1 for n in plan.nodes if n.actors) == 1
+
+
+def one_object_loads(plan: RunPlan) -> bool:
+    """Do load tasks return their items as one object (``loading.BatchPart``)? Where one node
+    holds every item: then no item is evicted alone, and no peer (L3) pulls a whole batch to
+    take one item."""
+    return one_node_holds_every_item(plan)
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
