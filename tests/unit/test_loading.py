@@ -99,35 +99,47 @@ def test_measure_grows_a_fast_compare_into_a_tile():
     assert {s for s, _, _ in app.sides} == {2}
 
 
+class _ProbeClock:
+    """The probe's wall clock, advanced only by the parses below: the parse times are the
+    hand-set ones exactly, whatever else the machine runs (busy-waiting on the real clock, a
+    preemption after the deadline added 3 ms to a 12.5 ms mean under a loaded CI)."""
+
+    def __init__(self):
+        import time
+        self.now, self.thread_time, self.time = 0.0, time.thread_time, time.time
+
+    def perf_counter(self):
+        return self.now
+
+
 class _ColdStartApp(_CountingApp):
-    """A parse of ``warm_s`` (busy, wall time), the first one in the instance ``cold_s`` more:
+    """A parse of ``warm_s``, the first one in the instance ``cold_s`` more (on ``clock``):
     one-off costs an app's warm-up does not cover (a decoder's plugin, an FFT's plans)."""
 
-    def __init__(self, cold_s, warm_s):
+    def __init__(self, cold_s, warm_s, clock):
         super().__init__()
-        self.cold_s, self.warm_s, self.parses = cold_s, warm_s, 0
+        self.cold_s, self.warm_s, self.parses, self.clock = cold_s, warm_s, 0, clock
 
     def parse(self, key, raw):
-        import time
-        end = time.perf_counter() + self.warm_s + (self.cold_s if not self.parses else 0.0)
+        self.clock.now += self.warm_s + (self.cold_s if not self.parses else 0.0)
         self.parses += 1
-        while time.perf_counter() < end:
-            pass
         return len(key)
 
 
-def test_a_cold_first_parse_does_not_set_the_parse_time():
+def test_a_cold_first_parse_does_not_set_the_parse_time(monkeypatch):
     """The probe's first parse paying 0.1 s of one-off costs over 10 ms ones: the mean would
     be 60 ms a parse (hand-computed: (0.11 + 0.01) / 2), and the load batch and leaf sized
-    from it; the warm second parse stands for both: ~10 ms, and no third parse. With one-off
+    from it; the warm second parse stands for both: 10 ms, and no third parse. With one-off
     costs of 40 ms (first parse 50 ms against 10: 5x) the same; with 5 ms (15 against 10:
     1.5x) the mean stands: 12.5 ms."""
-    from engine.pairs.loading import measure_stages
-    for cold, low, high in ((0.1, 0.01, 0.012), (0.04, 0.01, 0.012), (0.005, 0.0125, 0.015)):
-        app = _ColdStartApp(cold, 0.01)
-        got = measure_stages(app, ["a", "bb"], "cpu", grow=False)
+    from engine.pairs import loading
+    clock = _ProbeClock()
+    monkeypatch.setattr(loading, "time", clock)
+    for cold, want in ((0.1, 0.01), (0.04, 0.01), (0.005, 0.0125)):
+        app = _ColdStartApp(cold, 0.01, clock)
+        got = loading.measure_stages(app, ["a", "bb"], "cpu", grow=False)
         assert app.parses == 2
-        assert low <= got["t_parse"] < high, (cold, got["t_parse"])
+        assert abs(got["t_parse"] - want) < 1e-12, (cold, got["t_parse"])
 
 
 class _SharingApp(_CountingApp):
