@@ -24,6 +24,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
+from .lazyjit import lazy_njit
+
 __all__ = ["haar2", "ihaar2", "wave_noise", "noise_residual", "zero_mean_rows_cols",
            "wiener_dft", "prepare", "ncc_pce", "PEAK_NEIGHBOURHOOD"]
 
@@ -77,12 +81,59 @@ def _box_means(xp, x, windows: Sequence[int]):
 
 def wave_noise(xp, coef, noise_var: float):
     """The noise part of ``coef`` under the locally adaptive Wiener rule: coef·σ²/(v + σ²),
-    v = max(0, local mean of coef² − σ²), the smallest over the windows 3..9."""
+    v = max(0, local mean of coef² − σ²), the smallest over the windows 3..9.
+
+    A float64 numpy array takes a compiled loop (``_wave_noise_cpu``) with the same integral
+    image and the same operations in the same order, so the same bits: the array version
+    makes a dozen full-size temporaries a call, and it was most of a residual's time (a 512²
+    spectrum 6.1 ms against 2.6 compiled, a 256² band 1.37 against 0.64)."""
+    if isinstance(coef, np.ndarray) and coef.dtype == np.float64 and coef.ndim == 2:
+        return _wave_noise_cpu(np.ascontiguousarray(coef), float(noise_var),
+                               np.asarray(WIENER_WINDOWS, dtype=np.int64))
     var = None
     for mean in _box_means(xp, coef * coef, WIENER_WINDOWS):
         est = xp.clip(mean - noise_var, 0, None)
         var = est if var is None else xp.minimum(var, est)
     return coef * noise_var / (var + noise_var)
+
+
+@lazy_njit(cache=True, nogil=True)
+def _wave_noise_cpu(coef, noise_var, windows):
+    """:func:`wave_noise` of a float64 array in one pass per window, no temporaries: the
+    integral image of coef² zero-padded for the largest window (cumulative sums down the
+    columns, then along the rows, as ``_box_means``), each window's mean from its four
+    corners, the smallest clipped estimate kept."""
+    h, w = coef.shape
+    pad = 0
+    for win in windows:
+        pad = max(pad, win // 2)
+    rows, cols = h + 2 * pad + 1, w + 2 * pad + 1
+    s = np.zeros((rows, cols))
+    for i in range(h):
+        for j in range(w):
+            s[i + pad + 1, j + pad + 1] = coef[i, j] * coef[i, j]
+    for i in range(1, rows):
+        for j in range(cols):
+            s[i, j] += s[i - 1, j]
+    for i in range(rows):
+        for j in range(1, cols):
+            s[i, j] += s[i, j - 1]
+    var = np.full((h, w), np.inf)
+    for win in windows:
+        r = win // 2
+        area = win * win
+        for i in range(h):
+            hi, lo = s[i + pad + r + 1], s[i + pad - r]  # the window's last row, the one before
+            best = var[i]
+            for j in range(w):
+                total = (hi[j + pad + r + 1] - lo[j + pad + r + 1]
+                         - hi[j + pad - r] + lo[j + pad - r])
+                best[j] = min(best[j], max(total / area - noise_var, 0.0))
+    out = np.empty((h, w))
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = coef[i, j] * noise_var / (var[i, j] + noise_var)
+    return out
 
 
 def zero_mean_rows_cols(xp, x):
@@ -91,15 +142,41 @@ def zero_mean_rows_cols(xp, x):
 
 
 def wiener_dft(xp, x):
-    """Flatten the peaks of the residual's spectrum (periodic patterns shared by every image)."""
-    n = x.shape[0] * x.shape[1]
-    spectrum = xp.fft.fft2(x)
-    magnitude = xp.abs(spectrum) / n ** 0.5
-    kept = wave_noise(xp, magnitude, float(xp.mean(x * x)))
+    """Flatten the peaks of the residual's spectrum (periodic patterns shared by every image).
+
+    The rule runs on the whole spectrum's magnitudes (its windows zero-padded at the edges, as
+    Goljan's), but the transforms are of the real residual's half spectrum: the whole
+    spectrum's real inverse, real(ifft2(S·g)), is the inverse of its Hermitian part,
+    S·(g(k) + g(−k))/2, which the half spectrum holds. (The gains g are even in k when the
+    rows and columns have zero mean, as a residual's do, but not for any image.) The same
+    result to rounding in a third of the transforms' time (fft2 + ifft2 6.3 ms at 512²,
+    rfft2 + irfft2 2.3)."""
+    h, w = x.shape
+    n = h * w
+    spectrum = xp.fft.rfftn(x)  # (h, w // 2 + 1)
+    kept = spectrum.shape[1]
+    magnitude = _whole_from_half(xp, xp.abs(spectrum) / n ** 0.5, w)
+    filtered = wave_noise(xp, magnitude, float(xp.mean(x * x)))
     zero = magnitude == 0
-    scale = xp.where(zero, xp.zeros_like(kept), kept / xp.where(zero, xp.ones_like(magnitude),
-                                                                 magnitude))
-    return xp.real(xp.fft.ifft2(spectrum * xp.astype(scale, spectrum.dtype)))
+    scale = xp.where(zero, xp.zeros_like(filtered),
+                     filtered / xp.where(zero, xp.ones_like(magnitude), magnitude))
+    symmetric = (scale + _negated(xp, scale))[:, :kept] / 2
+    return xp.fft.irfftn(spectrum * xp.astype(symmetric, spectrum.dtype), s=(h, w),
+                         axes=(0, 1))
+
+
+def _negated(xp, a):
+    """a at the negated frequency, a(−y mod h, −x mod w)."""
+    return xp.roll(xp.flip(a, axis=(0, 1)), shift=(1, 1), axis=(0, 1))
+
+
+def _whole_from_half(xp, half, width: int):
+    """The whole spectrum's values from a half spectrum's of a real signal ``width`` wide,
+    when they are even in the frequency (magnitudes): column x > width // 2 is column
+    width − x with the rows negated."""
+    rows_negated = xp.roll(xp.flip(half, axis=0), shift=1, axis=0)
+    missing = width - half.shape[1]
+    return xp.concat([half, xp.flip(rows_negated[:, 1:missing + 1], axis=1)], axis=1)
 
 
 def noise_residual(xp, image, sigma: float = 3.0, levels: int = 4):
@@ -191,7 +268,6 @@ def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int):
     are then summed over the row factors in one more. On numpy, both land in buffers made once
     a tile: in these loops of a few hundred small products, a fresh array each time cost ~5 %
     more."""
-    import numpy as np
 
     from .backend import is_numpy_namespace
     (h, half), nl, nr, s = left[0].shape, len(left), len(right), col.shape[0]
@@ -232,7 +308,6 @@ def _row_products(xp, lefts, col, rows_t, band: int, buffers=None):
     """(rows, m * s, nr): for each spectrum row, its left rows (``lefts``: rows, m, 1, half)
     times every column factor, times its right rows (``rows_t``: rows, half, nr), ``band`` rows
     a matrix product; on numpy into ``buffers`` (a_buf, g_buf), made once a tile."""
-    import numpy as np
     rows, m, _, half = lefts.shape
     s = col.shape[0]
     if buffers is not None:
@@ -250,7 +325,6 @@ def _row_products(xp, lefts, col, rows_t, band: int, buffers=None):
 def _half_weights(width: int):
     """How often each kept column of a half spectrum stands in the whole one: twice, except
     column 0 and (even width) the last."""
-    import numpy as np
     w = np.full(width // 2 + 1, 2.0)
     w[0] = 1.0
     if width % 2 == 0:
@@ -260,7 +334,6 @@ def _half_weights(width: int):
 
 def _shift_factors(n_full: int, n_freq: int, r: int):
     """e^{2πi k s / n} for frequencies k < n_freq and shifts s = -r..r: (n_freq, 2r+1)."""
-    import numpy as np
     k = np.arange(n_freq)[:, None]
     return np.exp(2j * np.pi * k * np.arange(-r, r + 1)[None, :] / n_full)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_pce, noise_residual, prepare,
-                          wave_noise, zero_mean_rows_cols)
+                          wave_noise, wiener_dft, zero_mean_rows_cols)
 
 
 @pytest.fixture(scope="module")
@@ -120,16 +120,54 @@ def test_haar_equals_pywavelets_and_inverts():
     np.testing.assert_allclose(ihaar2(np, ll, (lh, hl, hh)), x, atol=1e-12)
 
 
-def test_wave_noise_equals_a_scipy_local_wiener():
+def _scipy_local_wiener(coef, noise_var):
     from scipy.ndimage import uniform_filter
-    coef = np.random.default_rng(1).normal(0, 5, (40, 40))
-    coef[10:20, 10:20] *= 8
     var = None
     for w in (3, 5, 7, 9):
-        est = np.maximum(uniform_filter(coef ** 2, w, mode="constant") - 9.0, 0)
+        est = np.maximum(uniform_filter(coef ** 2, w, mode="constant") - noise_var, 0)
         var = est if var is None else np.minimum(var, est)
-    np.testing.assert_allclose(wave_noise(np, coef, 9.0), coef * 9.0 / (var + 9.0),
-                               atol=1e-9)
+    return coef * noise_var / (var + noise_var)
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
+def test_wave_noise_equals_a_scipy_local_wiener(device):
+    """numpy's float64 arrays take the compiled loop, torch's the array-API code."""
+    from kernels.backend import to_device, to_numpy
+    coef = np.random.default_rng(1).normal(0, 5, (40, 40))
+    coef[10:20, 10:20] *= 8
+    xp = _xp(device)
+    got = to_numpy(wave_noise(xp, to_device(xp, coef, device), 9.0))
+    np.testing.assert_allclose(got, _scipy_local_wiener(coef, 9.0), atol=1e-9)
+
+
+def _plain_wiener_dft(x):
+    """Goljan's Wiener filter in the DFT domain on the whole spectrum, inverted whole."""
+    spectrum = np.fft.fft2(x)
+    magnitude = np.abs(spectrum) / np.sqrt(x.size)
+    kept = _scipy_local_wiener(magnitude, float(np.mean(x * x)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(magnitude == 0, 0.0, kept / magnitude)
+    return np.real(np.fft.ifft2(spectrum * scale))
+
+
+@pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
+@pytest.mark.parametrize("shape", [(64, 64), (48, 33), (31, 40)])
+@pytest.mark.parametrize("centred", [True, False])
+def test_wiener_dft_on_half_spectra_equals_the_whole_spectrum_filter(photos, shape, centred,
+                                                                     device):
+    """The kernel transforms half spectra; the whole spectrum's filter and real inverse, by
+    plain numpy and scipy, give the same result (odd and even sides: the half spectrum's last
+    column is, or is not, its own mirror). Rows and columns of zero mean, as the residual's,
+    zero the spectrum's first row and column, and the filter's gains come out even in the
+    frequency; an image's are not, and the half spectrum must carry their even part."""
+    from kernels.backend import to_device, to_numpy
+    x = photos[1][:shape[0], :shape[1]]
+    x = zero_mean_rows_cols(np, x) if centred else x
+    want = _plain_wiener_dft(x)
+    xp = _xp(device)
+    got = to_numpy(wiener_dft(xp, to_device(xp, x, device)))
+    assert np.abs(got - want).max() <= 1e-9 * np.abs(want).max()
+    assert np.abs(want - x).max() > 1e-3 * np.abs(x).max()  # the filter changed something
 
 
 def test_residual_rows_and_columns_have_zero_mean_and_torch_agrees(photos):
