@@ -102,7 +102,7 @@ class ForensicsApp(FileItemsApp):
     def compare(self, left, right, mask, device):
         from kernels.backend import namespace_for, to_numpy
         xp = namespace_for("cpu" if device == "host" else device)
-        ncc, pce = ncc_pce(xp, left, right, self.crop[1])
+        ncc, pce = ncc_pce(xp, left, right, self.crop[1], mask=mask)
         return {"ncc": np.where(mask, to_numpy(ncc), np.nan),
                 "pce": np.where(mask, to_numpy(pce), np.nan)}
 

@@ -107,6 +107,36 @@ def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(height, chunk_bytes,
         ncc_pce(xp, spectra[:2], spectra[2:] + [other], 15)
 
 
+@pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
+@pytest.mark.parametrize("chunk_bytes", [1, 2816, None])
+def test_a_masked_tile_computes_the_wanted_pairs_and_skips_the_rest(chunk_bytes, device):
+    """A diagonal tile of 6 items wants its upper triangle; in blocks of one left item
+    (chunk_bytes=1) or of two (2816 bytes, and the default: a masked tile is cut into at least
+    four blocks), the wanted pairs equal plain numpy, and a pair left of every wanted one in its block's rows was never computed: 0. A
+    scattered mask with an empty row (item 2 wants nothing) the same."""
+    from kernels.backend import to_device, to_numpy
+    xp = _xp(device)
+    rng = np.random.default_rng(5)
+    images = [rng.normal(size=(20, 15)) for _ in range(6)]
+    images[4] = images[1] + 0.5 * rng.normal(size=(20, 15))
+    spectra = [prepare(xp, to_device(xp, x, device)) for x in images]
+    scattered = np.zeros((6, 6), bool)
+    scattered[0, 5] = scattered[1, 4] = scattered[3, 0] = scattered[5, 2] = True
+    for mask in (np.triu(np.ones((6, 6), bool), 1), scattered):
+        ncc, pce = (to_numpy(m) for m in ncc_pce(xp, spectra, spectra, 15,
+                                                 chunk_bytes=chunk_bytes, mask=mask))
+        for i, j in zip(*np.nonzero(mask)):
+            x, y = images[i], images[j]
+            assert ncc[i, j] == pytest.approx(_numpy_ncc(x, y), abs=1e-9)
+            assert pce[i, j] == pytest.approx(_numpy_pce(x, y), rel=1e-9, abs=1e-9)
+        if chunk_bytes == 1:  # one left item a block: every pair before its first wanted one
+            for i in range(6):
+                first = np.flatnonzero(mask[i])
+                skipped = range(first[0] if first.size else 6)
+                assert all(ncc[i, j] == 0 and pce[i, j] == 0 for j in skipped), (i, ncc[i])
+    assert ncc[1, 4] > 0.3 and pce[1, 4] > 60
+
+
 def test_haar_equals_pywavelets_and_inverts():
     pywt = pytest.importorskip("pywt")
     x = np.random.default_rng(0).normal(size=(32, 48))
