@@ -33,6 +33,7 @@ __all__ = ["haar2", "ihaar2", "wave_noise", "noise_residual", "zero_mean_rows_co
 
 PEAK_NEIGHBOURHOOD = 11  # the square around the peak left out of the energy (Goljan's 11×11)
 WIENER_WINDOWS = (3, 5, 7, 9)
+_WINDOWS = np.asarray(WIENER_WINDOWS, dtype=np.int64)  # as the compiled loop takes them
 
 
 def haar2(xp, x):
@@ -89,8 +90,7 @@ def wave_noise(xp, coef, noise_var: float):
     temporaries a call, and it was most of a residual's time (a 512² spectrum 6.1 ms against
     2.6 compiled, a 256² band 1.37 against 0.64)."""
     if isinstance(coef, np.ndarray) and coef.dtype == np.float64 and coef.ndim == 2:
-        return _wave_noise_cpu(np.ascontiguousarray(coef), float(noise_var),
-                               np.asarray(WIENER_WINDOWS, dtype=np.int64))
+        return _wave_noise_cpu(np.ascontiguousarray(coef), float(noise_var), _WINDOWS)
     var = None
     for mean in _box_means(xp, coef * coef, WIENER_WINDOWS):
         est = xp.clip(mean - noise_var, 0, None)
@@ -174,10 +174,10 @@ def _negated(xp, a):
 def _whole_from_half(xp, half, width: int):
     """The whole spectrum's values from a half spectrum's of a real signal ``width`` wide,
     when they are even in the frequency (magnitudes): column x > width // 2 is column
-    width − x with the rows negated."""
-    rows_negated = xp.roll(xp.flip(half, axis=0), shift=1, axis=0)
-    missing = width - half.shape[1]
-    return xp.concat([half, xp.flip(rows_negated[:, 1:missing + 1], axis=1)], axis=1)
+    width − x with the rows negated, which is the half's own negation (its columns taken
+    mod its width) from column kept − missing on."""
+    kept = half.shape[1]
+    return xp.concat([half, _negated(xp, half)[:, 2 * kept - width:]], axis=1)
 
 
 def noise_residual(xp, image, sigma: float = 3.0, levels: int = 4):
@@ -268,7 +268,7 @@ def _wanted_span(mask, i0: int, m: int, nr: int) -> tuple[int, int]:
     """The right items [c0, c1) that left items i0 .. i0 + m - 1 want (all without a mask)."""
     if mask is None:
         return 0, nr
-    cols = np.flatnonzero(np.asarray(mask)[i0:i0 + m].any(axis=0))
+    cols = np.flatnonzero(mask[i0:i0 + m].any(axis=0))
     return (int(cols[0]), int(cols[-1]) + 1) if cols.size else (0, 0)
 
 
@@ -289,7 +289,8 @@ def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int, 
     dev = getattr(left[0], "device", None)
     item_bytes = s * half * 16  # one left row times the column factors, complex128
     lb = max(1, min(nl, chunk_bytes // item_bytes))
-    if mask is not None and not np.asarray(mask).all():
+    mask = None if mask is None else np.asarray(mask, dtype=bool)
+    if mask is not None and not mask.all():
         # at least four blocks, so the skipped spans come near what the mask leaves out: a
         # diagonal tile of 36 took 0.40 s in blocks of 23 and 13, 0.36 in blocks of 9, the
         # whole tile 0.48 (blocks of 9 cost a whole tile 4 % more, so only here)
