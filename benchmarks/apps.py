@@ -16,7 +16,11 @@ alone), and the app's figure is the median run's (every run's is printed and kep
 of the two cores over the median run's T is split by who spent it (``cpu_meter.CpuMeter``).
 Beside it, the same as a fraction of the two-process limit: two plain processes comparing
 tiles (of 26 items where the items allow) side by side, no Ray, give what two busy cores of
-this machine do against 2 × one alone (``benchmarks/align.py`` measures the same).
+this machine do against 2 × one alone (``benchmarks/align.py`` measures the same); and of the
+mix limit, where each of the two also parses items in the app's own proportion to its
+compares (``mix_parses``: every item once for n (n - 1) / 2 pairs), as the engine's loaders
+and device actors together do: for a data-bound app the compares-only limit leaves out what a
+parse beside a parse or a compare costs.
 Every stage time is one core's: BLAS gets one thread here, as in each device actor, and the
 allocator keeps freed memory (``engine.run.runtime.keep_freed_memory``) here and in the two
 plain processes, as in every process of the engine's.
@@ -121,21 +125,28 @@ def stage_times(app, side: int = STAGE_TILE) -> tuple[float, float, int]:
     return t_items, t_compare / pairs, pairs
 
 
-def _compare_in_process(app, keys, index, barriers, queue) -> None:
-    """One side of the two-process limit: prepare ``keys``, time the compare of a tile of them
-    alone (process 0 first, then process 1, the other waiting), then both side by side (best
-    of two each time). Each process is its own reference: the two halves hold different items
-    (particles of 78 to 102 points cost up to 1.7x apart), so a time of one half against the
-    other's measured the items, not the machine."""
-    from engine.run.runtime import keep_freed_memory
+def _work_in_process(app, keys, index, barriers, queue, parses: int) -> None:
+    """One side of a two-process limit: prepare ``keys``, time a unit of work alone (process 0
+    first, then process 1, the other waiting), then both side by side (best of two each
+    time). A unit is the compare of a tile of the keys, after ``parses`` items parsed and
+    preprocessed (the app's own mix; 0: compares alone). Each process is its own reference:
+    the two halves hold different items (particles of 78 to 102 points cost up to 1.7x
+    apart), so a time of one half against the other's measured the items, not the machine."""
+    from engine.run.runtime import keep_freed_memory, long_time_slices
     keep_freed_memory()  # as every process of the engine's does
+    long_time_slices()  # (as each of its computing threads asks)
     side = len(keys) // 2
     items = [app.preprocess(k, app.parse(k, _raw(app.url(k))), "cpu") for k in keys]
     mask = np.ones((side, side), bool)
 
+    def unit():
+        for j in range(parses):
+            key = keys[j % len(keys)]
+            app.preprocess(key, app.parse(key, _raw(app.url(key))), "cpu")
+        app.compare(items[:side], items[side:], mask, "cpu")
+
     def best():
-        return min(_timed(lambda: app.compare(items[:side], items[side:], mask, "cpu"))
-                   for _ in range(2))
+        return min(_timed(unit) for _ in range(2))
     solo = None
     for turn in range(2):  # one process alone at a time
         if turn == index:
@@ -145,19 +156,28 @@ def _compare_in_process(app, keys, index, barriers, queue) -> None:
     queue.put((index, solo, best()))
 
 
-def two_process_limit(app) -> tuple[float, list[float]]:
-    """The machine's own limit: two plain processes (no Ray) comparing tiles side by side,
-    each against its own time alone (``_compare_in_process``): 1.0 when two busy cores each
-    run as fast as one alone; below 1 when they contend (memory bandwidth, shared cache).
-    Returns the mean of the two ratios and each process's time per pair side by side."""
+def mix_parses(n: int, side: int) -> int:
+    """Items parsed per tile of ``side`` x ``side`` pairs in the app's own mix: every item
+    parsed once (R = 1) for the n (n - 1) / 2 pairs."""
+    return max(1, round(side * side * n / max(1, n * (n - 1) // 2)))
+
+
+def two_process_limit(app, mix: bool = False) -> tuple[float, list[float]]:
+    """The machine's own limit: two plain processes (no Ray) side by side, each against its
+    own time alone (``_work_in_process``): 1.0 when two busy cores each run as fast as one
+    alone; below 1 when they contend (memory bandwidth, shared cache). ``mix``: each compares
+    tiles and parses items in the app's own proportion (``mix_parses``), as the engine's
+    processes together do; else compares alone. Returns the mean of the two ratios and each
+    process's time per pair side by side."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     keys = list(app.keys())
     side = min(STAGE_TILE, len(keys) // 4) or 1  # tiles as T_min's (as the engine's) where
     # the items allow: a smaller tile streams each item for fewer pairs
     halves = [keys[:2 * side], keys[2 * side:4 * side] or keys[:2 * side]]
+    parses = mix_parses(len(keys), side) if mix else 0
     barriers, queue = [ctx.Barrier(2) for _ in range(3)], ctx.Queue()
-    procs = [ctx.Process(target=_compare_in_process, args=(app, h, i, barriers, queue))
+    procs = [ctx.Process(target=_work_in_process, args=(app, h, i, barriers, queue, parses))
              for i, h in enumerate(halves)]
     for proc in procs:
         proc.start()
@@ -244,11 +264,12 @@ def run_once(app, sinks, after, runs_root: str, host: int | None,
     return s
 
 
-def _run_row(s: dict, t_min: float, limit: float, host: int | None) -> dict:
+def _run_row(s: dict, t_min: float, limits: tuple[float, float], host: int | None) -> dict:
     p, compute = s["n_actors"], s["compute_s"]
     eff = t_min / (p * compute)
     row = {"p": p, "T": compute, "T_min": t_min, "efficiency": eff,
-           "of_two_process_limit": eff / limit, "R": s["R"],
+           "of_two_process_limit": eff / limits[0], "of_mix_limit": eff / limits[1],
+           "R": s["R"],
            "host_cache_items": s.get("host_cache_items", host), "leaf": s["leaf_items"],
            "tiles": s.get("tiles_total"), "wall_s": s["wall_s"], "run_dir": s["run_dir"]}
     if "cpu_shares" in s:
@@ -259,7 +280,8 @@ def _run_row(s: dict, t_min: float, limit: float, host: int | None) -> dict:
 def _say(name: str, n: int, pairs: int, run: dict, label: str) -> None:
     print(f"{name:11s} n={n:3d} pairs={pairs:5d} T_min={run['T_min']:7.2f}s p={run['p']} "
           f"T={run['T']:7.2f}s efficiency={run['efficiency']:.3f} "
-          f"({run['of_two_process_limit']:.3f} of the limit; Rocket {ROCKET[name]:.3f}) "
+          f"({run['of_two_process_limit']:.3f} of the limit, {run['of_mix_limit']:.3f} of the "
+          f"mix limit; Rocket {ROCKET[name]:.3f}) "
           f"R={run['R']:.2f} leaf={run['leaf']} "
           f"[{label}: {run['host_cache_items']} of {n} items]", flush=True)
     if "cpu_shares" in run:
@@ -271,8 +293,11 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     size = SIZES[name][0 if quick else 1]
     app, sinks, after = build(name, size, work)
     limit, two_times = two_process_limit(app)
+    mix, _ = two_process_limit(app, mix=True)
+    limits = (limit, mix)
     print(f"{name:11s} two processes side by side compare at {limit:.3f} of one alone "
-          f"(the machine's limit)", flush=True)
+          f"(the machine's limit), and parse and compare the app's mix at {mix:.3f} (the mix "
+          f"limit)", flush=True)
     # (side, T_min) measured after each run, in tiles of that run's side
     stages: list[tuple[int, float]] = []
     n = len(app.keys())
@@ -285,7 +310,7 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
             t_items, t_pair, pairs = stage_times(app, side)
             stages.append((side, t_items + pairs * t_pair))
             around = [t for sd, t in stages[-2:] if sd == side]
-            runs.append({**_run_row(s, sum(around) / len(around), limit, None),
+            runs.append({**_run_row(s, sum(around) / len(around), limits, None),
                          "T_min_side": side})
             _say(name, n, pairs, runs[-1], "engine_host_tier")
     finally:
@@ -294,13 +319,14 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     median = sorted(runs, key=lambda r: r["efficiency"])[len(runs) // 2]
     row = {"n": n, "pairs": pairs, "T_min": float(np.mean(t_mins)), "T_min_each": t_mins,
            "T_min_sides": [sd for sd, _ in stages], "two_process_limit": limit,
+           "mix_limit": mix, "mix_parses_per_tile": mix_parses(n, min(STAGE_TILE, n // 4) or 1),
            "two_process_t_pair_s": two_times,
            "rocket_efficiency": ROCKET[name], "size": size,
            "runs": {"engine_host_tier": {**median,
                                          "each": [r["efficiency"] for r in runs],
                                          "each_T": [r["T"] for r in runs]}}}
     host = max(2, n // 4)
-    quarter = _run_row(run_once(app, sinks, after, runs_root, host), row["T_min"], limit, host)
+    quarter = _run_row(run_once(app, sinks, after, runs_root, host), row["T_min"], limits, host)
     row["runs"]["host_tier_25pct"] = quarter
     _say(name, n, pairs, quarter, "host_tier_25pct")
     print(f"{name:11s} efficiency (median of {len(runs)}): {median['efficiency']:.3f}; every "

@@ -446,15 +446,18 @@ def sec_apps(d, ctx):
             rows.append([f"{name} (n = {r['n']}, {r['pairs']} pairs, T_min "
                          f"{num(r['T_min'], 's')}{bracket})" if first else "",
                          num(r["two_process_limit"]) if first else "",
+                         num(r["mix_limit"]) if first and "mix_limit" in r else "",
                          f"{'engine' if first else '25 %'} ({run['host_cache_items']} of "
                          f"{r['n']})", f"**{num(run['efficiency'])}**",
                          ", ".join(num(x) for x in each) if len(each) > 1 else "",
-                         run["of_two_process_limit"], run["R"], run["leaf"],
+                         run["of_two_process_limit"], num(run.get("of_mix_limit")),
+                         run["R"], run["leaf"],
                          num(r["rocket_efficiency"]) if first else ""])
             if first:
                 shares[name] = run.get("cpu_shares")
-    out = [table(["app (problem)", "two-process limit", "host tier", "efficiency (median run)",
-                  "each run", "of the limit", "R", "leaf", "Rocket"], rows)]
+    out = [table(["app (problem)", "two-process limit", "mix limit", "host tier",
+                  "efficiency (median run)", "each run", "of the limit", "of the mix limit",
+                  "R", "leaf", "Rocket"], rows)]
     cpu = cpu_table("app", shares)
     if cpu:
         out.append("CPU of the 2 cores over the median run's T, by who spent it:\n\n" + cpu)
