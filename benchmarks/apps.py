@@ -156,6 +156,12 @@ def _work_in_process(app, keys, index, barriers, queue, parses: int) -> None:
     queue.put((index, solo, best()))
 
 
+def limit_side(n: int) -> int:
+    """The side of the two-process limits' tiles: as T_min's (as the engine's) where the n
+    items allow (a smaller tile streams each item for fewer pairs)."""
+    return min(STAGE_TILE, n // 4) or 1
+
+
 def mix_parses(n: int, side: int) -> int:
     """Items parsed per tile of ``side`` x ``side`` pairs in the app's own mix: every item
     parsed once (R = 1) for the n (n - 1) / 2 pairs."""
@@ -172,8 +178,7 @@ def two_process_limit(app, mix: bool = False) -> tuple[float, list[float]]:
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     keys = list(app.keys())
-    side = min(STAGE_TILE, len(keys) // 4) or 1  # tiles as T_min's (as the engine's) where
-    # the items allow: a smaller tile streams each item for fewer pairs
+    side = limit_side(len(keys))
     halves = [keys[:2 * side], keys[2 * side:4 * side] or keys[:2 * side]]
     parses = mix_parses(len(keys), side) if mix else 0
     barriers, queue = [ctx.Barrier(2) for _ in range(3)], ctx.Queue()
@@ -319,7 +324,7 @@ def bench(name: str, quick: bool, runs_root: str, work: str) -> dict:
     median = sorted(runs, key=lambda r: r["efficiency"])[len(runs) // 2]
     row = {"n": n, "pairs": pairs, "T_min": float(np.mean(t_mins)), "T_min_each": t_mins,
            "T_min_sides": [sd for sd, _ in stages], "two_process_limit": limit,
-           "mix_limit": mix, "mix_parses_per_tile": mix_parses(n, min(STAGE_TILE, n // 4) or 1),
+           "mix_limit": mix, "mix_parses_per_tile": mix_parses(n, limit_side(n)),
            "two_process_t_pair_s": two_times,
            "rocket_efficiency": ROCKET[name], "size": size,
            "runs": {"engine_host_tier": {**median,
