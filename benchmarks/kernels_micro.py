@@ -1,8 +1,9 @@
-"""Micro-benchmarks of the k-mer and Jaccard kernels on the 16 ragout genomes (one core, no Ray).
+"""Micro-benchmarks of the k-mer and Jaccard kernels on the 16 ragout genomes, and of the PRNU
+residual on a 512² photograph (one core, no Ray).
 
 Why: the engine's tile sizes and the design's cost model rest on these per-item and per-pair
 costs, and the choices inside the kernels (radix sort instead of np.sort/np.unique, a branch-free
-merge, galloping) are only justified by them.  Best of ``--repeat`` runs, after a warm-up call
+merge, galloping; scipy.fft for the residual's transforms) are only justified by them.  Best of ``--repeat`` runs, after a warm-up call
 (numba compilation or cache load excluded).
 
     .venv/bin/python benchmarks/kernels_micro.py [--data .data] [--k 21] [--json out.json]
@@ -117,8 +118,39 @@ def main() -> None:
     res["all_pairs"] = {"n": len(arrs), "pairs": int(mask.sum()), "merge_s": t_all, "kmers_s": t_k}
     print(f"all {int(mask.sum())} pairs of {len(arrs)} genomes: merges {t_all:.2f} s + k-mer sets {t_k:.2f} s "
           f"(one core); max off-diagonal J = {j[mask].max():.3f}")
+    res["prnu"] = prnu_residual(a.repeat)
     write(out_path("kernels_micro.json", a.json), res, "kernels_micro", quick=a.quick, started=started)
 
 
-if __name__ == "__main__":
-    main()
+def prnu_residual(repeat: int) -> dict:
+    """One 512² grey photograph (scikit-image's camera, the forensics app's data): its noise
+    residual and kept half spectrum (``noise_residual`` + ``prepare``, forensics' parse), as
+    the kernels run it on numpy (compiled loops, scipy.fft: ``kernels.prnu._compiled_path``,
+    ``kernels.backend.fft_of``) and as the array-API code alone does (numpy.fft), taken in turn
+    (this VM's speed drifts within minutes); both give the same residual to rounding."""
+    import kernels.backend as backend
+    import kernels.prnu as prnu
+    from skimage import data as images
+    xp = backend.namespace_for("cpu")
+    image = np.asarray(images.camera(), dtype=np.float64)[:512, :512]
+    compiled, fft_of = prnu._compiled_path, prnu.fft_of
+
+    def parse(kernels: bool):
+        prnu._compiled_path = compiled if kernels else (lambda a: False)
+        prnu.fft_of = fft_of if kernels else (lambda xp: np.fft)
+        try:
+            return prnu.prepare(xp, prnu.noise_residual(xp, image))
+        finally:
+            prnu._compiled_path, prnu.fft_of = compiled, fft_of
+    assert np.abs(parse(True) - parse(False)).max() < 1e-9  # (and the loops compiled, warm)
+    times: dict = {True: [], False: []}
+    for _ in range(max(repeat, 5)):
+        for kernels in times:
+            times[kernels].append(best(lambda: parse(kernels), 1)[0])
+    out = {"side": 512, "compiled_scipy_fft_ms": min(times[True]) * 1e3,
+           "array_code_numpy_fft_ms": min(times[False]) * 1e3}
+    out["speedup"] = out["array_code_numpy_fft_ms"] / out["compiled_scipy_fft_ms"]
+    print(f"PRNU residual + half spectrum of a 512² photo: {out['compiled_scipy_fft_ms']:.1f} ms "
+          f"(compiled loops, scipy.fft) against {out['array_code_numpy_fft_ms']:.1f} ms (the "
+          f"array-API code, numpy.fft): {out['speedup']:.2f}x")
+    return out

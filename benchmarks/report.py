@@ -752,6 +752,12 @@ def sec_kernels_micro(d, ctx):
                          [[k, " vs ".join(f"{x:,}" for x in r["sizes"]),
                            num(r["merge_ms"], "ms"), num(r["gallop_ms"], "ms"),
                            num(r["intersect1d_ms"], "ms")] for k, r in pairs.items()]))
+    pr = d.get("prnu")
+    if pr:
+        out.append(f"PRNU residual and half spectrum of a {pr['side']}² photo (forensics' parse): "
+                   f"{num(pr['compiled_scipy_fft_ms'], 'ms')} with the compiled loops and "
+                   f"scipy.fft, {num(pr['array_code_numpy_fft_ms'], 'ms')} by the array-API code "
+                   f"and numpy.fft ({num(pr['speedup'])}x).")
     return out
 
 

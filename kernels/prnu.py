@@ -14,6 +14,11 @@ Residual (after Lukáš, Fridrich & Goljan 2006, and Goljan's reference code):
 3. the same Wiener rule applied to the residual's Fourier magnitudes flattens the periodic
    peaks that JPEG's 8×8 blocks put into every image alike (Goljan's "Wiener in DFT").
 
+On a 2-D float64 numpy array each step takes a compiled loop (``_compiled_path``) with the
+array code's operations in the same order, and gives its bits (tests/unit/test_prnu.py): the
+array code makes a dozen full-size temporaries a step. The transforms are scipy.fft's on numpy
+(``backend.fft_of``).
+
 Pairs: NCC is the cosine of the two centred residuals; PCE (peak-to-correlation energy) is the
 squared circular cross-correlation at zero shift over the mean square of the cross-correlation
 away from a small neighbourhood of that peak, with the sign of the peak. Each item keeps only
@@ -26,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .backend import fft_of
 from .lazyjit import lazy_njit
 
 __all__ = ["haar2", "ihaar2", "wave_noise", "noise_residual", "zero_mean_rows_cols",
@@ -36,9 +42,18 @@ WIENER_WINDOWS = (3, 5, 7, 9)
 _WINDOWS = np.asarray(WIENER_WINDOWS, dtype=np.int64)  # as the compiled loop takes them
 
 
+def _compiled_path(a) -> bool:
+    """Does ``a`` take this module's compiled loops (a 2-D float64 numpy array)? They keep the
+    array code's operations in the same order, without its full-size temporaries."""
+    return isinstance(a, np.ndarray) and a.dtype == np.float64 and a.ndim == 2
+
+
 def haar2(xp, x):
     """One level of the orthonormal 2-D Haar transform of an even-sized image:
     (LL, (LH, HL, HH))."""
+    if _compiled_path(x):
+        ll, lh, hl, hh = _haar2_cpu(np.ascontiguousarray(x))  # one compiled signature
+        return ll, (lh, hl, hh)
     a, b = x[0::2, 0::2], x[0::2, 1::2]
     c, d = x[1::2, 0::2], x[1::2, 1::2]
     return (a + b + c + d) / 2, ((a - b + c - d) / 2, (a + b - c - d) / 2, (a - b - c + d) / 2)
@@ -54,11 +69,47 @@ def _interleave(xp, p, q, axis: int):
 def ihaar2(xp, ll, details):
     """Inverse of :func:`haar2`."""
     lh, hl, hh = details
+    if all(_compiled_path(v) for v in (ll, lh, hl, hh)):
+        return _ihaar2_cpu(*(np.ascontiguousarray(v) for v in (ll, lh, hl, hh)))
     a = (ll + lh + hl + hh) / 2
     b = (ll - lh + hl - hh) / 2
     c = (ll + lh - hl - hh) / 2
     d = (ll - lh - hl + hh) / 2
     return _interleave(xp, _interleave(xp, a, b, 1), _interleave(xp, c, d, 1), 0)
+
+
+@lazy_njit(cache=True, nogil=True)
+def _haar2_cpu(x):
+    """:func:`haar2` of a float64 array: the four bands in one pass, the same sums in the
+    same order."""
+    h, w = x.shape[0] // 2, x.shape[1] // 2
+    ll, lh = np.empty((h, w)), np.empty((h, w))
+    hl, hh = np.empty((h, w)), np.empty((h, w))
+    for i in range(h):
+        for j in range(w):
+            a, b = x[2 * i, 2 * j], x[2 * i, 2 * j + 1]
+            c, d = x[2 * i + 1, 2 * j], x[2 * i + 1, 2 * j + 1]
+            ll[i, j] = (a + b + c + d) / 2
+            lh[i, j] = (a - b + c - d) / 2
+            hl[i, j] = (a + b - c - d) / 2
+            hh[i, j] = (a - b - c + d) / 2
+    return ll, lh, hl, hh
+
+
+@lazy_njit(cache=True, nogil=True)
+def _ihaar2_cpu(ll, lh, hl, hh):
+    """:func:`ihaar2` of float64 bands: each output pixel from the same sums, interleaved
+    in place."""
+    h, w = ll.shape
+    out = np.empty((2 * h, 2 * w))
+    for i in range(h):
+        for j in range(w):
+            p, q, r, t = ll[i, j], lh[i, j], hl[i, j], hh[i, j]
+            out[2 * i, 2 * j] = (p + q + r + t) / 2
+            out[2 * i, 2 * j + 1] = (p - q + r - t) / 2
+            out[2 * i + 1, 2 * j] = (p + q - r - t) / 2
+            out[2 * i + 1, 2 * j + 1] = (p - q - r + t) / 2
+    return out
 
 
 def _box_means(xp, x, windows: Sequence[int]):
@@ -89,7 +140,7 @@ def wave_noise(xp, coef, noise_var: float):
     and 64² arrays checked when it was written): the array version makes a dozen full-size
     temporaries a call, and it was most of a residual's time (a 512² spectrum 6.1 ms against
     2.6 compiled, a 256² band 1.37 against 0.64)."""
-    if isinstance(coef, np.ndarray) and coef.dtype == np.float64 and coef.ndim == 2:
+    if _compiled_path(coef):
         return _wave_noise_cpu(np.ascontiguousarray(coef), float(noise_var), _WINDOWS)
     var = None
     for mean in _box_means(xp, coef * coef, WIENER_WINDOWS):
@@ -151,10 +202,17 @@ def wiener_dft(xp, x):
     S·(g(k) + g(−k))/2, which the half spectrum holds. (The gains g are even in k when the
     rows and columns have zero mean, as a residual's do, but not for any image.) The same
     result to rounding in a third of the transforms' time (fft2 + ifft2 6.3 ms at 512²,
-    rfft2 + irfft2 2.3)."""
+    rfft2 + irfft2 2.3). On numpy, the steps between the two transforms are one compiled
+    filter (``_wiener_half_cpu``)."""
     h, w = x.shape
     n = h * w
-    spectrum = xp.fft.rfftn(x)  # (h, w // 2 + 1)
+    fft = fft_of(xp)
+    spectrum = fft.rfftn(x)  # (h, w // 2 + 1)
+    if _compiled_path(x):
+        # numpy's complex abs (its own SIMD loop) is not numba's hypot: taken here, same bits
+        filtered = _wiener_half_cpu(spectrum, xp.abs(spectrum) / n ** 0.5, w,
+                                    float(xp.mean(x * x)), _WINDOWS)
+        return fft.irfftn(filtered, s=(h, w), axes=(0, 1))
     kept = spectrum.shape[1]
     magnitude = _whole_from_half(xp, xp.abs(spectrum) / n ** 0.5, w)
     filtered = wave_noise(xp, magnitude, float(xp.mean(x * x)))
@@ -162,8 +220,34 @@ def wiener_dft(xp, x):
     scale = xp.where(zero, xp.zeros_like(filtered),
                      filtered / xp.where(zero, xp.ones_like(magnitude), magnitude))
     symmetric = (scale + _negated(xp, scale))[:, :kept] / 2
-    return xp.fft.irfftn(spectrum * xp.astype(symmetric, spectrum.dtype), s=(h, w),
-                         axes=(0, 1))
+    return fft.irfftn(spectrum * xp.astype(symmetric, spectrum.dtype), s=(h, w),
+                      axes=(0, 1))
+
+
+@lazy_njit(cache=True, nogil=True)
+def _wiener_half_cpu(spectrum, half_magnitude, width, noise_var, windows):
+    """:func:`wiener_dft`'s filtering of a half spectrum (complex128, ``width`` the residual's;
+    ``half_magnitude`` its magnitudes over √n), as the array code does it, in three passes: the
+    whole spectrum's magnitudes (the columns past the half mirrored from the half's negated
+    frequencies), the Wiener loop on them, then each kept frequency times the mean of its gain
+    and its negated frequency's."""
+    h, kept = spectrum.shape
+    magnitude = np.empty((h, width))
+    magnitude[:, :kept] = half_magnitude
+    for y in range(h):
+        for x in range(kept, width):
+            magnitude[y, x] = magnitude[(h - y) % h, width - x]
+    filtered = _wave_noise_cpu(magnitude, noise_var, windows)
+    for y in range(h):  # the gains, in place of the filtered magnitudes
+        for x in range(width):
+            m = magnitude[y, x]
+            filtered[y, x] = 0.0 if m == 0 else filtered[y, x] / m
+    out = np.empty((h, kept), dtype=np.complex128)
+    for y in range(h):
+        for x in range(kept):
+            gain = (filtered[y, x] + filtered[(h - y) % h, (width - x) % width]) / 2
+            out[y, x] = spectrum[y, x] * gain
+    return out
 
 
 def _negated(xp, a):
@@ -201,7 +285,7 @@ def prepare(xp, residual):
     unit norm. The residual is real, so half its spectrum is the other half's conjugate: the
     kept half (``rfftn``) is all a pair needs, half the bytes to hold, ship and stream."""
     centred = residual - xp.mean(residual)
-    return xp.fft.rfftn(centred / xp.linalg.vector_norm(centred))
+    return fft_of(xp).rfftn(centred / xp.linalg.vector_norm(centred))
 
 
 def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | None = None,
