@@ -154,3 +154,7 @@ def prnu_residual(repeat: int) -> dict:
           f"(compiled loops, scipy.fft) against {out['array_code_numpy_fft_ms']:.1f} ms (the "
           f"array-API code, numpy.fft): {out['speedup']:.2f}x")
     return out
+
+
+if __name__ == "__main__":
+    main()
