@@ -6,8 +6,8 @@ import random
 import numpy as np
 import pytest
 
-from kernels.composition import (composition_vector, cv_distance, encode_proteins,
-                                 word_counts)
+from kernels.composition import (composition_vector, cv_distance, cv_distance_matrix,
+                                 encode_proteins, prefer_dense, word_counts)
 from tests.unit.conftest import REPO
 from tests.unit.cvtree_oracle import (AA, dense_distances, dense_vector, dict_distance,
                                       dict_vector, read_proteins)
@@ -168,3 +168,47 @@ def test_shorter_words_counted_from_longer_ones_equal_a_plain_count():
                 at = np.empty(len(x), np.int64)
                 _merge_index(words, x, at)
                 assert np.array_equal(words[at], x)
+
+
+def _numpy_vectors(proteomes, k):
+    import array_api_compat.numpy as npx
+    return [composition_vector(npx, encode_proteins([p.encode() for p in prots]), k)
+            for prots in proteomes]
+
+
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_tiles_distances_dense_or_sparse_equal_dict_bruteforce(k, dense):
+    """A tile's distances, by dense blocks of words (several blocks at k = 4: 160,000 words)
+    or by each pair's sparse walks, against the brute force; NaN where the mask says no."""
+    import array_api_compat.numpy as npx
+    proteomes = _synthetic_proteomes(seed=10 + k, n_proteomes=4)
+    vectors = [dict_vector(p, k) for p in proteomes]
+    want = np.array([[dict_distance(a, b) for b in vectors[2:]] for a in vectors])
+    mask = np.ones((4, 2), bool)
+    mask[3, 0] = False
+    ours = _numpy_vectors(proteomes, k)
+    got = cv_distance_matrix(npx, ours, ours[2:], mask, dense=dense)
+    assert np.isnan(got[3, 0])
+    np.testing.assert_allclose(got[mask], want[mask], rtol=0, atol=1e-9)
+
+
+def test_dense_tiles_equal_the_dense_reference_on_real_proteins_at_k5():
+    """Slices of three real proteomes at k = 5 (3.2 M words): the dense blocks against the
+    oracle's whole-array vectors."""
+    import array_api_compat.numpy as npx
+    proteomes = _real_proteomes(300)
+    want = dense_distances([dense_vector(p, 5) for p in proteomes])
+    ours = _numpy_vectors(proteomes, 5)
+    got = cv_distance_matrix(npx, ours, ours, np.ones((3, 3), bool), dense=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_dense_tiles_are_chosen_for_many_pairs_at_small_k():
+    """The cost model, by hand: at k = 5 a 26 x 26 tile of ~0.5 M words a vector costs
+    52 x 3.2 M x 5 ns + 676 x 3.2 M x 0.1 ns ~ 1.05 s dense, 676 x 1 M x 30 ns ~ 20.8 s
+    sparse; one pair of small vectors is cheaper walked; k = 7's 1.28 G words never dense."""
+    assert prefer_dense(5, 52, 676, 514_000)
+    assert not prefer_dense(5, 2, 1, 20_000)
+    assert not prefer_dense(7, 52, 676, 1_300_000)
+    assert not prefer_dense(4, 10, 0, 100_000)
