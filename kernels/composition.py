@@ -300,12 +300,19 @@ def _suffixes_member(xp, a: CompositionVector, b_k1, k: int):
     return found
 
 
+def _check_vectors(vectors: Sequence[CompositionVector]) -> None:
+    """Vectors whose cosines are defined: one k, none zero."""
+    k = vectors[0].k
+    for v in vectors:
+        if v.k != k:
+            raise ValueError(f"composition vectors of different k ({k} and {v.k})")
+    if any(v.norm2 <= 0 for v in vectors):
+        raise ValueError("a composition vector is zero: the cosine is undefined")
+
+
 def cv_cosine(xp, a: CompositionVector, b: CompositionVector) -> float:
     """cos θ of two composition vectors (the split of the dot product in the module doc)."""
-    if a.k != b.k:
-        raise ValueError(f"composition vectors of different k ({a.k} and {b.k})")
-    if a.norm2 <= 0 or b.norm2 <= 0:
-        raise ValueError("a composition vector is zero: the cosine is undefined")
+    _check_vectors((a, b))
     k = a.k
     if a.suffix_order is not None and b.suffix_order is not None and is_numpy_namespace(xp):
         return _numpy_dot(a, b, k) / (a.norm2 * b.norm2) ** 0.5
@@ -451,11 +458,7 @@ def cv_distance_matrix(xp, left: Sequence[CompositionVector], right: Sequence[Co
             left[0].k, len(left) + len(right), int(mask.sum()),
             np.mean([v.words.shape[0] for v in left + right]))
     if dense and mask.any():
-        for v in left + right:
-            if v.norm2 <= 0:
-                raise ValueError("a composition vector is zero: the cosine is undefined")
-            if v.k != left[0].k:
-                raise ValueError(f"composition vectors of different k ({left[0].k} and {v.k})")
+        _check_vectors(left + right)
         dots = _dense_dots(left, right)
         norms = np.sqrt(np.outer([v.norm2 for v in left], [v.norm2 for v in right]))
         out[mask] = ((1.0 - dots / norms) / 2.0)[mask]
@@ -497,7 +500,9 @@ def _dense_dots(left: Sequence[CompositionVector], right: Sequence[CompositionVe
         m = np.zeros(tail, dtype=bool)
         m[v.k1] = True
         return m
-    sides = [(vs, [k1_mask(v) for v in vs]) for vs in (left, right)]
+    # a tile on the diagonal has one side: its blocks are made once
+    same = len(left) == len(right) and all(a is b for a, b in zip(left, right))
+    sides = [(vs, [k1_mask(v) for v in vs]) for vs in ((left,) if same else (left, right))]
     dots = np.zeros((len(left), len(right)))
     for lo in range(0, words, DENSE_BLOCK_WORDS):
         hi = min(words, lo + DENSE_BLOCK_WORDS)
@@ -507,7 +512,7 @@ def _dense_dots(left: Sequence[CompositionVector], right: Sequence[CompositionVe
             for row, (v, m) in enumerate(zip(vs, masks)):
                 _dense_block(v.words, v.values, m, lo, block[row])
             blocks.append(block)
-        dots += blocks[0] @ blocks[1].T
+        dots += blocks[0] @ blocks[-1].T
     return dots
 
 

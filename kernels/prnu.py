@@ -208,14 +208,14 @@ def wiener_dft(xp, x):
     n = h * w
     fft = fft_of(xp)
     spectrum = fft.rfftn(x)  # (h, w // 2 + 1)
+    # (numpy's complex abs, its own SIMD loop, is not numba's hypot: taken here for both paths)
+    half_magnitude, noise_var = xp.abs(spectrum) / n ** 0.5, float(xp.mean(x * x))
     if _compiled_path(x):
-        # numpy's complex abs (its own SIMD loop) is not numba's hypot: taken here, same bits
-        filtered = _wiener_half_cpu(spectrum, xp.abs(spectrum) / n ** 0.5, w,
-                                    float(xp.mean(x * x)), _WINDOWS)
+        filtered = _wiener_half_cpu(spectrum, half_magnitude, w, noise_var, _WINDOWS)
         return fft.irfftn(filtered, s=(h, w), axes=(0, 1))
     kept = spectrum.shape[1]
-    magnitude = _whole_from_half(xp, xp.abs(spectrum) / n ** 0.5, w)
-    filtered = wave_noise(xp, magnitude, float(xp.mean(x * x)))
+    magnitude = _whole_from_half(xp, half_magnitude, w)
+    filtered = wave_noise(xp, magnitude, noise_var)
     zero = magnitude == 0
     scale = xp.where(zero, xp.zeros_like(filtered),
                      filtered / xp.where(zero, xp.ones_like(magnitude), magnitude))
