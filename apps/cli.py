@@ -18,20 +18,11 @@ import os
 import signal
 import sys
 import threading
+from apps.resolvers import register_resolvers
 from apps.resume import wants_resume
 from engine import InputError, PairflowError
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-
-
-def _register_resolvers() -> None:
-    from omegaconf import OmegaConf
-    from apps.data import data_path
-    if not OmegaConf.has_resolver("pairflow_data"):
-        OmegaConf.register_new_resolver("pairflow_data", lambda rel="": data_path(rel))
-    if not OmegaConf.has_resolver("pairflow_or"):  # first non-null argument (oc.select keeps a null)
-        OmegaConf.register_new_resolver("pairflow_or", lambda *xs: next(
-            (x for x in xs if x is not None), None))
 
 
 def run_config(cfg, run_dir: str | None = None):
@@ -209,7 +200,7 @@ def check_keys(argv: list[str]) -> None:
         return  # another config tree than the one this knows
     overrides, groups, values = _value_overrides(argv)
     chosen = [o.input_line for o in overrides if o.key_or_group in groups]
-    _register_resolvers()
+    register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         known = _config_keys(compose(config_name="config", overrides=chosen))
     _refuse_unknown(values, known, overrides)
@@ -297,7 +288,7 @@ def _task(cfg, verbose: bool) -> int:
 def _hydra_main(argv: list[str], verbose: bool = False) -> int:
     """Hydra's own entry point: for its commands (``--cfg``, ``-m``, ``--hydra-help`` ...)."""
     import hydra
-    _register_resolvers()
+    register_resolvers()
     outcome = {"code": 0}
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
@@ -327,7 +318,7 @@ def compose_run(argv: list[str]):
     from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
-    _register_resolvers()
+    register_resolvers()
     GlobalHydra.instance().clear()
     hydra = Hydra.create_main_hydra2(task_name="cli",
                                      config_search_path=create_config_search_path(CONFIG_DIR))
@@ -377,7 +368,7 @@ def _resume(argv: list[str], verbose: bool) -> int:
     anything; a refused resume writes nothing."""
     from apps.resume import resume_config
     try:
-        _register_resolvers()
+        register_resolvers()
         cfg, run_dir = resume_config(argv, CONFIG_DIR)
         module = importlib.import_module(__import__("apps").APPS[cfg.app.name])
         # an app with its own run() resumes only if it says so (``resumes = True``)

@@ -71,8 +71,8 @@ def _compose(config_dir: str, app: str, overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from apps.cli import _register_resolvers
-    _register_resolvers()
+    from apps.resolvers import register_resolvers
+    register_resolvers()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
             cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])

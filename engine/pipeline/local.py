@@ -2,19 +2,19 @@
 
 No Ray: for small data, tests, and the pair prefilter in front of an all-pairs run, where
 starting actors would cost more than the work.
+
+``run`` is the ``PipelineRun`` (run.py) that calls the executor with itself; an executor uses
+only its driver-side calls (``start``, ``running``, ``dispatch``, ``on_batch``, ``snapshot``, the
+``stage`` clocks) and imports nothing of run.py, which imports the executor it picks.
 """
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from .processor import Processor, read_batch, where
 
-if TYPE_CHECKING:
-    from .run import PipelineRun
 
-
-def run_local(run: "PipelineRun", source, specs: list) -> dict:
+def run_local(run, source, specs: list) -> dict:
     proc = Processor(run.p.ops, run.cfg.method, run.cfg.op_clock)
     run.start(len(specs), None)
     run.running()

@@ -5,14 +5,14 @@ The only module of the pipeline engine that imports Ray. Of ``slots`` slot actor
 measured costs of each side. A decoded batch goes from its reader to a processor through the
 object store (the reader owns it) and only the survivors come back to the driver, which feeds
 ``PipelineRun``. Slot actors are kept across runs of one Ray session: starting one costs about a
-second.
+second. As in ``local.py``, ``run`` is the calling ``PipelineRun``, used by its driver-side calls
+only (and its run directory and runtime settings), not imported.
 """
 from __future__ import annotations
 
 import os
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 
 import ray
 
@@ -20,9 +20,6 @@ from ..run.rundir import LOG
 from ..run.runtime import init_ray
 from .ordering import DSDPBalancer
 from .processor import Processor, read_batch, where
-
-if TYPE_CHECKING:
-    from .run import PipelineRun
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -87,7 +84,7 @@ class _Driver:
     """The driver's loop over the slots: keep readers and processors fed, collect what
     finishes, and let the balancer move the DS/DP boundary at its checkpoints."""
 
-    def __init__(self, run: "PipelineRun", source, specs: list, pool: list, run_id: str,
+    def __init__(self, run, source, specs: list, pool: list, run_id: str,
                  balancing: bool):
         cfg = run.cfg
         self.run, self.source, self.specs, self.pool = run, source, specs, pool
@@ -160,7 +157,7 @@ class _Driver:
                          processing=len(self.processing))
 
 
-def run_ray(run: "PipelineRun", source, specs: list) -> dict:
+def run_ray(run, source, specs: list) -> dict:
     cfg = run.cfg
     t0 = time.time()
     init_ray(cfg.ray_address, cfg.num_cpus, cfg.object_store_mb,

@@ -230,9 +230,10 @@ def test_written_order_cutflow_equals_the_reference_cutflow(runs, ref):
 
 def test_hydra_entry_point_on_a_compression_variant(ray_local, tmp_path, ref):
     from hydra import compose, initialize_config_dir
-    from apps.cli import CONFIG_DIR, _register_resolvers, run_config
+    from apps.cli import CONFIG_DIR, run_config
+    from apps.resolvers import register_resolvers
     events, flow, _ = ref
-    _register_resolvers()
+    register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             "app=hep_poor", "data.file=uproot-HZZ-lzma.root", f"hep.reco_draws={DRAWS}",

@@ -39,9 +39,10 @@ def test_sixteen_proteomes_tree_and_distances(ray_local, tmp_path):
     from dendropy.calculate.treecompare import symmetric_difference
     from hydra import compose, initialize_config_dir
 
-    from apps.cli import CONFIG_DIR, _register_resolvers, run_config
+    from apps.cli import CONFIG_DIR, run_config
+    from apps.resolvers import register_resolvers
     paths = _proteome_paths()
-    _register_resolvers()
+    register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             "app=phylogeny", "progress=false", f"runs_root={tmp_path}"])

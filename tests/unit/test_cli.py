@@ -113,8 +113,8 @@ def _saved_run(path, *overrides, app="synthetic"):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from apps.cli import _register_resolvers
-    _register_resolvers()
+    from apps.resolvers import register_resolvers
+    register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])
     os.makedirs(path)
