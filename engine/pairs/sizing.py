@@ -153,13 +153,17 @@ def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
 
 def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
                 n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
-                n_items: int | None = None, overhead_s: float = 0.02) -> int:
+                n_items: int | None = None, overhead_s: float = 0.02,
+                device_items: int | None = None, in_flight: int = 1) -> int:
     """Leaf side from a two-term cost model, bounded so stripes fit and work balances.
 
     Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events), and the run
     ends with actors idle for about half a tile each. With W an actor's share of the work, the
     lost fraction is overhead/t + t/(2W), least at t* = sqrt(2 * overhead * W): big runs get big
     tiles, small runs small ones, and no tile is aimed below ``target_s``.
+
+    ``device_items``: the items one device actor's own tier (its L1) holds, ``in_flight`` its
+    tiles under way (None: the host tier must hold those too).
     """
     work = ((n_items or 0) * t_item + space.total * t_pair) / max(1, n_actors)
     t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
@@ -170,9 +174,17 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     b = even_side(b, side, slack=EVEN_SLACK)
     # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
     # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
-    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times)
+    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times). Where
+    # every device actor's own tier holds the items of its tiles under way and one more
+    # (``tiers.device_cache_items``), the streamed columns only pass through the host tier,
+    # and the stripe alone must fit it (the plan keeps their room beside it): counted there,
+    # they cut a quarter host tier's tiles to half the side, at 1.5 times the time
+    # (benchmarks/RESULTS.md, Rocket's applications)
     if n_items is None or host_items < n_items:
-        b = even_side(min(b, max(1, host_items // (4 + per_node_tiles))), side)
+        cap = host_items // (4 + per_node_tiles)
+        if device_items:
+            cap = max(cap, min(host_items // 4, device_items // (2 * (in_flight + 1))))
+        b = even_side(min(b, max(1, cap)), side)
     return max(1, b)
 
 
@@ -260,7 +272,8 @@ def _host_budget(nodes: list[dict], cfg: AllPairsConfig, item_bytes: float,
 
 
 def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: AllPairsConfig,
-          host_items: int, per_node_tiles: int, n_actors: int, n_items: int) -> int:
+          host_items: int, per_node_tiles: int, n_actors: int, n_items: int,
+          device_items: int | None = None) -> int:
     # weighted tiles: the leaf is sized for a pair of mean weight, so a region of typical pairs
     # makes whole leaves and only heavy ones split (a quadtree split quarters a tile: sized
     # otherwise, typical tiles came out 1/4 of the budget)
@@ -268,7 +281,8 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
         measured["total_weight"] / max(1, space.total) / measured["weight_per_s"]
     leaf = cfg.leaf_items or choose_leaf(
         t_leaf, space, host_items, per_node_tiles, n_actors, cfg.target_tile_s,
-        t_item=measured.get("t_parse", 0.0), n_items=n_items, overhead_s=cfg.tile_overhead_s)
+        t_item=measured.get("t_parse", 0.0), n_items=n_items, overhead_s=cfg.tile_overhead_s,
+        device_items=device_items, in_flight=cfg.in_flight)
     if weights is not None and not cfg.leaf_items:
         # a block of mean pairs within 80 % of the budget: blocks vary around the mean
         mean_w = measured["total_weight"] / max(1, space.total)
@@ -305,8 +319,15 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         measured.update(weighted_budget(weights, space, measured["t_pair"], probe_weight,
                                         cfg.target_tile_s, n_actors, cfg.tile_overhead_s,
                                         cfg.tail_split))
+    # L2 plus every L1 of a node stay under ~70 % of its object store
+    l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
+    # the items an L1 holds by its bytes (large items: fewer than its item count)
+    device_items = int(l1_bytes // max(1.0, float(measured.get("item_bytes", 1.0))))
+    if cfg.device_cache_items:
+        device_items = min(device_items, cfg.device_cache_items)
     leaf = int(resume_leaf) if resume_leaf is not None else _leaf(
-        measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items)
+        measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items,
+        device_items)
     tiles = leaves(space, leaf) if weights is None else \
         leaves(space, leaf, weights, measured["max_weight"])
     item_bytes = float(measured.get("item_bytes", 1.0))
@@ -328,8 +349,6 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         plan = "zorder"
         warnings.append("tiles cut by pair weights are visited in Z-order (the stripe "
                         "plan assumes one tile per leaf block)")
-    # L2 plus every L1 of a node stay under ~70 % of its object store
-    l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
     from .simulate import choose_plan  # here: the simulator costs an import most runs skip
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
     l1_sim = max(1, min(l1_rows, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))

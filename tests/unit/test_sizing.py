@@ -132,6 +132,29 @@ def test_plan_run_hand_case():
     assert plan.measured == measured
 
 
+def test_leaf_counts_the_tiles_under_way_where_the_device_tier_holds_them():
+    """The hand case above with device tiers of 6,000 bytes (60 items each, where 1,500 held
+    15): each holds its 2 tiles under way and one more, 2 x 10 x 3 = 60 items, so the host
+    tier keeps only the stripe, 40 // 4 = 10. With 15 items (above) an L1 holds 3 tiles of 2 a
+    side, fewer than the 40 // (4 + 4) = 5 of a host tier that keeps the tiles under way beside
+    the stripe: 5."""
+    measured = {"t_pair": 0.001, "t_parse": 0.044, "item_bytes": 100.0}
+    plan = plan_run(measured, Triangle(200), None, [NODE],
+                    AllPairsConfig(device_cache_bytes=6000), items=ItemMap.shared(200))
+    assert plan.leaf == 10 and plan.l1_bytes == 6000
+    # one byte less: 59 items hold 3 tiles of 59 // 6 = 9 a side, which cuts 200 into 23
+    # blocks of ceil(200 / 23) = 9; the L1's item count binds as its bytes do
+    assert plan_run(measured, Triangle(200), None, [NODE],
+                    AllPairsConfig(device_cache_bytes=5999), items=ItemMap.shared(200)).leaf == 9
+    assert plan_run(measured, Triangle(200), None, [NODE],
+                    AllPairsConfig(device_cache_bytes=6000, device_cache_items=59),
+                    items=ItemMap.shared(200)).leaf == 9
+    # and so in choose_leaf: max(40 // 8, min(40 // 4, 60 // (2 x 3)))
+    assert choose_leaf(0.001, Triangle(200), host_items=40, per_node_tiles=4, n_actors=2,
+                       target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02,
+                       device_items=60, in_flight=2) == 10
+
+
 def test_plan_run_clamps_the_host_tier_and_keeps_a_resumed_leaf():
     cfg = AllPairsConfig(host_cache_bytes=8000, deadline_floor_s=0.0, deadline_factor=10.0)
     measured = {"t_pair": 0.001, "t_parse": 0.01, "item_bytes": 100.0}
@@ -215,7 +238,7 @@ def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cu
     w, space = PairWeights(rows, cols), Rectangle(40, 60)
     measured = {"t_pair": 1e-6, "t_parse": 0.0, "item_bytes": 10.0}
     kw = dict(items=ItemMap.disjoint(40, 60), probe_weight=1e5)
-    first = plan_run(measured, space, w, [NODE], AllPairsConfig(host_cache_items=30), **kw)
+    first = plan_run(measured, space, w, [NODE], AllPairsConfig(host_cache_items=12), **kw)
     planned = [first.tiles[i].to_dict() for i in first.order]  # what tiles.json holds
     fresh = plan_run(first.measured, space, w, [NODE], AllPairsConfig(host_cache_items=100),
                      items=kw["items"], resume_leaf=first.leaf)
