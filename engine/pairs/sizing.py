@@ -178,8 +178,7 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     # every device actor's own tier holds the items of its tiles under way and one more
     # (``tiers.device_cache_items``), the streamed columns only pass through the host tier,
     # and the stripe alone must fit it (the plan keeps their room beside it): counted there,
-    # they cut a quarter host tier's tiles to half the side, at 1.5 times the time
-    # (benchmarks/RESULTS.md, Rocket's applications)
+    # they halved a quarter host tier's tiles (benchmarks/RESULTS.md, Rocket's applications)
     if n_items is None or host_items < n_items:
         cap = host_items // (4 + per_node_tiles)
         if device_items:
@@ -322,9 +321,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     # L2 plus every L1 of a node stay under ~70 % of its object store
     l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
     # the items an L1 holds by its bytes (large items: fewer than its item count)
-    device_items = int(l1_bytes // max(1.0, float(measured.get("item_bytes", 1.0))))
-    if cfg.device_cache_items:
-        device_items = min(device_items, cfg.device_cache_items)
+    l1_by_bytes = int(l1_bytes // max(1.0, float(measured.get("item_bytes", 1.0))))
+    device_items = min(l1_by_bytes, cfg.device_cache_items or l1_by_bytes)
     leaf = int(resume_leaf) if resume_leaf is not None else _leaf(
         measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items,
         device_items)
@@ -351,7 +349,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                         "plan assumes one tile per leaf block)")
     from .simulate import choose_plan  # here: the simulator costs an import most runs skip
     # the L1 the actors get holds l1_items or l1_bytes, whichever is less (large items: bytes)
-    l1_sim = max(1, min(l1_rows, int(l1_bytes // max(1.0, measured.get("item_bytes", 1.0)))))
+    l1_sim = max(1, min(l1_rows, l1_by_bytes))
     dealt = sum(1 for n in node_plan if n.actors)
     # with L3 and node frontiers the nodes' host tiers act as one: the run is dealt to them so
     shared_tiers = cfg.l3 and dealt > 1 and str(cfg.hierarchical).lower() != "false"
