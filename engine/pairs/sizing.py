@@ -25,7 +25,7 @@ from .items import ItemMap
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
-from .tiers import device_cache_items
+from .tiers import device_cache_items, largest_leaf_held
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     if n_items is None or host_items < n_items:
         cap = host_items // (4 + per_node_tiles)
         if device_items:
-            cap = max(cap, min(host_items // 4, device_items // (2 * (in_flight + 1))))
+            cap = max(cap, min(host_items // 4, largest_leaf_held(device_items, in_flight)))
         b = even_side(min(b, max(1, cap)), side)
     return max(1, b)
 
@@ -272,7 +272,7 @@ def _host_budget(nodes: list[dict], cfg: AllPairsConfig, item_bytes: float,
 
 def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: AllPairsConfig,
           host_items: int, per_node_tiles: int, n_actors: int, n_items: int,
-          device_items: int | None = None) -> int:
+          device_items: int) -> int:
     # weighted tiles: the leaf is sized for a pair of mean weight, so a region of typical pairs
     # makes whole leaves and only heavy ones split (a quadtree split quarters a tile: sized
     # otherwise, typical tiles came out 1/4 of the budget)

@@ -30,6 +30,12 @@ def device_cache_items(leaf: int, in_flight: int, configured: int | None = None)
     return configured or max(4, 2 * leaf * (in_flight + 1))
 
 
+def largest_leaf_held(items: int, in_flight: int) -> int:
+    """The largest leaf whose tiles under way (and one more) an L1 of ``items`` holds: the
+    inverse of ``device_cache_items``, 0 when not even a leaf of 1 fits."""
+    return items // (2 * (in_flight + 1))
+
+
 @dataclass
 class CacheStats:
     hits: int = 0
