@@ -10,8 +10,9 @@ from engine.pairs.config import AllPairsConfig
 from engine.pairs.items import ItemMap
 from engine.pairs.simulate import simulate
 from engine.pairs.tiers import device_cache_items
-from engine.pairs.sizing import (app_weights, choose_leaf, even_side, plan_nodes,
-                                 plan_run, validation_sample, weighted_budget, weighted_probe)
+from engine.pairs.sizing import (app_weights, choose_leaf, even_side, leaf_candidates,
+                                 modelled_seconds, pick_leaf, plan_nodes, plan_run,
+                                 validation_sample, weighted_budget, weighted_probe)
 from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 
 
@@ -153,6 +154,55 @@ def test_leaf_counts_the_tiles_under_way_where_the_device_tier_holds_them():
     assert choose_leaf(0.001, Triangle(200), host_items=40, per_node_tiles=4, n_actors=2,
                        target_s=0.05, t_item=0.044, n_items=200, overhead_s=0.02,
                        device_items=60, in_flight=2) == 10
+
+
+def test_leaf_candidates_double_up_to_what_the_tiers_hold():
+    # forensics at a quarter host tier: the stripe rule's 20, the model's 46, 80 host items
+    # (a tile of 2 x 40 at most), L1s holding leaves up to 57: 20 and min(46, 40, 57) = 40
+    assert leaf_candidates(20, 46, 80, 57, 320) == [20, 40]
+    # 1,000 items: 10 doubled to 20, 40, 80 (13 blocks of ceil(1000 / 13) = 77), then the
+    # most, min(100, 500, 90) = 90 (12 blocks of 84)
+    assert leaf_candidates(10, 100, 1000, 90, 1000) == [10, 20, 40, 77, 84]
+    # an L1 that holds no larger leaf, or a model that wants none: the stripe rule's alone
+    assert leaf_candidates(5, 100, 1000, 2, 200) == [5]
+    assert leaf_candidates(20, 12, 1000, 90, 1000) == [20]
+
+
+def test_modelled_seconds_and_the_leaf_picked():
+    # R 2 of 10 items at 0.1 s, 45 pairs at 10 ms, 3 tiles at 20 ms, 2 actors, leaf 5:
+    # (2 + 0.45 + 0.06) / 2 + 25 x 0.01 / 2 = 1.255 + 0.125
+    assert modelled_seconds(2.0, 10, 0.1, 45, 0.01, 3, 0.02, 2, 5) == pytest.approx(1.38)
+    assert pick_leaf({20: 13.2, 36: 11.2}) == 36
+    assert pick_leaf({40: 5.0, 20: 5.0}) == 20  # a tie: the smaller leaf
+
+
+def test_a_host_tier_short_of_items_takes_the_leaf_of_least_modelled_time():
+    """The hand case's host tier of 40 items, with L1s of 12,000 bytes (120 items): the
+    stripe rule gives max(40 // 8, min(40 // 4, 120 // 6)) = 10; the cost model 29 (first
+    test), a tile of 2 x 20 fills the host tier, so the candidates are 10 and 20. Each is
+    simulated and timed by hand: 20 blocks make 210 tiles, 10 blocks 55;
+    10: (2.65 x 200 x 0.044 + 19.9 + 210 x 0.02) / 2 + 100 x 0.001 / 2 = 23.76 s;
+    20: (1.00 x 200 x 0.044 + 19.9 + 55 x 0.02) / 2 + 400 x 0.001 / 2 = 15.1 s."""
+    measured = {"t_pair": 0.001, "t_parse": 0.044, "item_bytes": 100.0}
+    plan = plan_run(measured, Triangle(200), None, [NODE],
+                    AllPairsConfig(device_cache_bytes=12_000), items=ItemMap.shared(200))
+    searched = plan.choice["leaf_search"]
+    assert set(searched) == {"10", "20"}
+    for leaf, blocks in ((10, 20), (20, 10)):
+        tiles = blocks * (blocks + 1) // 2
+        assert searched[str(leaf)]["modelled_s"] == pytest.approx(
+            (searched[str(leaf)]["R"] * 200 * 0.044 + 19.9 + tiles * 0.02) / 2
+            + leaf * leaf * 0.001 / 2, abs=1e-3)
+    # two L1s of 2 x 20 x 3 = 120 items each hold every item between them
+    assert searched["20"]["R"] == 1.0 and searched["10"]["R"] > 2
+    assert plan.leaf == 20 and len(plan.tiles) == 55 and plan.l1_items == 120
+    assert "leaf 20, modelled 15.1 s (vs 10 23.8 s)" in plan.choice["line"]
+    # a leaf set, or a resumed one, is never searched
+    for cfg, kw in ((AllPairsConfig(device_cache_bytes=12_000, leaf_items=10), {}),
+                    (AllPairsConfig(device_cache_bytes=12_000), {"resume_leaf": 10})):
+        kept = plan_run(measured, Triangle(200), None, [NODE], cfg, items=ItemMap.shared(200),
+                        **kw)
+        assert kept.leaf == 10 and "leaf_search" not in kept.choice
 
 
 def test_plan_run_clamps_the_host_tier_and_keeps_a_resumed_leaf():
