@@ -6,8 +6,8 @@ driver's) and every rule can be tested with hand-computed cases:
 
 * ``plan_nodes``: how many device actors each node gets, and on which device;
 * host (L2) and device (L1) budgets from the object store and the measured item size;
-* ``choose_leaf``: the tile side from a two-term cost model, and under a host tier short of
-  items the candidate leaf of least modelled time (``_leaf_search``); for apps with pair weights
+* the tile side (``leaf``: its cost model, and under a host tier short of items the candidate
+  leaf of least modelled time); for apps with pair weights
   (``app_weights``, ``weighted_probe``, ``weighted_budget``) the most one tile may weigh;
 * the tile order (a plan from ``policy.PLANS``, with ``plan=auto`` the one ``simulate.choose_plan``
   predicts to load least), the split of the last tiles, the load batch and every tile's deadline.
@@ -26,6 +26,7 @@ from .items import ItemMap
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
+from .leaf import choose_leaf, search_leaf, with_search
 from .tiers import device_cache_items, largest_leaf_held
 
 
@@ -152,96 +153,6 @@ def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
     return max(1, min(LOAD_BATCH_MAX, math.ceil(cfg.load_batch_s / max(t_parse, 1e-6))))
 
 
-def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
-                n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
-                n_items: int | None = None, overhead_s: float = 0.02,
-                device_items: int | None = None, in_flight: int = 1) -> int:
-    """Leaf side from a two-term cost model, bounded so stripes fit and work balances.
-
-    Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events), and the run
-    ends with actors idle for about half a tile each. With W an actor's share of the work, the
-    lost fraction is overhead/t + t/(2W), least at t* = sqrt(2 * overhead * W): big runs get big
-    tiles, small runs small ones, and no tile is aimed below ``target_s``.
-
-    ``device_items``: the items one device actor's own tier (its L1) holds, ``in_flight`` its
-    tiles under way (None: the host tier must hold those too).
-    """
-    b = model_leaf(t_pair, space, n_actors, target_s, t_item, n_items, overhead_s)
-    side = max(space.n_rows, space.n_cols, 1)
-    # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
-    # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
-    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times). Where
-    # every device actor's own tier holds the items of its tiles under way and one more
-    # (``tiers.device_cache_items``), the streamed columns only pass through the host tier,
-    # and the stripe alone must fit it (the plan keeps their room beside it): counted there,
-    # they halved a quarter host tier's tiles (benchmarks/RESULTS.md, Rocket's applications)
-    if n_items is None or host_items < n_items:
-        cap = host_items // (4 + per_node_tiles)
-        if device_items:
-            cap = max(cap, min(host_items // 4, largest_leaf_held(device_items, in_flight)))
-        b = even_side(min(b, max(1, cap)), side)
-    return max(1, b)
-
-
-def model_leaf(t_pair: float, space: PairSpace, n_actors: int, target_s: float = 0.05,
-               t_item: float = 0.0, n_items: int | None = None, overhead_s: float = 0.02) -> int:
-    """The leaf of ``choose_leaf``'s cost model before any tier bounds it (at least ~4 tiles
-    an actor, cut into even blocks)."""
-    work = ((n_items or 0) * t_item + space.total * t_pair) / max(1, n_actors)
-    t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
-    b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
-    pairs = max(1, space.total)
-    b = min(b, max(1, int(math.sqrt(pairs / (4 * max(1, n_actors))))))  # >= ~4 tiles per actor
-    return even_side(b, max(space.n_rows, space.n_cols, 1), slack=EVEN_SLACK)
-
-
-def leaf_candidates(capped: int, model: int, host_items: int, held: int, side: int) -> list[int]:
-    """The leaves a run whose host tier cannot hold every item may take: the one
-    ``choose_leaf``'s stripe rule gives (``capped``), doubled while below the cost model's own
-    (``model``), and the model's; each with its tile's items in the host tier (2 x leaf) and its
-    tiles under way and one more in every L1 (``held``: ``tiers.largest_leaf_held`` of the
-    L1's items by bytes)."""
-    most = min(model, host_items // 2, held)
-    found, b = {capped}, 2 * capped
-    while b < most:
-        found.add(even_side(b, side))
-        b *= 2
-    if most > capped:
-        found.add(even_side(most, side))
-    return sorted(found)  # (even_side never lengthens a leaf it is given no slack for)
-
-
-def modelled_seconds(R: float, n_items: int, t_item: float, pairs: int, t_pair: float,
-                     tiles: int, overhead_s: float, n_actors: int, leaf: int) -> float:
-    """A run's modelled time: every load (R x n, each parsed again), pair and tile's fixed
-    cost shared by the actors, plus the idle tail of half a tile. Loads are counted beside the
-    compares, as on a CPU node whose load tasks share the device actors' cores (on a GPU node
-    they overlap: the model then favours fewer loads more than it needs to)."""
-    work = R * n_items * t_item + pairs * t_pair + tiles * overhead_s
-    return work / max(1, n_actors) + leaf * leaf * t_pair / 2
-
-
-def pick_leaf(costs: dict) -> int:
-    """The candidate leaf of least modelled time (``costs``: leaf -> seconds); on a tie the
-    smaller leaf (smaller tiles balance better than the model knows)."""
-    return min(costs, key=lambda leaf: (costs[leaf], leaf))
-
-
-EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
-
-
-def even_side(b: int, n: int, slack: float = 0.0) -> int:
-    """The leaf that cuts ``n`` items into equal blocks, as few as a leaf of ``b`` makes (or
-    one fewer, if a leaf up to ``slack`` longer than ``b`` does it): never a sliver. A leaf of
-    2,494 cut 9,980 reads into four blocks and one of 4 reads, so 15 tiles where 10 do, each
-    with the fixed costs of a whole tile."""
-    b = max(1, int(b))
-    blocks = math.ceil(n / b)
-    if blocks > 1 and math.ceil(n / (blocks - 1)) <= b * (1 + slack):
-        blocks -= 1
-    return max(1, math.ceil(n / blocks))
-
-
 def app_weights(app, space: PairSpace) -> PairWeights | None:
     """The app's per-row/per-column cost weights (``app.pair_weights()``), if it has any.
 
@@ -330,45 +241,6 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
     return leaf
 
 
-def _leaf_search(leaf: int, measured: dict, space: PairSpace, cfg: AllPairsConfig,
-                 host_items: int, n_actors: int, n_items: int, held: int, plan_choice):
-    """The leaf of least modelled time (``modelled_seconds``) among ``leaf_candidates``, each
-    with the R its simulated plan loads (``plan_choice``: leaf, tiles -> ``PlanChoice``).
-    Returns the leaf and, per candidate, (its choice, its modelled seconds); the leaf as given
-    and nothing when there is one candidate or a plan is not simulated (as configured, or too
-    many tiles). Why: the stripe rule asks the host tier for ~4 leaf blocks, but where the
-    device tiers hold a tile's items a larger leaf loads each item fewer times; forensics at a
-    quarter host tier: a leaf of 20 simulated R 2.31, one of 40 R 1.25 (benchmarks/RESULTS.md)."""
-    t_pair, t_item = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
-    model = model_leaf(t_pair, space, n_actors, cfg.target_tile_s, t_item, n_items,
-                       cfg.tile_overhead_s)
-    side = max(space.n_rows, space.n_cols, 1)
-    found = leaf_candidates(leaf, model, host_items, held, side)
-    if len(found) < 2:
-        return leaf, {}
-    choices = {}
-    for b in found:
-        tiles = leaves(space, b)
-        choice = plan_choice(b, tiles)
-        if choice.R is None:
-            return leaf, {}
-        choices[b] = (choice, modelled_seconds(choice.R, n_items, t_item, space.total, t_pair,
-                                               len(tiles), cfg.tile_overhead_s, n_actors, b))
-    return pick_leaf({b: c[1] for b, c in choices.items()}), choices
-
-
-def _with_search(choice: dict, choices: dict, leaf: int) -> dict:
-    """The plan choice's record, with the leaves searched (leaf -> simulated R, modelled s)."""
-    if not choices:
-        return choice
-    searched = {str(b): {"R": c.R, "modelled_s": round(s, 3)} for b, (c, s) in choices.items()}
-    others = ", ".join(f"{b} {v['modelled_s']:.1f} s" for b, v in searched.items()
-                       if b != str(leaf))
-    return {**choice, "leaf_search": searched,
-            "line": f"{choice['line']}; leaf {leaf}, modelled {searched[str(leaf)]['modelled_s']:.1f}"
-                    f" s (vs {others})"}
-
-
 def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
              nodes: list[dict], config: AllPairsConfig, *, items: ItemMap,
              probe_weight: float | None = None, resume_leaf: int | None = None,
@@ -428,7 +300,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     if (resume_leaf is None and not cfg.leaf_items and weights is None and not packable
             and host_items_eff < items.n_items):
         held = largest_leaf_held(device_items, cfg.in_flight)
-        leaf, choices = _leaf_search(leaf, measured, space, cfg, host_items_eff, n_actors,
+        leaf, choices = search_leaf(leaf, measured, space, cfg, host_items_eff, n_actors,
                                      items.n_items, held, plan_choice)
     tiles = leaves(space, leaf) if weights is None else \
         leaves(space, leaf, weights, measured["max_weight"])
@@ -475,7 +347,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0) * (leaf if members else 1)),
         deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
-        choice=_with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat, silent_after_s=silent, shares=shares,
+        choice=with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat, silent_after_s=silent, shares=shares,
         items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
         holds_every_item=holds_every_item)
 
