@@ -16,6 +16,8 @@ from .config import AllPairsConfig
 from .space import PairSpace, leaves
 from .tiers import largest_leaf_held
 
+EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
+
 
 def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles: int,
                 n_actors: int, target_s: float = 0.05, t_item: float = 0.0,
@@ -92,9 +94,6 @@ def pick_leaf(costs: dict) -> int:
     return min(costs, key=lambda leaf: (costs[leaf], leaf))
 
 
-EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
-
-
 def even_side(b: int, n: int, slack: float = 0.0) -> int:
     """The leaf that cuts ``n`` items into equal blocks, as few as a leaf of ``b`` makes (or
     one fewer, if a leaf up to ``slack`` longer than ``b`` does it): never a sliver. A leaf of
@@ -108,7 +107,7 @@ def even_side(b: int, n: int, slack: float = 0.0) -> int:
 
 
 def search_leaf(leaf: int, measured: dict, space: PairSpace, cfg: AllPairsConfig,
-                 host_items: int, n_actors: int, n_items: int, held: int, plan_choice):
+                host_items: int, n_actors: int, n_items: int, held: int, plan_choice):
     """The leaf of least modelled time (``modelled_seconds``) among ``leaf_candidates``, each
     with the R its simulated plan loads (``plan_choice``: leaf, tiles -> ``PlanChoice``).
     Returns the leaf and, per candidate, (its choice, its modelled seconds); the leaf as given
@@ -141,6 +140,6 @@ def with_search(choice: dict, choices: dict, leaf: int) -> dict:
     searched = {str(b): {"R": c.R, "modelled_s": round(s, 3)} for b, (c, s) in choices.items()}
     others = ", ".join(f"{b} {v['modelled_s']:.1f} s" for b, v in searched.items()
                        if b != str(leaf))
+    took = searched[str(leaf)]["modelled_s"]
     return {**choice, "leaf_search": searched,
-            "line": f"{choice['line']}; leaf {leaf}, modelled {searched[str(leaf)]['modelled_s']:.1f}"
-                    f" s (vs {others})"}
+            "line": f"{choice['line']}; leaf {leaf}, modelled {took:.1f} s (vs {others})"}

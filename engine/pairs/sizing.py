@@ -347,7 +347,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         load_batch=load_batch(cfg, measured.get("t_parse", 0.0) * (leaf if members else 1)),
         deadlines=deadlines,
         measured=measured, warnings=tuple(warnings), eviction=choice.eviction,
-        choice=with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat, silent_after_s=silent, shares=shares,
+        choice=with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat,
+        silent_after_s=silent, shares=shares,
         items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
         holds_every_item=holds_every_item)
 
