@@ -21,7 +21,7 @@ from ..run.metrics import EventBuffer
 from ..run.runtime import long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .items import ItemMap
-from .loading import resolve, warm_process
+from .loading import BatchPart, resolve, warm_process
 from .policy import AdvisedEviction, make_eviction
 from .scheduler import describe_tile
 from .space import PairSpace, Tile
@@ -110,6 +110,11 @@ class DeviceWorker:
         self.ship_results = spec.ship_results
         self.heartbeat_s = spec.heartbeat_s
         self.reductions = _reductions(self.sinks, app)
+        # the load batch objects its items came from, referenced to the end of the run: an L1
+        # that let go of such an object and borrowed it again, hundreds of times a run, once
+        # waited forever for it after another actor was killed (docs/architecture.md, L1).
+        # Batch objects only: their host tier holds every item, so this keeps nothing alive
+        self._batches: set = set()
         os.environ["PAIRFLOW_ACTOR_ID"] = self.id  # apps may log or test by it
 
     def rebind(self, spec: DeviceSpec, app) -> None:
@@ -121,6 +126,7 @@ class DeviceWorker:
         """Idle in the warm pool until ``rebind`` (warm.py): let go of the run's items (the
         L1) and its app, either of which may be large."""
         self.l1 = self.app = None
+        self._batches = set()
 
     def ready(self) -> int:
         """Construction done (the app unpickled, its kernels imported); returns the PID."""
@@ -133,6 +139,9 @@ class DeviceWorker:
     async def _load(self, items: list[int]) -> dict:
         got = await self.node_cache.get(items)
         refs = {i: got[i][1] for i in items if got[i][0] == "ref"}
+        for handle in refs.values():
+            if isinstance(handle, BatchPart):
+                self._batches.add(handle.ref)
         hosts = {i: got[i][1] for i in items if got[i][0] == "value"}
         if refs:
             hosts.update(await resolve(refs))
