@@ -128,7 +128,8 @@ class CpuMeter:
         a run ends lies partly past the last sample (up to one interval): its CPU, but not its
         length, was cut off and came out as "other processes" (~2 % of the forensics runs'
         cores at 0.5 s, where a second later it read ~1 %)."""
-        while self.samples[-1][0] < t and not self.stop_event.is_set():
+        while (self.samples[-1][0] < t and not self.stop_event.is_set()
+               and self.thread.is_alive()):  # (a sampler that died takes no more samples)
             self.stop_event.wait(self.interval / 4)
 
     def roles_between(self, t0: float, t1: float, machine: bool = False) -> dict[str, float]:
