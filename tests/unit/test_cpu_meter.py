@@ -3,20 +3,10 @@ process's CPU (``time.process_time``): a window read at once after the work, as 
 reads a run's, holds all of the work's CPU, not only what the last sample had seen."""
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _meter_module():
-    spec = importlib.util.spec_from_file_location("bench_cpu_meter",
-                                                  ROOT / "benchmarks" / "cpu_meter.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmark_modules import load_benchmark
 
 
 def _spin(stop: threading.Event) -> None:
@@ -38,7 +28,7 @@ def test_a_window_read_at_once_holds_its_last_part():
     interpolated between samples at either end is exact; the window ends half an interval
     after a sample, the part that was cut off before the meter waited for the next one."""
     interval = 0.4
-    meter = _meter_module().CpuMeter(interval=interval)
+    meter = load_benchmark("cpu_meter").CpuMeter(interval=interval)
     stop = threading.Event()
     burner = threading.Thread(target=_spin, args=(stop,))
     burner.start()

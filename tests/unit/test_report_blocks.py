@@ -2,24 +2,17 @@
 a target is marked met by its own comparison, and figures print to the stated precision."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.benchmark_modules import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}",
-                                                  ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _load("report")
-record = _load("_record")
+report = load_benchmark("report")
+record = load_benchmark("_record")
 
 
 def test_readme_has_one_headline_block():
