@@ -23,10 +23,10 @@ import numpy as np
 from ..errors import PairflowError
 from .config import AllPairsConfig
 from .items import ItemMap
+from .leaf import choose_leaf, search_leaf, with_search
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import deal
-from .leaf import choose_leaf, search_leaf, with_search
 from .tiers import device_cache_items, largest_leaf_held
 
 
@@ -301,7 +301,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
             and host_items_eff < items.n_items):
         held = largest_leaf_held(device_items, cfg.in_flight)
         leaf, choices = search_leaf(leaf, measured, space, cfg, host_items_eff, n_actors,
-                                     items.n_items, held, plan_choice)
+                                    items.n_items, held, plan_choice)
     tiles = leaves(space, leaf) if weights is None else \
         leaves(space, leaf, weights, measured["max_weight"])
     item_bytes = float(measured.get("item_bytes", 1.0))
