@@ -8,8 +8,9 @@ the model ``1 + n / (2 S)``.
 
 ``choose_plan`` is the planner: no plan wins everywhere (the stripe plan needs a host tier several
 leaves deep; with a tier of a few items a curve order loads less), so before a run the driver
-simulates every candidate plan and eviction for the run's own space, leaf, tiers and actors and
-runs the one with the fewest loads (``pick``). The baseline, Z-order with LRU, is a candidate, so
+simulates every candidate plan and eviction for the run's own space, leaf, tiers and actors (a
+large run on its grid of leaf blocks, one item per block) and runs the one with the fewest loads
+(``pick``). The baseline, Z-order with LRU, is a candidate, so
 the planned run is never predicted to load more than it.
 """
 from __future__ import annotations
@@ -177,6 +178,13 @@ BASELINE = ("zorder", "lru")
 # a run with more tiles is simulated on a smaller copy of its leaf grid (``_proxy``), as far as
 # that keeps its stripes (``_proxy_scale``): the simulation is paid before the run starts
 MAX_SIM_TILES = 1500
+# a run whose tiles hold more items than this in all (tiles x a tile's items) is simulated on its
+# grid of leaf blocks, one item per block (``_proxy`` at full scale): item by item, each of the
+# six candidates costs ~2.5 us an item a tile, and 10,000 items in leaves of 125 with 500 in the
+# host tier took 10.8 s to choose (3,240 tiles of 250 items), the same R as leaves of 25 (a
+# block's items travel together; the grid's R is within a few % of the items', see
+# tests/unit/test_planner.py)
+MAX_SIM_VISITS = 60_000
 # past this many simulated tiles (a proxy that must stay large to keep its stripes) the choice
 # would cost seconds: such a run has a host tier of >= 16 leaf blocks or many tiles per block,
 # where the stripe plan's model holds, and it runs the first candidate unsimulated
@@ -250,12 +258,14 @@ def _proxy_scale(space: PairSpace, leaf: int, host_items: int, n_tiles: int,
 
 def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float):
     """A smaller run with the same shape: the leaf grid with one item per leaf block, every side
-    scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks)."""
+    scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks). The
+    host tier counts the whole blocks it holds: 190 items hold 4 blocks of 40, and a grid that
+    gave it 5 had room for a stripe the items have not (its choice loaded 1.42x the best)."""
     def scaled(n: int) -> int:
         return max(2, round(math.ceil(n / leaf) * f))
     small = Triangle(scaled(space.n)) if isinstance(space, Triangle) else \
         Rectangle(scaled(space.n_rows), scaled(space.n_cols))
-    return small, max(1, round(host_items / leaf * f)), max(1, math.ceil(l1_items / leaf))
+    return small, max(1, math.floor(host_items / leaf * f + 1e-9)), max(1, math.ceil(l1_items / leaf))
 
 
 def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
@@ -286,7 +296,9 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
         simulated = len(tiles) * f * f if f is not None else math.inf
         if simulated > MAX_PROXY_TILES:
             return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
-    if f >= 1.0:
+    on_blocks = f < 1.0 or (not weighted and leaf > 1 and isinstance(space, (Triangle, Rectangle))
+                            and len(tiles) * 2 * leaf > MAX_SIM_VISITS)
+    if not on_blocks:
         runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
                             plan=c[0], eviction=c[1], **kw) for c in cands}
     else:
