@@ -7,6 +7,9 @@ Z-order/LRU baseline, in real runs, and what does choosing cost before a run?
 (a) simulated: for n = 16, 120, 400 items and host tiers of 5..50 % of them (leaf n // 60, 2
     actors, 2 tiles under way each), R of every candidate (stripe, Hilbert, Z-order, each with next-use
     and LRU eviction), the one ``choose_plan`` picks, and the seconds the choice took.
+(c) large runs, where the planner simulates the grid of leaf blocks (one item per block): the
+    choice's seconds against simulating every candidate item by item (the exact simulator,
+    what the planner did before), side by side, with each candidate's R both ways.
 (b) real runs of issue 19's case, 16 genomes and a host tier of 4 items: R of the planned run
     (plan=auto), of the baseline (zorder/lru) and of the old default (stripe/next_use), each
     beside its simulated R. ``--quick`` runs the synthetic app with 16 items instead.
@@ -48,6 +51,70 @@ def part_a(sizes=(16, 120, 400), fractions=(0.05, 0.10, 0.25, 0.50)) -> list[dic
             print(f"(a) n={n:4d} leaf={leaf} S={s_items:4d}: {choice.describe()} "
                   f"[chosen in {took:.3f} s]", flush=True)
     return rows
+
+
+def _item_by_item(fn):
+    """``fn()`` with the planner simulating every run item by item, as it did before it took
+    large runs on their grid of leaf blocks (``simulate.MAX_SIM_VISITS`` lifted)."""
+    from engine.pairs import simulate as sim
+    kept, sim.MAX_SIM_VISITS = sim.MAX_SIM_VISITS, float("inf")
+    try:
+        return fn()
+    finally:
+        sim.MAX_SIM_VISITS = kept
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def part_c(cases=((2000, 25, 100), (10000, 125, 500), (10000, 125, 2000)),
+           sized=((10000, 500),)) -> dict:
+    """(n, leaf, S) ``cases`` large enough for the leaf-block grid (``MAX_SIM_VISITS``): the
+    choice both ways; ``sized`` (n, S): a run's whole sizing (``plan_run``: the leaf search,
+    a choice per candidate leaf) both ways, on one node of 2 CPUs."""
+    from engine.pairs.config import AllPairsConfig
+    from engine.pairs.sizing import plan_run
+    rows = []
+    for n, leaf, s_items in cases:
+        def choose():
+            return choose_plan(Triangle(n), leaf, s_items, items=ItemMap.shared(n),
+                               actors_per_node=2, in_flight=2)
+        grid, took = _timed(choose)
+        items, took_items = _timed(lambda: _item_by_item(choose))
+        exact = items.simulated
+        best = min(exact, key=exact.get)
+        chosen = f"{grid.plan}/{grid.eviction}"
+        worst = max(abs(grid.simulated[c] - r) / r for c, r in exact.items())
+        rows.append({"n": n, "leaf": leaf, "S": s_items, "chosen": chosen,
+                     "R_chosen_exact": exact[chosen], "best_exact": best,
+                     "R_best_exact": exact[best], "R_blocks": grid.simulated, "R_exact": exact,
+                     "max_rel_diff": worst, "choose_s": took, "exact_s": took_items,
+                     "speedup": took_items / took, "note": grid.note})
+        print(f"(c) n={n:5d} leaf={leaf} S={s_items:4d}: chose {chosen} in {took:.2f} s (item by "
+              f"item: {best} in {took_items:.2f} s, {took_items / took:.1f}x); its exact R "
+              f"{exact[chosen]:.2f} vs the best {exact[best]:.2f}; candidates' R on the grid "
+              f"within {worst:.1%} of the exact", flush=True)
+    node = [{"node_id": "n0", "address": "127.0.0.1", "head": True, "cpus": 2, "gpus": 0,
+             "object_store": 1536 << 20}]
+    sizing = []
+    for n, s_items in sized:
+        def size():
+            return plan_run({"t_pair": 2e-4, "t_parse": 0.01, "item_bytes": 1e5}, Triangle(n),
+                            None, node, AllPairsConfig(host_cache_items=s_items),
+                            items=ItemMap.shared(n))
+        grid, took = _timed(size)
+        items, took_items = _timed(lambda: _item_by_item(size))
+        sizing.append({"n": n, "S": s_items, "leaf": grid.leaf, "plan": grid.plan,
+                       "eviction": grid.eviction, "leaf_items": items.leaf,
+                       "plan_items": f"{items.plan}/{items.eviction}", "plan_s": took,
+                       "plan_items_s": took_items, "speedup": took_items / took})
+        print(f"(c) sizing n={n} S={s_items}: leaf {grid.leaf}, {grid.plan}/{grid.eviction} in "
+              f"{took:.2f} s; item by item leaf {items.leaf}, {items.plan}/{items.eviction} in "
+              f"{took_items:.2f} s ({took_items / took:.1f}x)", flush=True)
+    return {"choices": rows, "sizing": sizing}
 
 
 def part_b(runs_root: str, quick: bool) -> list[dict]:
@@ -93,6 +160,7 @@ def main(argv=None) -> int:
     results = {"quick": args.quick}
     try:
         results["a_simulated"] = part_a((16, 120) if args.quick else (16, 120, 400))
+        results["c_large"] = part_c(((2000, 25, 100),), ()) if args.quick else part_c()
         init_ray(num_cpus=2, object_store_mb=1536)  # the CLI's default store
         results["b_real"] = part_b(runs_root, args.quick)
     finally:
@@ -101,6 +169,9 @@ def main(argv=None) -> int:
         goals = [target("(b) R planned / R Z-order+LRU, real run", real["planned"] /
                         real["zorder_lru"] if "planned" in real and "zorder_lru" in real
                         else None, "<=", 1.0)]
+        goals += [target(f"(c) n={r['n']} S={r['S']}: exact R of the choice / the best's",
+                         r["R_chosen_exact"] / r["R_best_exact"], "<=", 1.05)
+                  for r in results.get("c_large", {}).get("choices", [])]
         write(out_path("planner.json", args.out), results, "planner", targets=goals,
               quick=args.quick, started=started)
     return 0
