@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache, device_cache_items
 from .items import ItemMap
@@ -256,6 +258,17 @@ def _proxy_scale(space: PairSpace, leaf: int, host_items: int, n_tiles: int,
     return min(1.0, max(math.sqrt(MAX_SIM_TILES / n_tiles), max(16, 4 * spare_tiles) / blocks))
 
 
+def _one_item_a_cell(space: PairSpace, items: ItemMap) -> bool:
+    """Is ``items`` the map the leaf-block grid stands for: a triangle's rows and columns the
+    same items in the same order, or a rectangle's rows and columns items of their own (a
+    query set inside its database shares items, which the grid would load twice)?"""
+    if isinstance(space, Triangle):
+        return np.array_equal(items.row_items, items.col_items)
+    if isinstance(space, Rectangle):
+        return not np.intersect1d(items.row_items, items.col_items).size
+    return False
+
+
 def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float):
     """A smaller run with the same shape: the leaf grid with one item per leaf block, every side
     scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks). The
@@ -296,7 +309,7 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
         simulated = len(tiles) * f * f if f is not None else math.inf
         if simulated > MAX_PROXY_TILES:
             return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
-    on_blocks = f < 1.0 or (not weighted and leaf > 1 and isinstance(space, (Triangle, Rectangle))
+    on_blocks = f < 1.0 or (not weighted and leaf > 1 and _one_item_a_cell(space, items)
                             and len(tiles) * 2 * leaf > MAX_SIM_VISITS)
     if not on_blocks:
         runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,

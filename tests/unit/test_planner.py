@@ -135,6 +135,23 @@ def test_a_run_of_large_tiles_is_simulated_on_its_leaf_blocks(n, host, blocks):
         assert choice.simulated[c] == pytest.approx(r, rel=0.05)
 
 
+def test_a_query_set_inside_its_database_is_simulated_item_by_item():
+    """800 queries that are the database's first 800 items: a grid of leaf blocks would count
+    them as items of their own, loaded apart from the database's; the planner simulates such a
+    run item by item (oracle: the simulation of each candidate with those items), and a
+    rectangle of items of its own, as large, on the grid."""
+    kw = dict(actors_per_node=2, in_flight=2)
+    inside = ItemMap(np.arange(800), np.arange(1600))
+    choice = choose_plan(Rectangle(800, 1600), 40, 160, items=inside, **kw)
+    assert "grid" not in choice.note
+    assert choice.simulated == {
+        f"{p}/{e}": round(simulate(Rectangle(800, 1600), 40, 160, items=inside, plan=p,
+                                   eviction=e, l1_items=device_cache_items(40, 2), **kw).R, 4)
+        for p, e in candidates("auto", "auto")}
+    apart = choose_plan(Rectangle(800, 1600), 40, 160, items=ItemMap.disjoint(800, 1600), **kw)
+    assert "20 x 40 grid of leaf blocks with 4 in the host tier" in apart.note
+
+
 def test_a_tile_is_pinned_as_one_transaction():
     """L1 holds 3 (older) and 4, two items, unpinned; the tile needs 1 and 3. Inserting 1
     first must not evict 3, which the same tile needs: 4 goes (as TileCache.acquire does)."""
