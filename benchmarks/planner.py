@@ -8,8 +8,9 @@ Z-order/LRU baseline, in real runs, and what does choosing cost before a run?
     actors, 2 tiles under way each), R of every candidate (stripe, Hilbert, Z-order, each with next-use
     and LRU eviction), the one ``choose_plan`` picks, and the seconds the choice took.
 (c) large runs, where the planner simulates the grid of leaf blocks (one item per block): the
-    choice's seconds against simulating every candidate item by item (the exact simulator,
-    what the planner did before), side by side, with each candidate's R both ways.
+    choice's seconds against the planner item by item (``MAX_SIM_VISITS`` lifted: the exact
+    simulation, what it did before), side by side, with each candidate's R both ways; then a
+    run's whole sizing (``sizing.plan_run``, its leaf search included) both ways.
 (b) real runs of issue 19's case, 16 genomes and a host tier of 4 items: R of the planned run
     (plan=auto), of the baseline (zorder/lru) and of the old default (stripe/next_use), each
     beside its simulated R. ``--quick`` runs the synthetic app with 16 items instead.

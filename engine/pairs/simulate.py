@@ -183,9 +183,9 @@ MAX_SIM_TILES = 1500
 # a run whose tiles hold more items than this in all (tiles x a tile's items) is simulated on its
 # grid of leaf blocks, one item per block (``_proxy`` at full scale): item by item, each of the
 # six candidates costs ~2.5 us an item a tile, and 10,000 items in leaves of 125 with 500 in the
-# host tier took 10.8 s to choose (3,240 tiles of 250 items), the same R as leaves of 25 (a
-# block's items travel together; the grid's R is within a few % of the items', see
-# tests/unit/test_planner.py)
+# host tier took 10.8 s to choose (3,240 tiles of 250 items), the same R as leaves of 25: a
+# block's items travel together. The grid chose the items' own choice, or one loading at most
+# 0.5 % more, in every case measured (benchmarks/RESULTS.md, planner (c))
 MAX_SIM_VISITS = 60_000
 # past this many simulated tiles (a proxy that must stay large to keep its stripes) the choice
 # would cost seconds: such a run has a host tier of >= 16 leaf blocks or many tiles per block,
@@ -278,7 +278,8 @@ def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float
         return max(2, round(math.ceil(n / leaf) * f))
     small = Triangle(scaled(space.n)) if isinstance(space, Triangle) else \
         Rectangle(scaled(space.n_rows), scaled(space.n_cols))
-    return small, max(1, math.floor(host_items / leaf * f + 1e-9)), max(1, math.ceil(l1_items / leaf))
+    host = max(1, math.floor(host_items / leaf * f + 1e-9))
+    return small, host, max(1, math.ceil(l1_items / leaf))
 
 
 def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
