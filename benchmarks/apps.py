@@ -79,12 +79,14 @@ DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
 # phylogeny: the 16 proteomes at k = 7 (the most the app accepts) are under 10 s of compute
 # here on a fast day, so the full size adds two jackknife replicates of each (CVTree's own
 # robustness test: a seeded 90 % of each proteome's proteins), 48 proteomes of the real shape;
-# forensics: 320 shots (80 a camera): the residual's compiled Wiener loop left 256 at T_min
-# 18.0-18.2 s, and this VM's faster cores (2026-12-02) left 288 at 18.8-19.8 s
+# forensics: 384 shots (96 a camera): the residual's compiled Wiener loop left 256 at T_min
+# 18.0-18.2 s, this VM's faster cores (2026-12-02) left 288 at 18.8-19.8 s and 320 at
+# 18.4-19.4 s; 384 (1.44x the pairs of 320) keeps T_min above 20 s with room for the VM's
+# fast minutes
 SIZES = {"phylogeny": ({"proteomes": 4, "k": 4, "jackknife": 1},
                        {"proteomes": 16, "k": 7, "jackknife": 2}),
          "forensics": ({"size": 256, "cameras": 2, "shots": 4},
-                       {"size": 512, "cameras": 4, "shots": 80}),
+                       {"size": 512, "cameras": 4, "shots": 96}),
          "microscopy": ({"particles": 8}, {"particles": 80})}
 
 
