@@ -90,7 +90,8 @@ def resume_config(argv: list[str], config_dir: str):
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from engine.run.rundir import CONFIG, META
+    from engine import RUN_CONFIG as CONFIG
+    from engine import RUN_META as META
     overrides = OverridesParser.create().parse_overrides(
         [a for a in argv if "=" in a and not a.startswith("-")])
     directory = None

@@ -23,7 +23,7 @@ __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PackKey"
            "TileCandidates", "Pipeline", "Map", "Filter", "Batch",
            "PairSource", "prefilter", "PairWeights", "make_sink", "fetch", "read_json",
            "write_json", "map_chunks", "RunDir", "farm", "FarmSpec", "gather", "Session",
-           "session"]
+           "session", "RUN_CONFIG", "RUN_META"]
 
 _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "PipelineConfig",
              "PipelineResult", "Source")
@@ -31,7 +31,9 @@ _PIPELINE = ("Pipeline", "Map", "Filter", "Batch", "PairSource", "prefilter", "P
 _HELPERS = {"fetch": ".run.io", "read_json": ".run.rundir", "write_json": ".run.rundir",
             "map_chunks": ".run.tasks", "RunDir": ".run.rundir",
             "farm": ".toolfarm.driver", "FarmResult": ".toolfarm.driver",
-            "FarmSpec": ".toolfarm.spec", "gather": ".toolfarm.gather"}
+            "FarmSpec": ".toolfarm.spec", "gather": ".toolfarm.gather",
+            # a run directory's files by name (module:attribute where the names differ)
+            "RUN_CONFIG": ".run.rundir:CONFIG", "RUN_META": ".run.rundir:META"}
 
 
 def __getattr__(name):  # Ray is imported only when a run is started
@@ -43,7 +45,8 @@ def __getattr__(name):  # Ray is imported only when a run is started
         return getattr(session, name)
     if name in _HELPERS:
         import importlib
-        return getattr(importlib.import_module(_HELPERS[name], __name__), name)
+        module, _, attr = _HELPERS[name].partition(":")
+        return getattr(importlib.import_module(module, __name__), attr or name)
     if name in _PIPELINE:
         import importlib
         return getattr(importlib.import_module(".pipeline", __name__), name)

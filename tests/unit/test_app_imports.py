@@ -1,0 +1,46 @@
+"""The apps' import rule (docs/architecture.md): an app imports the engine's public face
+``engine`` only, never a module under it, and every name it takes from there is one the face
+gives. Read from the source with ``ast``, so an import inside a function counts too."""
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+APPS = sorted((Path(__file__).parents[2] / "apps").glob("*.py"))
+
+
+def engine_imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every import of ``engine`` or below it in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+                (node.module == "engine" or node.module.startswith("engine.")):
+            found += [(node.lineno, node.module, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names
+                      if a.name == "engine" or a.name.startswith("engine.")]
+    return found
+
+
+def test_the_rule_sees_a_deep_import(tmp_path):
+    """The check itself: a module under the engine, imported inside a function, is found."""
+    path = tmp_path / "app.py"
+    path.write_text("def f():\n    from engine.run.rundir import META\n    import engine.pairs\n")
+    assert [(m, n) for _, m, n in engine_imports(path)] == [("engine.run.rundir", "META"),
+                                                            ("engine.pairs", None)]
+
+
+@pytest.mark.parametrize("path", APPS, ids=lambda p: p.name)
+def test_an_app_imports_only_the_public_face(path):
+    deep = [f"{path.name}:{line}: {module}" for line, module, _ in engine_imports(path)
+            if module != "engine"]
+    assert not deep, f"apps import only `engine`, not a module under it: {deep}"
+
+
+@pytest.mark.parametrize("path", APPS, ids=lambda p: p.name)
+def test_every_name_an_app_takes_is_on_the_public_face(path):
+    engine = importlib.import_module("engine")
+    for line, module, name in engine_imports(path):
+        if module == "engine" and name is not None:
+            assert hasattr(engine, name), f"{path.name}:{line}: engine has no {name}"
