@@ -90,6 +90,11 @@ class PhylogenyApp(FileItemsApp):
                              "exactly as often as its background predicts)")
         return _item(vec)
 
+    def item_codec(self):
+        """The L4 store keeps a CPU run's preprocessed items: ``CompositionVector``s."""
+        from engine.pairs.codec import ItemCodec
+        return ItemCodec(types=(CompositionVector,))
+
     def warmup(self, device):
         """One vector and one distance, so that the process's first tile does not load the
         numba kernels (over a second of CPU at k = 7, measured in a fresh process)."""

@@ -11,23 +11,33 @@ of its own) is digested by its file's bytes (``app.store_source(key)``); an item
 at all (``FunctionApp``'s ``load(key)``) has no content to digest and bypasses the store.
 
 An entry is one file ``ROOT/ab/abcdef....item``: a header (magic, payload length, SHA-256 of the
-payload) and the pickled item. It is written under a temporary name and renamed into place (on
-object stores, where a single PUT is atomic, written in one PUT), so nothing half-written
-carries an entry's name; a reader checks length and checksum, and an entry that fails them is
-counted as corrupt and parsed (and written) again. Entries are pickles: a store is trusted like
-the code that reads it.
+payload) and the item as typed data (``codec.py``: a JSON manifest and ``.npy`` arrays, object
+dtypes refused), never a pickle: a shared store is written by others, and reading an entry must
+not run what they wrote. An item the app's codec cannot write is parsed on every run, never
+stored, and counted (``unstorable``). An entry is written under a temporary name and renamed
+into place (on object stores, where a single PUT is atomic, written in one PUT), so nothing
+half-written carries an entry's name; a reader checks length, checksum and the payload's
+structure, and an entry that fails them is counted as corrupt and parsed (and written) again.
+
+On a local store the entry's name is a hex digest under the root, never a caller's text (no
+``..``, no absolute path), files and directories take the user's umask, and an entry or shard
+directory that is a symbolic link is neither read through nor written through (an entry link is
+counted corrupt and replaced by a real file).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import pickle
+import re
+import stat
 import struct
 import uuid
 from dataclasses import dataclass, field
 
-MAGIC = b"PFL4\x01"
+from .codec import ItemCodec, Unencodable, item_codec
+
+MAGIC = b"PFL4\x02"  # \x01: the pickled entries of before; read as corrupt, parsed again
 _HEADER = struct.Struct(">5sQ32s")  # magic, payload length, SHA-256 of the payload
 
 
@@ -58,6 +68,7 @@ class StoreStats:
     misses: int = 0
     corrupt: int = 0       # entries that failed their check: parsed again and rewritten
     bypassed: int = 0      # items without bytes to digest
+    unstorable: int = 0    # items the codec cannot write: parsed again by every run
     bytes_read: int = 0
     bytes_written: int = 0
     write_errors: int = 0  # a failed write costs the next run a parse, never this run
@@ -79,6 +90,7 @@ class ItemStore:
 
     url: str
     params: dict
+    codec: ItemCodec = field(default_factory=ItemCodec)
     params_digest: str = field(init=False)
 
     def __post_init__(self):
@@ -87,7 +99,8 @@ class ItemStore:
         self._fs = None
 
     def __getstate__(self):
-        return {"url": self.url, "params": self.params, "params_digest": self.params_digest}
+        return {"url": self.url, "params": self.params, "codec": self.codec,
+                "params_digest": self.params_digest}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -111,6 +124,10 @@ class ItemStore:
         return h.hexdigest()
 
     def path(self, digest: str) -> str:
+        """The entry's path under the root: ``digest`` must be a SHA-256 hex digest, so no
+        entry is named outside the root."""
+        if type(digest) is not str or not _DIGEST.fullmatch(digest):
+            raise ValueError(f"an L4 store entry is named by a SHA-256 hex digest, not {digest!r}")
         self._open()
         return f"{self._root.rstrip('/')}/{digest[:2]}/{digest}.item"
 
@@ -118,12 +135,15 @@ class ItemStore:
         """``(True, item)`` for a sound entry, ``(False, None)`` when absent or corrupt."""
         fs, path = self._open(), self.path(digest)
         try:
-            blob = fs.cat_file(path)
+            blob = _read_local(path) if self._local else fs.cat_file(path)
         except FileNotFoundError:
             stats.misses += 1
             return False, None
+        except _NotAFile:
+            stats.corrupt += 1
+            return False, None
         stats.bytes_read += len(blob)
-        item = _decode(blob)
+        item = _decode(blob, self.codec)
         if item is _BAD:
             stats.corrupt += 1
             return False, None
@@ -133,15 +153,15 @@ class ItemStore:
     def put(self, digest: str, item, stats: StoreStats) -> None:
         """Write an entry so that no reader ever sees part of it under its name."""
         fs, path = self._open(), self.path(digest)
-        payload = pickle.dumps(item, protocol=5)
+        try:
+            payload = self.codec.encode(item)
+        except Unencodable:
+            stats.unstorable += 1
+            return
         blob = _HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()) + payload
         try:
             if self._local:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-                with open(tmp, "wb") as fh:
-                    fh.write(blob)
-                os.replace(tmp, path)  # atomic within one directory
+                _write_local(path, blob)
             else:
                 fs.pipe_file(path, blob)  # one PUT: all or nothing on object stores
         except OSError:
@@ -159,6 +179,53 @@ class ItemStore:
 
 
 _BAD = object()
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+class _NotAFile(OSError):
+    """A local entry that is a symbolic link, or not a regular file."""
+
+
+def _read_local(path: str) -> bytes:
+    """A local entry's bytes, never through a symbolic link (the entry's or its shard
+    directory's): ``_NotAFile`` for one, or for anything but a regular file."""
+    if os.path.islink(os.path.dirname(path)):
+        raise _NotAFile(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise _NotAFile(path) from None  # ELOOP: a link; or unreadable
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotAFile(path)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def _write_local(path: str, blob: bytes) -> None:
+    """Write under a temporary name and rename it over the entry (which replaces a link, never
+    its target); files and directories get the process's umask, as any file it writes."""
+    shard = os.path.dirname(path)
+    os.makedirs(shard, exist_ok=True)
+    if not stat.S_ISDIR(os.lstat(shard).st_mode):
+        raise _NotAFile(shard)  # a linked shard directory would put the entry elsewhere
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o666)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(blob)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)  # atomic within one directory
+    except OSError:
+        os.unlink(tmp)
+        raise
 _SOURCES: dict = {}  # per process: (url, size, mtime_ns) of a local file -> SHA-256 digest
 _SOURCES_KEPT = 64
 
@@ -193,7 +260,7 @@ def source_digest(url: str) -> bytes:
     return digest
 
 
-def _decode(blob: bytes):
+def _decode(blob: bytes, codec: ItemCodec):
     if len(blob) < _HEADER.size:
         return _BAD
     magic, length, checksum = _HEADER.unpack_from(blob)
@@ -202,8 +269,8 @@ def _decode(blob: bytes):
             hashlib.sha256(payload).digest() != checksum:
         return _BAD
     try:
-        return pickle.loads(payload)
-    except Exception:
+        return codec.decode(payload)
+    except Exception:  # Undecodable, or a named dataclass that refuses its fields
         return _BAD
 
 
@@ -211,7 +278,7 @@ def open_store(url: str | None, app) -> ItemStore | None:
     """The run's store (``cache.store``), or None when it is off."""
     if not url:
         return None
-    return ItemStore(str(url), parse_params(app))
+    return ItemStore(str(url), parse_params(app), item_codec(app))
 
 
 def store_summary(store: ItemStore | None, cache_stats: list[dict],
