@@ -1,17 +1,76 @@
 """The planner: a Hilbert order over the pair space, and the choice of plan by simulated loads.
 
 Oracles: the Hilbert curve's defining properties (a bijection onto the grid whose consecutive
-cells are grid neighbours), brute-force pair sets, and hand-worked cache states."""
+cells are grid neighbours), brute-force pair sets, hand-worked cache states, and for every
+simulated load count a replay of the same plan's visit order written from the rules alone
+(tests/cache_oracle.py, which imports nothing of pairflow)."""
 import itertools
 
 import numpy as np
 import pytest
 
 from engine.pairs.items import ItemMap
-from engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs
+from engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs, make_plan
 from engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
 from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 from engine.pairs.tiers import BudgetCache, device_cache_items
+from tests.cache_oracle import replay, tile_item_lists
+
+PLANS = ("stripe", "hilbert", "zorder")
+EVICTIONS = ("next_use", "lru")
+
+
+def _replayed(space, leaf, host, items, plan, eviction, l1_items, actors=1, in_flight=1,
+              window=8):
+    """(loads, L1 hits, L2 hits) by the oracle, over the plan's own visit order (the plan is
+    the input here: what is checked is the count of loads it leads to)."""
+    tiles = leaves(space, leaf)
+    order = make_plan(plan, host, actors * in_flight).order(tiles, items)
+    return replay(tile_item_lists(tiles, items.row_items, items.col_items),
+                  [t.pairs for t in tiles], order, l1_items=l1_items, l2_items=host,
+                  eviction=eviction, actors=actors, in_flight=in_flight, window=window)
+
+
+def _replayed_R(space, leaf, host, items, plan, eviction, l1_items, **kw) -> float:
+    return _replayed(space, leaf, host, items, plan, eviction, l1_items, **kw)[0] / items.n_items
+
+
+@pytest.mark.parametrize("space,items", [
+    (Triangle(7), ItemMap.shared(7)), (Triangle(10), ItemMap.shared(10)),
+    (Rectangle(4, 7), ItemMap.disjoint(4, 7)),
+    (Rectangle(5, 9), ItemMap(np.arange(5), np.arange(9)))],  # queries inside the database
+    ids=["triangle7", "triangle10", "rectangle4x7", "queries-inside"])
+def test_simulated_loads_equal_an_exhaustive_replay_of_the_rules(space, items):
+    """Every small case (leaf 1-3, host tier 1-6 items, every plan and eviction, 1-2 actors
+    with 1-2 tiles under way, windows of 1 and 8, the default L1 and one of 4 items): the
+    simulator's loads, L1 hits and L2 hits are the replay's, exactly."""
+    for leaf, host, plan, eviction, actors, in_flight, window, l1 in itertools.product(
+            (1, 2, 3), (1, 2, 4, 6), PLANS, EVICTIONS, (1, 2), (1, 2), (1, 8), (None, 4)):
+        l1_items = device_cache_items(leaf, in_flight, l1)
+        want = _replayed(space, leaf, host, items, plan, eviction, l1_items, actors=actors,
+                         in_flight=in_flight, window=window)
+        got = simulate(space, leaf, host, items=items, actors_per_node=actors,
+                       in_flight=in_flight, plan=plan, eviction=eviction, window=window,
+                       l1_items=l1)
+        assert (got.loads, got.l1_hits, got.l2_hits) == want, \
+            (leaf, host, plan, eviction, actors, in_flight, window, l1)
+
+
+def test_the_replay_itself_on_hand_worked_cases():
+    """The oracle against counts worked by hand. Three items, tiles {0,1}, {1,2}, {0,2} in
+    that order, one actor, L1 of 2: (a) a host tier of 2 with LRU: loads 0 and 1; the second
+    tile finds 1 in L1 (a hit) and loads 2, L1 and L2 both evicting 0 (L1: the one unpinned;
+    L2: the least recent, an L1 hit renewing nothing there); the third finds 2 in L1 and
+    loads 0 again: 4 loads, 2 L1 hits, no L2 hit. (b) the same with next-use: at the second
+    tile L2 evicts 1 (no tile left wants it) and keeps 0 (the third does): 3 loads, and 0
+    comes from L2 at the third tile (L1 had evicted it): 2 L1 hits, 1 L2 hit."""
+    tiles, pairs, order = [[0, 1], [1, 2], [0, 2]], [1, 1, 1], [0, 1, 2]
+    assert replay(tiles, pairs, order, l1_items=2, l2_items=2, eviction="lru",
+                  window=1) == (4, 2, 0)
+    assert replay(tiles, pairs, order, l1_items=2, l2_items=2, eviction="next_use",
+                  window=1) == (3, 2, 1)
+    # a host tier holding every item: each item is loaded once, whatever the order
+    assert replay(tiles, pairs, [2, 0, 1], l1_items=2, l2_items=3, eviction="lru")[0] == 3
 
 
 @pytest.mark.parametrize("side", [1, 2, 4, 8, 16, 32])
@@ -90,12 +149,13 @@ def test_sixteen_items_and_a_host_tier_of_four_never_lose_to_the_baseline(l1_ite
     leaf 1 (what sizing gives), L1 of 6 items (the CLI's default store) or 4 (the tests')."""
     kw = dict(actors_per_node=2, in_flight=2, l1_items=l1_items)
     choice = choose_plan(Triangle(16), 1, 4, items=ItemMap.shared(16), **kw)
-    baseline = simulate(Triangle(16), 1, 4, plan="zorder", eviction="lru", **kw)
-    stripe = simulate(Triangle(16), 1, 4, plan="stripe", eviction="next_use", **kw)
-    assert choice.simulated["zorder/lru"] == pytest.approx(baseline.R)
-    assert choice.R == min(choice.simulated.values())
-    assert choice.R <= baseline.R and choice.R < stripe.R  # the old default lost here
-    assert len(choice.simulated) == 6 and choice.plan in choice.describe()
+    want = {f"{p}/{e}": _replayed_R(Triangle(16), 1, 4, ItemMap.shared(16), p, e, l1_items,
+                                    actors=2, in_flight=2)
+            for p, e in candidates("auto", "auto")}
+    assert choice.simulated == {c: round(r, 4) for c, r in want.items()}
+    assert f"{choice.plan}/{choice.eviction}" == pick(want)  # pick's tie rule is tested above
+    assert choice.R <= want["zorder/lru"] and choice.R < want["stripe/next_use"]  # the old
+    assert choice.plan in choice.describe()                                       # default lost
 
 
 def test_choose_plan_simulates_nothing_when_it_need_not():
@@ -121,13 +181,13 @@ def test_a_run_of_large_tiles_is_simulated_on_its_leaf_blocks(n, host, blocks):
     """Leaves of 40 items (~65,000 items to simulate a candidate item by item): the planner
     simulates the grid of leaf blocks, its host tier in whole blocks (190 items hold 4 blocks
     of 40, not 5: a grid that rounded up chose a stripe plan loading 1.42x the best). Oracle:
-    every candidate simulated item by item, the exact simulation."""
+    every candidate replayed item by item (tests/cache_oracle.py)."""
     kw = dict(actors_per_node=2, in_flight=2)
     choice = choose_plan(Triangle(n), 40, host, items=ItemMap.shared(n), **kw)
     side = -(-n // 40)
     assert f"{side} x {side} grid of leaf blocks with {blocks} in the host tier" in choice.note
-    exact = {f"{p}/{e}": simulate(Triangle(n), 40, host, plan=p, eviction=e,
-                                  l1_items=device_cache_items(40, 2), **kw).R
+    exact = {f"{p}/{e}": _replayed_R(Triangle(n), 40, host, ItemMap.shared(n), p, e,
+                                     device_cache_items(40, 2), actors=2, in_flight=2)
              for p, e in candidates("auto", "auto")}
     chosen = f"{choice.plan}/{choice.eviction}"
     assert exact[chosen] <= 1.05 * min(exact.values())
@@ -138,15 +198,15 @@ def test_a_run_of_large_tiles_is_simulated_on_its_leaf_blocks(n, host, blocks):
 def test_a_query_set_inside_its_database_is_simulated_item_by_item():
     """800 queries that are the database's first 800 items: a grid of leaf blocks would count
     them as items of their own, loaded apart from the database's; the planner simulates such a
-    run item by item (oracle: the simulation of each candidate with those items), and a
+    run item by item (oracle: each candidate replayed with those items), and a
     rectangle of items of its own, as large, on the grid."""
     kw = dict(actors_per_node=2, in_flight=2)
     inside = ItemMap(np.arange(800), np.arange(1600))
     choice = choose_plan(Rectangle(800, 1600), 40, 160, items=inside, **kw)
     assert "grid" not in choice.note
     assert choice.simulated == {
-        f"{p}/{e}": round(simulate(Rectangle(800, 1600), 40, 160, items=inside, plan=p,
-                                   eviction=e, l1_items=device_cache_items(40, 2), **kw).R, 4)
+        f"{p}/{e}": round(_replayed_R(Rectangle(800, 1600), 40, 160, inside, p, e,
+                                      device_cache_items(40, 2), actors=2, in_flight=2), 4)
         for p, e in candidates("auto", "auto")}
     apart = choose_plan(Rectangle(800, 1600), 40, 160, items=ItemMap.disjoint(800, 1600), **kw)
     assert "20 x 40 grid of leaf blocks with 4 in the host tier" in apart.note
