@@ -1,7 +1,15 @@
 """The pipeline ordering policy on synthetic operators with known costs and pass rates, the
-measurements it reads and the back-off that paces its decisions (no Ray)."""
+measurements it reads and the back-off that paces its decisions (no Ray).
+
+Oracle for the expected work: records counted. Each filter's pass rate is a fraction k/d, and
+the records are a full factorial grid with one coordinate per filter (filter f passes a record
+when its coordinate is below k_f), so any set of filters passes exactly the product of its
+rates; the work of an order is the records each operator sees, times its cost, summed and
+divided by the records. The best order is found by trying every order that runs each operator
+after its dependencies, by that count; neither uses ``expected_cost`` or ``brute_force_best``."""
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,23 +20,102 @@ from engine.pipeline.ordering import (Backoff, DSDPBalancer, OpSpec, OrderPolicy
                                       is_valid_order, topological)
 
 
-def _stats(table):
-    return {name: (c, p) for name, (c, p) in table.items()}
+def _records(ops, rate):
+    """Per filter, which records of the factorial grid pass it; and the number of records."""
+    filters = [o.name for o in ops if o.kind == "filter"]
+    fracs = {f: Fraction(rate[f]).limit_denominator(100) for f in filters}
+    assert all(float(fracs[f]) == rate[f] for f in filters), "rates must be k/d"
+    axes = [np.arange(fracs[f].denominator) for f in filters]
+    grid = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")] if axes else []
+    n = grid[0].size if grid else 1
+    return {f: g < fracs[f].numerator for f, g in zip(filters, grid)}, n
+
+
+def _counted_work(ops, order, cost, rate) -> float:
+    """Work per record of running ``order``: every operator costs its cost on each record
+    that reaches it; a map passes every record, a filter those of its grid coordinate."""
+    passes, n = _records(ops, rate)
+    alive = np.ones(n, bool)
+    total = 0.0
+    for name in order:
+        total += cost[name] * int(alive.sum())
+        if name in passes:
+            alive &= passes[name]
+    return total / n
+
+
+def _every_best(ops, cost, rate) -> tuple[float, list[list[str]]]:
+    """The least counted work over every order that runs each operator after its
+    dependencies, and every order that reaches it (to within 1e-12)."""
+    after = {o.name: set(o.after) for o in ops}
+    works = {}
+    for perm in itertools.permutations([o.name for o in ops]):
+        if all(after[x] <= set(perm[:k]) for k, x in enumerate(perm)):
+            works[perm] = _counted_work(ops, perm, cost, rate)
+    best = min(works.values())
+    return best, [list(p) for p, w in works.items() if w <= best * (1 + 1e-12)]
+
+
+def _rational_rates(rng, ops):
+    """Pass rates k/d with d of 2 to 6 (a map: 1)."""
+    out = {}
+    for o in ops:
+        d = int(rng.integers(2, 7))
+        out[o.name] = 1.0 if o.kind == "map" else int(rng.integers(1, d)) / d
+    return out
+
+
+def test_expected_cost_by_hand():
+    """a: filter, cost 2, passes 1/2; m: map, cost 1 (its pass rate, whatever is given, is
+    1); b: filter after m, cost 4, passes 1/4. By hand: a, m, b = 2 + 1/2 + 4/2 = 4.5;
+    m, a, b = 1 + 2 + 4/2 = 5; m, b, a = 1 + 4 + 2/4 = 5.5, so the best order is a, m, b;
+    one operator alone costs its cost."""
+    ops = [OpSpec("a"), OpSpec("m", "map"), OpSpec("b", after=("m",))]
+    cost = {"a": 2.0, "m": 1.0, "b": 4.0}
+    rate = {"a": 0.5, "m": 0.1, "b": 0.25}
+    assert expected_cost(ops, ["a", "m", "b"], cost, rate) == 4.5
+    assert expected_cost(ops, ["m", "a", "b"], cost, rate) == 5.0
+    assert expected_cost(ops, ["m", "b", "a"], cost, rate) == 5.5
+    assert expected_cost(ops[:1], ["a"], cost, rate) == 2.0
+    stats = {k: (cost[k], rate[k]) for k in cost}
+    for method in ("exact", "greedy"):
+        assert OrderPolicy(ops, method=method).order(stats) == ["a", "m", "b"], method
+    assert brute_force_best(ops, cost, rate) == (["a", "m", "b"], 4.5)
+    # three independent filters, by hand: c/(1-p) = 1/(1/2) = 2, 3/(3/4) = 4, 1/(1/5) = 5,
+    # so x, y, z; work 1 + 3/2 + 1 * 1/2 * 1/4 = 2.625
+    ops3 = [OpSpec("z"), OpSpec("y"), OpSpec("x")]
+    cost3, rate3 = {"x": 1.0, "y": 3.0, "z": 1.0}, {"x": 0.5, "y": 0.25, "z": 0.8}
+    assert expected_cost(ops3, ["x", "y", "z"], cost3, rate3) == 2.625
+    assert OrderPolicy(ops3).order({k: (cost3[k], rate3[k]) for k in cost3}) == ["x", "y", "z"]
+
+
+def test_expected_cost_equals_the_counted_work_of_every_order():
+    rng = np.random.default_rng(11)
+    for trial in range(25):
+        n = int(rng.integers(1, 6))
+        ops = [OpSpec(f"o{i}", "map" if rng.random() < 0.3 else "filter",
+                      tuple(f"o{j}" for j in range(i) if rng.random() < 0.3)) for i in range(n)]
+        cost = {o.name: float(rng.integers(1, 20)) / 4 for o in ops}
+        rate = _rational_rates(rng, ops)
+        for perm in itertools.permutations([o.name for o in ops]):
+            assert math.isclose(expected_cost(ops, perm, cost, rate),
+                                _counted_work(ops, perm, cost, rate), rel_tol=1e-12), perm
 
 
 def test_independent_filters_ascending_rank_is_optimal():
     rng = np.random.default_rng(7)
     for trial in range(20):
-        n = int(rng.integers(2, 7))
+        n = int(rng.integers(2, 6))
         ops = [OpSpec(f"f{i}") for i in range(n)]
         cost = {o.name: float(rng.uniform(1e-6, 1e-3)) for o in ops}
-        rate = {o.name: float(rng.uniform(0.01, 0.99)) for o in ops}
-        best, best_v = brute_force_best(ops, cost, rate)
+        rate = _rational_rates(rng, ops)
+        best_v, best = _every_best(ops, cost, rate)
         rank = sorted(cost, key=lambda k: cost[k] / (1 - rate[k]))
+        assert rank in best
         for method in ("exact", "greedy"):
             got = OrderPolicy(ops, method=method).order({k: (cost[k], rate[k]) for k in cost})
             assert got == rank, (method, got, rank)
-            assert math.isclose(expected_cost(ops, got, cost, rate), best_v, rel_tol=1e-12)
+            assert math.isclose(_counted_work(ops, got, cost, rate), best_v, rel_tol=1e-12)
 
 
 def test_known_example_orders_by_rank_not_by_cost_or_selectivity():
@@ -39,25 +126,32 @@ def test_known_example_orders_by_rank_not_by_cost_or_selectivity():
 
 
 def test_dependencies_are_respected_and_the_exact_order_is_optimal():
+    """On 30 drawn DAGs of 3-6 operators: the exact order is one of the best (by count), and
+    ``brute_force_best`` (the benchmarks' reference) finds its work. The greedy order, meant
+    for too many subsets, never does worse than either baseline (the written order, HEFT's)
+    and stays within 10 % of the best (the worst measured here: 8 %)."""
     rng = np.random.default_rng(3)
     for trial in range(30):
-        n = int(rng.integers(3, 8))
+        n = int(rng.integers(3, 7))
         ops = []
         for i in range(n):
             deps = tuple(f"o{j}" for j in range(i) if rng.random() < 0.3)
             kind = "map" if rng.random() < 0.3 else "filter"
             ops.append(OpSpec(f"o{i}", kind, deps))
         cost = {o.name: float(rng.uniform(0.1, 10)) for o in ops}
-        rate = {o.name: (1.0 if o.kind == "map" else float(rng.uniform(0.05, 0.95)))
-                for o in ops}
+        rate = _rational_rates(rng, ops)
         stats = {k: (cost[k], rate[k]) for k in cost}
-        best, best_v = brute_force_best(ops, cost, rate)
+        best_v, best = _every_best(ops, cost, rate)
         exact = OrderPolicy(ops, method="exact").order(stats)
         greedy = OrderPolicy(ops, method="greedy").order(stats)
         for order in (exact, greedy):
             assert is_valid_order(ops, order), order
-        assert math.isclose(expected_cost(ops, exact, cost, rate), best_v, rel_tol=1e-9)
-        assert expected_cost(ops, greedy, cost, rate) >= best_v * (1 - 1e-9)
+        assert exact in best, (exact, best)
+        assert brute_force_best(ops, cost, rate)[0] in best
+        g = _counted_work(ops, greedy, cost, rate)
+        assert g <= _counted_work(ops, topological(ops), cost, rate) * (1 + 1e-12)
+        assert g <= _counted_work(ops, heft_order(ops, cost), cost, rate) * (1 + 1e-12)
+        assert g <= 1.1 * best_v, (trial, g / best_v)
 
 
 def test_a_map_runs_only_when_it_pays_and_always_before_its_readers():
@@ -68,8 +162,7 @@ def test_a_map_runs_only_when_it_pays_and_always_before_its_readers():
     assert order.index("pt") < order.index("pt_cut") < order.index("heavy")
     assert order[-1] == "heavy"
     cost, rate = {k: v[0] for k, v in stats.items()}, {k: v[1] for k, v in stats.items()}
-    assert math.isclose(expected_cost(ops, order, cost, rate),
-                        brute_force_best(ops, cost, rate)[1])
+    assert order in _every_best(ops, cost, rate)[1]
     # the map unlocks a cheap tight filter: (1 + 0.1) / 0.9 < 0.9 / 0.5, so it goes first
     assert order[:2] == ["pt", "pt_cut"]
     # a map whose reader is loose waits behind the independent tight filter
