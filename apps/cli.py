@@ -241,10 +241,16 @@ def _interrupted(run_dir: str | None) -> None:
 
 
 def _fail(exc: BaseException, verbose: bool) -> None:
-    """One line for the user; the traceback only when asked for."""
+    """One line for the user; the traceback only when asked for: the driver's, then, for a
+    failure inside a worker, the worker's own (its last frame is where it broke)."""
     if verbose:
         import traceback
+
+        from engine import worker_traceback
         traceback.print_exception(exc)
+        remote = getattr(exc, "worker_traceback", None) and worker_traceback(exc)
+        if remote:
+            print(f"\nwhere it happened, in the worker:\n{remote.rstrip()}", file=sys.stderr)
     from hydra.errors import HydraException
     expected = isinstance(exc, (InputError, PairflowError, ValueError, HydraException))
     what = str(exc) if expected else f"{type(exc).__name__}: {exc}"

@@ -11,13 +11,14 @@ import os as _os
 # cluster (``ray_address=``) is unaffected; set it to 1 yourself to start a multi-host head.
 _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 from .pairs.app import BasePairApp, FunctionApp, PackKey, PairApp, url_digest
-from .errors import InputError, PairflowError
+from .errors import InputError, PairflowError, WorkerError, worker_traceback
 from .pairs.space import PairList, PairWeights, Rectangle, Tile, Triangle, leaves, quadtree
 from .pairs.sinks import (DenseMatrix, Threshold, ThresholdReduction, TileCandidates, TopK,
                           TopKReduction, make_sink)
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PackKey", "PairApp",
-           "InputError", "PairflowError", "url_digest", "PairList", "Rectangle", "Tile", "Triangle", "leaves",
+           "InputError", "PairflowError", "WorkerError", "worker_traceback", "url_digest",
+           "PairList", "Rectangle", "Tile", "Triangle", "leaves",
            "quadtree",
            "DenseMatrix", "Threshold", "TopK", "TopKReduction", "ThresholdReduction",
            "TileCandidates", "Pipeline", "Map", "Filter", "Batch",

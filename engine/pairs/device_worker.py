@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import traceback
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, PairflowError, root_cause
+from ..errors import (InputError, PairflowError, WorkerError, mark_failure, root_cause,
+                      worker_traceback)
 from ..run.metrics import EventBuffer
 from ..run.runtime import long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
@@ -155,7 +155,11 @@ class DeviceWorker:
         out = {}
         t0 = time.time()
         for item in items:
-            out[item] = self.app.preprocess(self.item_keys[item], hosts[item], self.device)
+            try:
+                out[item] = self.app.preprocess(self.item_keys[item], hosts[item], self.device)
+            except Exception as exc:
+                mark_failure(exc, f"preprocess of {str(self.item_keys[item])!r}")
+                raise
         if items:  # one span for the load (a span per item cost more than a small item)
             keys = [self.item_keys[items[0]], self.item_keys[items[-1]]]
             what = keys[0] if len(items) == 1 else f"{len(items)} items ({keys[0]} .. {keys[1]})"
@@ -179,6 +183,7 @@ class DeviceWorker:
         right = self.items.rows(values, "col", tile.c0, tile.c1)
         mask = self.space.mask(tile.r0, tile.r1, tile.c0, tile.c1)
         t0, c0 = time.time(), time.thread_time()
+        stage = "compare"
         try:
             if reduce and self.reductions is not None:
                 found = self.app.compare_reduced(
@@ -191,9 +196,10 @@ class DeviceWorker:
                     return _Reduced(found), mask
             block = self.app.compare(left, right, mask, self.device)
             t1, c1 = time.time(), time.thread_time()
+            stage = "postprocess"
             fields = self.app.postprocess(block, tile, mask)
         except Exception as exc:
-            raise PairflowError(f"{self._describe(tile)}: compare failed: "
+            raise PairflowError(f"{self._describe(tile)}: {stage} failed: "
                                 f"{type(exc).__name__}: {exc}") from exc
         t2 = time.time()
         what = f"tile {tile.id}"
@@ -205,16 +211,20 @@ class DeviceWorker:
         t2 = time.time()
         entries = []
         for n, sink in enumerate(self.sinks):
-            if isinstance(fields, _Reduced):
-                found = fields.found[n]
-                if self.ship_results:
-                    entries.append((sink.name, sink.encode_reduced(tile, found)))
+            try:
+                if isinstance(fields, _Reduced):
+                    found = fields.found[n]
+                    if self.ship_results:
+                        entries.append((sink.name, sink.encode_reduced(tile, found)))
+                    else:
+                        entries.extend(sink.write_reduced(tile, found))
+                elif self.ship_results:  # (sink, payload): the driver stores it and journals
+                    entries.append((sink.name, sink.encode_tile(tile, fields, mask)))
                 else:
-                    entries.extend(sink.write_reduced(tile, found))
-            elif self.ship_results:  # (sink, payload): the driver stores it and journals
-                entries.append((sink.name, sink.encode_tile(tile, fields, mask)))
-            else:
-                entries.extend(sink.write_tile(tile, fields, mask))
+                    entries.extend(sink.write_tile(tile, fields, mask))
+            except Exception as exc:
+                raise PairflowError(f"{self._describe(tile)}: write to the {sink.name} sink "
+                                    f"failed: {type(exc).__name__}: {exc}") from exc
         self.events.span(self.id, "write", f"tile {tile.id}", t2, time.time())
         return entries
 
@@ -307,6 +317,7 @@ class DeviceWorker:
         running: set = set()
         replies: list = []  # hand-outs that came back with a completion, not yet started
         finished = False
+        done: set = set()
         beat = asyncio.ensure_future(self._beat())
         try:
             while True:
@@ -350,16 +361,23 @@ class DeviceWorker:
                     elif "done" in reply:
                         finished = True
         except BaseException as exc:
-            for fut in running:
-                fut.cancel()
+            for fut in running | done:  # a tile that failed beside this one: seen, not logged
+                if not fut.done():
+                    fut.cancel()
+                elif not fut.cancelled():
+                    fut.exception()
+            # the user's one line names the stage, the tile or item; the traceback of where it
+            # happened (here, or in a load task) goes with the error for -v and run.log
             cause = root_cause(exc)
+            stage = getattr(cause, "worker_stage", None)
             message = str(cause) if isinstance(cause, (InputError, PairflowError)) else \
-                f"{type(cause).__name__}: {cause}\n{traceback.format_exc()}"
+                f"{stage + ' failed: ' if stage else ''}{type(cause).__name__}: {cause}"
             await self.scheduler.fail(self.id, message)
             self.events.flush()
             if isinstance(cause, InputError):
                 raise cause
-            raise PairflowError(f"device actor {self.id} failed: {message}") from None
+            raise WorkerError(f"device actor {self.id} failed: {message}",
+                              worker_traceback(exc)) from None
         finally:
             beat.cancel()
         self._report_tier()

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
-from ..errors import InputError, PairflowError, root_cause
+from ..errors import InputError, PairflowError, root_cause, worker_traceback
 from ..run.io import check_store, publish
 from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
@@ -264,7 +264,7 @@ class _Run:
                 members.kill_silent(prog["silent"], prog["silent_after_s"])
                 members.adopt_new_nodes()
                 if prog["error"]:
-                    raise PairflowError(prog["error"])
+                    raise self._worker_error(prog["error"])
                 if bar.enabled:
                     _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
                 if self.recorder.heartbeat() and not bar.enabled:
@@ -274,7 +274,7 @@ class _Run:
                                        f"({prog['done']}/{len(self.tiles)} tiles)")
             prog = self.ex.get(self.scheduler.progress())
             if prog["error"]:
-                raise PairflowError(prog["error"])
+                raise self._worker_error(prog["error"])
             if self.cfg.validate:  # the sampled tiles recomputed on another actor
                 self.validated = validate(self.ex, self.ex.get(self.scheduler.kept_fields()),
                                           members, self.tiles, self.space, self.row_keys,
@@ -296,6 +296,24 @@ class _Run:
         _show(bar, self.finished_result.summary, final=True)
         bar.close()
         return self.finished_result
+
+    def _worker_error(self, message: str, wait_s: float = 2.0) -> BaseException:
+        """The error the scheduler reports, as the device actor that reported it raised it:
+        with its own traceback (``errors.WorkerError``). That actor's ``run()`` ends right
+        after it reports; an error of the scheduler's own (a tile past its retries) has no
+        such actor, and after ``wait_s`` the message alone is the error."""
+        refs = self.members.refs
+        deadline = time.time() + wait_s
+        while refs and time.time() < deadline:
+            for ref in self.ex.wait(list(refs), timeout=max(0.0, deadline - time.time())):
+                refs.pop(ref)
+                try:
+                    self.ex.get(ref)
+                except self.ex.lost_errors:
+                    continue
+                except Exception as exc:
+                    return exc
+        return PairflowError(message)
 
     def _coordinator_lost(self, exc: BaseException) -> BaseException:
         """If the coordinator died, a failure saying so and how to resume; else ``exc``. The
@@ -353,12 +371,25 @@ class _Run:
         return AllPairsResult(self.recorder.path, summary, outputs)
 
     def _failed(self, exc: BaseException, **extra) -> BaseException:
-        """Record the failure, stop every actor, and return the user's exception."""
+        """Record the failure (status.json its line; run.log with the traceback of where it
+        happened), stop every actor, and return the user's exception."""
         cause = root_cause(exc)
         self._seal()
         self.recorder.failed(str(cause), **extra)
+        self._log_failure(cause, worker_traceback(exc))
         self.shutdown()
         return cause
+
+    def _log_failure(self, cause: BaseException, trace: str | None) -> None:
+        """The failure in the run directory's log, with the traceback of where it happened
+        (a worker's own, for a failure inside one), for a look after the run."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"{stamp} ERROR pairflow: the run failed: {cause}\n" + (trace or "")
+        try:
+            with open(self.recorder.file(LOG), "a") as fh:
+                fh.write(text if text.endswith("\n") else text + "\n")
+        except OSError:  # the run directory was removed: nothing to keep it in
+            pass
 
     def cancel(self) -> None:
         if self.finished_result is not None or self.cancelled:

@@ -153,8 +153,24 @@ class LocalActor:
             raise AttributeError(name)
         return _Method(self, name)
 
+    @staticmethod
+    async def _cancel_tasks(timeout_s: float) -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+
     def stop(self) -> None:
+        """Cancel what still runs on the loop (a stopped run's other tiles, heartbeats), let
+        it unwind, then stop the loop: a loop stopped under pending tasks printed "Task was
+        destroyed but it is pending!" for each, after a failed run's error."""
         if self.loop.is_running():
+            if self.thread is not threading.current_thread():
+                try:
+                    self._submit(self._cancel_tasks(2.0)).result(timeout=5)
+                except Exception:
+                    pass  # a task that does not unwind: the loop stops under it
             self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread is not threading.current_thread():
             self.thread.join(timeout=5)

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, mark_failure
 from ..run.io import fetch, io_stats
 from ..run.runtime import keep_freed_memory, long_time_slices
 from ..run.shipping import install
@@ -36,7 +36,7 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
                          preprocess_on)
     t0 = time.time()
     if isinstance(key, PackKey):  # the app reads its members' files itself; the L4 store
-        item = app.parse_pack(list(key.members))  # keeps items, not packs
+        item = _step("parse", key, app.parse_pack, list(key.members))  # keeps items, not packs
         info = {"raw_bytes": 0, "load": (t0, t0), "parse": (t0, time.time())}
         if store is not None:
             info["store"] = StoreStats(bypassed=1).to_dict()
@@ -63,7 +63,7 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
                 info["store"] = stats.to_dict()
                 return item, info
     t1 = time.time()
-    item = app.parse(key, raw)
+    item = _step("parse", key, app.parse, key, raw)
     info["parse"] = (t1, time.time())
     item, info = _prepared(app, key, item, info, preprocess_on)
     if digest is not None:
@@ -73,11 +73,21 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
     return item, info
 
 
+def _step(stage: str, key, call, *args):
+    """An app's step on one item; a failure keeps the stage, the item and the traceback from
+    here down (``errors.mark_failure``), for the user's one line and ``-v``."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        mark_failure(exc, f"{stage} of {key!r}")
+        raise
+
+
 def _prepared(app, key: str, item, info: dict, preprocess_on: str | None):
     """A parsed item preprocessed here when asked (timed in ``info``), and its size."""
     if preprocess_on is not None:
         t0 = time.time()
-        item = app.preprocess(key, item, preprocess_on)
+        item = _step("preprocess", key, app.preprocess, key, item, preprocess_on)
         info["preprocess"] = (t0, time.time())
     info["nbytes"] = int(app.item_nbytes(item))
     return item, info
