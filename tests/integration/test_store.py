@@ -6,16 +6,25 @@ Parse calls are counted apart from the engine: ``tests/parse_count.py``'s apps a
 parsed key to a file from whichever process parsed it (the driver's probe, a loader thread or a
 Ray load task), and the store's own files are checked too (an entry of the first run is never
 rewritten by the second).
+
+A store is shared, so an entry may be planted: one whose payload would run code if unpickled,
+under a sound header and SHA-256 (the documented ``>5sQ32s`` layout, written out here), is
+counted corrupt and parsed again, the result is exact, and the code never runs: in a local
+directory and in ``s3://`` on a moto server on 127.0.0.1.
 """
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
+import pickle
+import socket
+import struct
 
 import numpy as np
 import pytest
 
-from tests.conftest import need
+from tests.conftest import need, need_module
 from tests.parse_count import CountedAlign, CountedJaccard, parsed
 from tests.unit.conftest import RAGOUT, SHARE
 
@@ -118,3 +127,87 @@ def test_align_on_ray_second_run_parses_only_the_new_records(ray_local, runs, tm
     assert all(_entries(store)[p] == ident for p, ident in kept.items())
     _, plain = run([part_a, part_b], None)
     assert np.array_equal(second.matrix("score"), plain.matrix("score"))
+
+
+class _Plant:
+    """Unpickled, it creates ``path`` (any code would run the same way)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _planted(marker: str) -> bytes:
+    payload = pickle.dumps({"kmers": _Plant(marker)}, protocol=5)
+    return struct.pack(">5sQ32s", b"PFL4\x02", len(payload),
+                       hashlib.sha256(payload).digest()) + payload
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """A moto S3 server on 127.0.0.1 with a bucket ``pairflow``; its file system."""
+    need_module("s3fs")
+    moto_server = need_module("moto.server")
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    for key, value in dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+                           AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                           AWS_DEFAULT_REGION="us-east-1").items():
+        monkeypatch.setenv(key, value)
+    import s3fs
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                           client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}"})
+    fs.mkdir("pairflow")
+    yield fs
+    s3fs.S3FileSystem.clear_instance_cache()
+    server.stop()
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_planted_entry_that_would_run_code_is_parsed_again(where, runs, tmp_path, request):
+    from tests.conformance.test_item_codec_apps import LAMBDA, O_LOCUS, OC_LOCUS
+    paths = [need(LAMBDA), need(O_LOCUS), need(OC_LOCUS)]
+    count, marker = str(tmp_path / "parsed.txt"), str(tmp_path / "marker")
+    if where == "s3":
+        fs, store = request.getfixturevalue("s3"), "s3://pairflow/store"
+        entries = lambda: sorted(p for p in fs.find("pairflow/store") if p.endswith(".item"))
+        write = fs.pipe_file
+    else:
+        store = str(tmp_path / "store")
+        entries = lambda: sorted(glob.glob(os.path.join(store, "*", "*.item")))
+
+        def write(path, blob):
+            with open(path, "wb") as fh:
+                fh.write(blob)
+
+    _jaccard(paths, runs, count, store, executor="inprocess")
+    assert len(parsed(count)) == 3
+    found = entries()
+    assert len(found) == 3
+    write(found[1], _planted(marker))
+
+    second = _jaccard(paths, runs, count, store, executor="inprocess")
+    s = second.summary["store"]
+    assert s["corrupt"] == 1 and s["parses"] == 1, s
+    assert len(parsed(count)) == 1 and not os.path.exists(marker)
+    plain = _jaccard(paths, runs, count, None, executor="inprocess")
+    parsed(count)
+    for field in ("similarity", "intersection"):
+        assert np.array_equal(second.matrix(field), plain.matrix(field))
+    # the planted entry was replaced by a sound one: a third run parses nothing
+    third = _jaccard(paths, runs, count, store, executor="inprocess")
+    assert third.summary["store"]["parses"] == 0 and parsed(count) == []
+    assert np.array_equal(third.matrix("similarity"), plain.matrix("similarity"))
+    assert not os.path.exists(marker)
+    pickle.loads(_planted(marker)[45:])  # the control: unpickled, the planted entry does run
+    assert os.path.exists(marker)
