@@ -38,8 +38,11 @@ def bottom_k(kmers: np.ndarray, s: int) -> np.ndarray:
     h = mix64(np.asarray(kmers, dtype=np.uint64))
     h = h[h != EMPTY]
     if len(h) > s:
-        h = np.partition(h, s - 1)[:s]
-    h = np.unique(h)
+        low = np.unique(np.partition(h, s - 1)[:s])
+        # a k-mer given twice fills two of the s places: then the distinct ones, all sorted
+        h = low if len(low) == s else np.unique(h)
+    else:
+        h = np.unique(h)
     out = np.full(s, EMPTY, dtype=np.uint64)
     out[:len(h)] = h[:s]
     return out

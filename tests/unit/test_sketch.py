@@ -1,6 +1,8 @@
 """Bottom-k sketches and the safe pair test (no Ray)."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels.sketch import (EMPTY, bottom_k, length_ratio, may_reach, mix64, pair_shared,
                             pair_shared_reference)
@@ -9,6 +11,31 @@ from kernels.sketch import (EMPTY, bottom_k, length_ratio, may_reach, mix64, pai
 def test_mix64_is_a_bijection_on_a_sample():
     x = np.arange(200_000, dtype=np.uint64)
     assert len(np.unique(mix64(x))) == len(x)
+
+
+M64 = 2**64 - 1
+
+
+def _splitmix64_finalizer(x: int) -> int:
+    """SplitMix64's finalizer on a Python int, each step reduced mod 2**64 (Steele, Lea and
+    Flood, 2014): the hash the sketches are defined by, computed without numpy."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def test_mix64_is_the_splitmix64_finalizer():
+    xs = [0, 1, 2, 3, 2**32, 2**63, M64, 0x0123456789ABCDEF]
+    assert mix64(np.array(xs, np.uint64)).tolist() == [_splitmix64_finalizer(x) for x in xs]
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, M64), max_size=300), st.integers(1, 64))
+def test_bottom_k_is_the_k_smallest_distinct_hashes(kmers, s):
+    """A sketch is sorted(set of hashes, the padding value left out)[:s], padded to s."""
+    hashes = sorted({_splitmix64_finalizer(x) for x in kmers} - {M64})[:s]
+    want = hashes + [M64] * (s - len(hashes))
+    assert bottom_k(np.array(kmers, np.uint64), s).tolist() == want
 
 
 def test_pair_shared_equals_set_operations():
