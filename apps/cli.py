@@ -294,16 +294,17 @@ def _task(cfg, verbose: bool) -> int:
 def _hydra_main(argv: list[str], verbose: bool = False) -> int:
     """Hydra's own entry point: for its commands (``--cfg``, ``-m``, ``--hydra-help`` ...)."""
     import hydra
+
+    from apps.sweeps import in_multirun, job_failed
     register_resolvers()
     outcome = {"code": 0}
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
     def _main(cfg):
         code = _task(cfg, verbose)
-        # a sweep's exit code is its worst job's; the code is also returned, for a launcher
-        # that runs the job in another process (hydra/launcher=ray)
         outcome["code"] = max(outcome["code"], code)
-        return code
+        if code and in_multirun():
+            raise job_failed(code)  # Hydra's contract: a failed job's task raises
 
     sys.argv = ["pairflow"] + argv
     _main()
@@ -437,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                                             for a in argv)
     plain = not resume and _plain_run(argv)
     try:
+        from apps.sweeps import refuse_old_launcher
+        refuse_old_launcher(argv)
         if plain:
             composed = compose_run(argv)
         elif not resume:
@@ -487,7 +490,7 @@ def leave(code: int) -> None:
 
 if __name__ == "__main__":
     # `python -m apps.cli`: run the importable module's main, not this __main__ copy's, so a
-    # launcher that ships the job to another process (hydra/launcher=ray) pickles functions
+    # launcher that ships the job to another process (hydra/launcher=pairflow) pickles functions
     # by reference to apps.cli instead of by value with this module's state
     from apps.cli import console as _console
     _console()

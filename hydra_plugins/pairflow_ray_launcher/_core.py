@@ -1,4 +1,4 @@
-"""The Ray side of ``hydra/launcher=ray`` (ray_launcher.py says what it does and why)."""
+"""The Ray side of ``hydra/launcher=pairflow`` (ray_launcher.py says what it does and why)."""
 from __future__ import annotations
 
 import logging
@@ -16,9 +16,12 @@ log = logging.getLogger(__name__)
 
 
 def run_one_job(hydra_context, sweep_config, task_function, singleton_state, cwd: str | None):
-    """One job of the sweep, in a Ray worker: Hydra's state as the launcher had it, the
-    launcher's working directory (restored afterwards: the worker process serves other tasks
-    later), then Hydra's ``run_job``."""
+    """One job of the sweep, in a Ray worker: Hydra's state as the launcher had it (its
+    singletons and OmegaConf's resolvers), the launcher's working directory, then Hydra's
+    ``run_job``, which makes the job's output directory (relative to that working directory,
+    as the basic launcher's), moves into it when ``hydra.job.chdir`` says so and turns a task's
+    exception into a failed ``JobReturn``. The working directory is restored afterwards: the
+    worker process serves other tasks later."""
     setup_globals()
     Singleton.set_state(singleton_state)
     HydraConfig.instance().set_config(sweep_config)
@@ -33,14 +36,15 @@ def run_one_job(hydra_context, sweep_config, task_function, singleton_state, cwd
         os.chdir(before)
 
 
-def _failed(ret: JobReturn) -> str | None:
-    """Why a finished job counts as failed: its exception, or pairflow's non-zero exit code."""
-    if ret.status == JobStatus.FAILED:
-        return f"{type(ret._return_value).__name__}: {ret._return_value}"
-    code = ret._return_value
-    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-        return f"exit code {code}"
-    return None
+def _collect(ref, overrides: Sequence[str]) -> JobReturn:
+    """A job's ``JobReturn``. A job that never returned one (its worker died, Ray could not run
+    its task) is a failed job whose error is Ray's: Hydra's sweeper raises it, as it raises the
+    exception of a task that failed, naming the job's overrides."""
+    import ray
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as err:
+        return JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=err)
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]],
@@ -48,7 +52,6 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]],
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from engine.errors import PairflowError
     from engine.run.runtime import init_ray
 
     setup_globals()
@@ -80,17 +83,19 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]],
         sweep_config = launcher.hydra_context.config_loader.load_sweep_config(
             config, list(overrides))
         with open_dict(sweep_config):
+            # the job's number as the basic launcher gives it (hydra.sweep.subdir names it);
+            # its id says which launcher ran it
             sweep_config.hydra.job.id = f"ray_{idx}"
             sweep_config.hydra.job.num = idx
         while len(running) >= limit:
             _, running = ray.wait(running, num_returns=1)
         refs[i] = job.remote(context, sweep_config, task, state, cwd)
         running.append(refs[i])
-    results = ray.get(refs)
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    failures = [f"#{initial_job_idx + i} ({described[i]}): {why}"
-                for i, ret in enumerate(results) if (why := _failed(ret)) is not None]
-    if failures:
-        raise PairflowError(f"{len(failures)} of {len(results)} jobs of the sweep failed: "
-                            + "; ".join(failures) + f" (their logs are under {sweep_dir})")
+    results = [_collect(ref, overrides) for ref, overrides in zip(refs, job_overrides)]
+    # Hydra's sweeper raises the first failed job's error; every failed job is named here
+    failed = [f"#{initial_job_idx + i} ({described[i]}): {ret._return_value}"
+              for i, ret in enumerate(results) if ret.status == JobStatus.FAILED]
+    if failed:
+        log.error(f"{len(failed)} of {len(results)} jobs of the sweep failed: "
+                  + "; ".join(failed) + f" (their logs are under {sweep_dir})")
     return results

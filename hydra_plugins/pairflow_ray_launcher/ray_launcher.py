@@ -1,17 +1,25 @@
-"""``hydra/launcher=ray``: the jobs of a multirun as Ray tasks on the cluster ``cluster`` names.
+"""``hydra/launcher=pairflow``: a multirun's jobs as Ray tasks on the cluster ``cluster`` names.
 
-Why our own and not PyPI's ``hydra-ray-launcher``: that plugin pins ``cloudpickle<3`` (dask
-needs >= 3), asks each job task for a CPU by default (the run's own load tasks then wait behind
-the jobs that hold them), runs a job wherever Ray puts it (its run directory and its relative
-paths then belong to whichever node and working directory that was) and reports a job whose
-run failed as a success (pairflow returns an exit code; it does not raise).
+Its name is pairflow's, not ``ray``: Hydra finds every launcher installed beside it, and ``ray``
+is the name PyPI's ``hydra-ray-launcher`` registers (with both installed, one would silently
+win). Why our own and not that one: it pins ``cloudpickle<3`` (dask needs >= 3), asks each job
+task for a CPU by default (the run's own load tasks then wait behind the jobs that hold them)
+and runs a job wherever Ray puts it (its run directory and its relative paths then belong to
+whichever node and working directory that was).
 
 Here a job is a task that asks for no CPU (the run's actors and load tasks take the cores), is
-pinned to the node the sweep was launched from and runs in the launcher's working directory:
+pinned to the node the sweep was launched from and starts in the launcher's working directory:
 each job is a pairflow driver on the submitting machine with its own run directory under
 ``hydra.sweep.dir``, exactly as the basic launcher would leave it, while its actors use the
 whole cluster. Jobs run concurrently (``max_concurrent`` limits them) and share the cluster's
-resources. A job whose run failed (a non-zero exit code) fails the sweep, naming it.
+resources.
+
+It keeps Hydra's launcher contract, for any task function (tests/integration/
+test_hydra_launcher_suites.py runs Hydra's own launcher suites against it): a task's return
+value is the job's result, a job failed when its task raised (Hydra's sweeper then raises that
+error), ``hydra.job.chdir`` and ``hydra.utils.get_original_cwd``/``to_absolute_path`` behave as
+under the basic launcher. pairflow's own task raises when its run failed (apps/sweeps.py), so a
+failed run fails the sweep, naming the job; the launcher names every failed job in its log.
 
 Hydra imports this module when it scans for plugins, so it must not import Ray: ``_core``
 does, when a sweep is launched. No ``from __future__ import annotations`` here: Hydra runs
@@ -40,7 +48,9 @@ class PairflowRayLauncherConf:
     on_driver_node: bool = True  # run each job's driver on the node the sweep was launched from
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="ray", node=PairflowRayLauncherConf,
+# its name (apps/sweeps.py refuses the old one, ``ray``, naming this one)
+NAME = "pairflow"
+ConfigStore.instance().store(group="hydra/launcher", name=NAME, node=PairflowRayLauncherConf,
                              provider="pairflow")
 
 

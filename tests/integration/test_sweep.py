@@ -1,4 +1,4 @@
-"""A Hydra sweep on a Ray cluster (``pairflow -m data.k=15,21,31 hydra/launcher=ray``).
+"""A Hydra sweep on a Ray cluster (``pairflow -m data.k=15,21,31 hydra/launcher=pairflow``).
 
 A ``ray.cluster_utils.Cluster`` on 127.0.0.1 (a head with no CPU and one worker node with two)
 runs in a process of its own; the sweep is launched from another process, in another working
@@ -90,7 +90,7 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
         t0 = time.time()
         sweep = subprocess.run(
             [sys.executable, "-m", "apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
-             "hydra/launcher=ray", "cluster=ray", f"cluster.ray_address={address}",
+             "hydra/launcher=pairflow", "cluster=ray", f"cluster.ray_address={address}",
              "data.inputs=inputs/*.fa", "runs_root=runs", "progress=false"],
             cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
         sweep_s = time.time() - t0
@@ -144,10 +144,9 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
         assert np.allclose(got[off], oracle[off], rtol=0, atol=1e-12), k
 
 
-def test_a_failed_job_fails_the_sweep_naming_it(tmp_path):
-    """Without a cluster address the launcher starts a local Ray; one job at a time
-    (max_concurrent=1). A job whose run fails (k=0 is refused) fails the sweep, named, while
-    the other job's run finishes."""
+def _failing_sweep(tmp_path, *launcher: str) -> tuple[subprocess.CompletedProcess, str]:
+    """``pairflow -m data.k=15,0`` on 3 small genomes: k=0 is refused, so job #1's run fails;
+    the completed command and its working directory."""
     scratch = tempfile.mkdtemp(prefix="pf-", dir="/tmp")
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", TMPDIR=scratch,
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -155,13 +154,41 @@ def test_a_failed_job_fails_the_sweep_naming_it(tmp_path):
     work = tmp_path / "work"
     _genomes(str(work / "inputs"), n=3, length=500)
     out = subprocess.run(
-        [sys.executable, "-m", "apps.cli", "-m", "data.k=15,0", "hydra/launcher=ray",
-         "hydra.launcher.max_concurrent=1", "cluster.num_cpus=2", "cluster.object_store_mb=256",
+        [sys.executable, "-m", "apps.cli", "-m", "data.k=15,0", *launcher,
          "data.inputs=inputs/*.fa", "runs_root=runs", "progress=false"],
         cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode != 0, out.stderr[-4000:]
-    assert "1 of 2 jobs of the sweep failed: #1 (data.k=0 " in out.stderr, out.stderr[-4000:]
-    assert "): exit code 2" in out.stderr and "k must be an integer" in out.stderr
+    return out, str(work)
+
+
+def _check_failed_sweep(out: subprocess.CompletedProcess, work: str) -> None:
+    """The sweep failed, naming job #1 (its number, its overrides, its exit code) after the
+    job's own error; job #0's run finished."""
     import json
-    (first,) = glob.glob(str(work / "runs" / "jaccard" / "multirun-*" / "0"))
+    both = out.stdout + out.stderr
+    assert out.returncode != 0, both[-4000:]
+    assert "k must be an integer" in out.stderr, both[-4000:]
+    assert "Error executing job with overrides: ['data.k=0', " in out.stderr, both[-4000:]
+    assert "job #1 of the sweep failed with exit code 2" in out.stderr, both[-4000:]
+    (first,) = glob.glob(os.path.join(work, "runs", "jaccard", "multirun-*", "0"))
     assert json.load(open(os.path.join(first, "status.json")))["state"] == "finished"
+
+
+def test_a_failed_job_fails_the_sweep_naming_it(tmp_path):
+    """Without a cluster address the launcher starts a local Ray; one job at a time
+    (max_concurrent=1). A job whose run fails (k=0 is refused) raises (Hydra's contract): the
+    sweep fails, naming it, and the launcher's log names every failed job, while the other
+    job's run finishes."""
+    out, work = _failing_sweep(tmp_path, "hydra/launcher=pairflow",
+                               "hydra.launcher.max_concurrent=1", "cluster.num_cpus=2",
+                               "cluster.object_store_mb=256")
+    _check_failed_sweep(out, work)
+    assert "Ray launcher: 2 jobs" in out.stdout, out.stdout[-4000:]
+    assert "1 of 2 jobs of the sweep failed: #1 (data.k=0 " in out.stdout, out.stdout[-4000:]
+
+
+def test_a_failed_job_fails_a_sweep_of_the_basic_launcher_too(tmp_path):
+    """The same sweep with Hydra's basic launcher (in-process runs, no Ray): the job's raised
+    error fails it just the same."""
+    out, work = _failing_sweep(tmp_path, "cluster=inprocess")
+    _check_failed_sweep(out, work)
+    assert "Launching 2 jobs locally" in out.stdout, out.stdout[-4000:]
