@@ -18,9 +18,9 @@ import pytest
 
 from tests.blast_oracle import bitscore_matches, evalue_matches, run_blastp
 from tests.conftest import need, need_module
+from tests.oracles import PROTEOMES
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-PROTEOMES = os.path.join(os.path.dirname(__file__), "..", "..", ".data", "proteomes")
 N_QUERIES, N_TARGETS, TOP_K = 100, 150, 5
 
 

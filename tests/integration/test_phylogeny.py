@@ -6,17 +6,18 @@ import os
 import numpy as np
 import pytest
 
-from tests.unit.conftest import REPO
+from tests.conftest import SETUP
+from tests.oracles import PROTEOMES
 from tests.unit.cvtree_oracle import dense_distances, dense_vector, read_proteins
 
 pytestmark = pytest.mark.ray
-PROTEOMES = os.path.join(os.environ.get("PAIRFLOW_DATA", REPO / ".data"), "proteomes")
 
 
 def _proteome_paths():
     paths = sorted(glob.glob(os.path.join(PROTEOMES, "*", "*.faa")))
     if len(paths) != 16:
-        pytest.skip(f"the 16 proteomes are not in {PROTEOMES}: run scripts/predict_proteomes.py")
+        pytest.fail(f"the 16 proteomes are not in {PROTEOMES} (found {len(paths)}); {SETUP}",
+                    pytrace=False)
     return paths
 
 

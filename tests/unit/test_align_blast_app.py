@@ -78,7 +78,7 @@ def test_rbh_adds_a_per_column_sink_only_for_two_sets(tmp_path):
 def _proteome_sample(tmp_path):
     import os
     from Bio import SeqIO
-    root = os.path.join(os.path.dirname(__file__), "..", "..", ".data", "proteomes")
+    from tests.oracles import PROTEOMES as root
     q = [(f"q{i}", str(r.seq)) for i, r in zip(range(30), SeqIO.parse(
         str(_need(os.path.join(root, "S.Aureus", "N315.faa"))), "fasta"))]
     t = [(f"t{i}", str(r.seq)) for i, r in zip(range(60), SeqIO.parse(

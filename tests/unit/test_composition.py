@@ -1,5 +1,4 @@
 """Composition-vector kernel against the brute-force CVTree references (numpy and torch)."""
-import glob
 import os
 import random
 
@@ -8,17 +7,17 @@ import pytest
 
 from kernels.composition import (composition_vector, cv_distance, cv_distance_matrix,
                                  encode_proteins, prefer_dense, word_counts)
-from tests.unit.conftest import REPO
+from tests.conftest import need, need_module
+from tests.oracles import PROTEOMES
 from tests.unit.cvtree_oracle import (AA, dense_distances, dense_vector, dict_distance,
                                       dict_vector, read_proteins)
 
-PROTEOMES = os.path.join(os.environ.get("PAIRFLOW_DATA", REPO / ".data"), "proteomes")
 
 
 def _namespaces():
     import array_api_compat.numpy as npx
     out = [("numpy", npx, lambda a: a)]
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     import array_api_compat.torch as tx
     out.append(("torch-cpu", tx, lambda a: torch.from_numpy(np.ascontiguousarray(a))))
     return out
@@ -66,10 +65,7 @@ def _real_proteomes(n_proteins: int) -> list:
     """The first proteins of three predicted proteomes of two species."""
     paths = [os.path.join(PROTEOMES, rel) for rel in
              ("S.Aureus/COL.faa", "S.Aureus/N315.faa", "H.Pylori/G27.faa")]
-    for p in paths:
-        if not os.path.exists(p):
-            pytest.skip(f"{p} not found: run scripts/predict_proteomes.py")
-    return [read_proteins(p)[:n_proteins] for p in paths]
+    return [read_proteins(str(need(p)))[:n_proteins] for p in paths]
 
 
 def test_distances_equal_dict_bruteforce_on_real_proteins():

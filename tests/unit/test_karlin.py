@@ -16,8 +16,7 @@ import pytest
 from kernels import karlin
 from tests.blast_oracle import bitscore_matches, evalue_matches, run_blastp
 from tests.conftest import need, need_module
-
-PROTEOMES = os.path.join(os.path.dirname(__file__), "..", "..", ".data", "proteomes")
+from tests.oracles import PROTEOMES
 
 
 def test_bit_score_is_blasts_formula_by_hand():

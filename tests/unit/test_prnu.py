@@ -5,6 +5,7 @@ import pytest
 
 from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_pce, noise_residual, prepare,
                           wave_noise, wiener_dft, zero_mean_rows_cols)
+from tests.conftest import need_module
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def _numpy_pce(x, y):
 def _xp(device):
     from kernels.backend import namespace_for
     if device == "torch-cpu":
-        pytest.importorskip("torch")
+        need_module("torch")
     return namespace_for(device)
 
 
@@ -138,7 +139,7 @@ def test_a_masked_tile_computes_the_wanted_pairs_and_skips_the_rest(chunk_bytes,
 
 
 def test_haar_equals_pywavelets_and_inverts():
-    pywt = pytest.importorskip("pywt")
+    pywt = need_module("pywt")
     x = np.random.default_rng(0).normal(size=(32, 48))
     ll, (lh, hl, hh) = haar2(np, x)
     ref_ll, (ref_h, ref_v, ref_d) = pywt.dwt2(x, "haar")

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from kernels.registration import center, fuse, overlap, register, self_overlap, synchronize
+from tests.conftest import need_module
 
 
 def _rot(deg):
@@ -36,7 +37,7 @@ def test_overlap_equals_a_double_loop(cloud):
 def test_a_known_motion_is_recovered(cloud, angle, device):
     from kernels.backend import namespace_for, to_device
     if device == "torch-cpu":
-        pytest.importorskip("torch")
+        need_module("torch")
     xp = namespace_for(device)
     rng = np.random.default_rng(int(angle))
     target = cloud @ _rot(angle).T + rng.normal(0, 0.3, cloud.shape)
@@ -54,7 +55,7 @@ def test_a_known_motion_is_recovered(cloud, angle, device):
 def test_compiled_and_array_searches_agree(cloud):
     """The compiled loops numpy runs and the array form torch runs are two writings of one
     search: on pairs of noisy, partial copies both give the same motion and score."""
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     from kernels.backend import namespace_for
     xp = namespace_for("torch-cpu")
     rng = np.random.default_rng(11)
