@@ -14,6 +14,8 @@ address (``hydra.launcher.address``) instead of starting a Ray of its own.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.launcher import Launcher
@@ -36,6 +38,29 @@ def test_hydra_discovers_the_launcher_under_its_name():
     assert "PairflowRayLauncher" in names, names
     node = ConfigStore.instance().load(f"hydra/launcher/{NAME}.yaml").node
     assert node._target_.endswith(".PairflowRayLauncher")
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_a_job_whose_worker_dies_fails_the_sweep_naming_it(hydra_sweep_runner, tmpdir, capsys):
+    """Beyond Hydra's suites: a job that never returns (its Ray worker died) is a failed job
+    whose error is Ray's, raised by Hydra's sweeper after it named the job's overrides; the
+    sweep's other job still ran."""
+    import ray
+
+    def task(cfg):
+        if cfg.a == 1:
+            os._exit(3)
+        return cfg.a
+
+    sweep = hydra_sweep_runner(calling_file=None, calling_module="hydra.test_utils.a_module",
+                               task_function=task, config_path="configs",
+                               config_name="compose.yaml",
+                               overrides=[f"hydra/launcher={NAME}", "+a=0,1"], temp_dir=tmpdir)
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        with sweep:
+            pass
+    assert "Error executing job with overrides: ['+a=1']" in capsys.readouterr().err
+    assert (tmpdir / "0" / ".hydra" / "config.yaml").exists()
 
 
 @pytest.mark.parametrize("launcher_name, overrides", [(NAME, [])])
