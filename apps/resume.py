@@ -107,7 +107,11 @@ def resume_config(argv: list[str], config_dir: str):
         raise PairflowError(f"nothing to resume in {directory}: it has no {META} (the run "
                             "stopped before it started; start it again instead)")
     saved_path = os.path.join(directory, CONFIG)
-    saved = OmegaConf.load(saved_path) if os.path.exists(saved_path) else None
+    try:  # (OmegaConf's YAML loader is a safe one: a python/... tag is refused, never run)
+        saved = OmegaConf.load(saved_path) if os.path.exists(saved_path) else None
+    except Exception as exc:
+        raise PairflowError(f"cannot resume {directory}: its {CONFIG} does not read as a "
+                            f"configuration: " + " ".join(str(exc).split())) from None
     if saved is None or OmegaConf.select(saved, "app.name") is None:
         raise PairflowError(f"cannot resume {directory} from the command line: its {CONFIG} is "
                             "not a pairflow command's configuration (resume it with "

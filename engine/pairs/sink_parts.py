@@ -114,6 +114,8 @@ def _npy_head(path: str) -> tuple[int, tuple, np.dtype]:
         version = npy.read_magic(fh)
         read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
         shape, fortran, dtype = read(fh)
+        if dtype.hasobject:  # a pickle inside: never read (np.load's allow_pickle=False too)
+            raise ValueError(f"{path}: a part of dtype {dtype}, which holds Python objects")
         if fortran and len(shape) > 1:
             raise ValueError(f"{path}: a Fortran-ordered part")
         return fh.tell(), shape, dtype
