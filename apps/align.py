@@ -895,7 +895,9 @@ def build(cfg):
     if kind not in ("topk", "dense", "threshold"):
         raise ValueError(f"unknown sink {kind!r} for app=align: choose topk, dense or threshold")
     weighted = bool(a.get("capacity_tiles", True)) and kind != "dense"
-    app = AlignApp(_urls(d.queries) or [], _urls(d.get("targets")), top_k=a.top_k,
+    # the hits are the top-k sink: sink.k (align.top_k unless set on its own) is their k
+    top_k = sink_cfg["k"] if kind == "topk" and sink_cfg.get("k") is not None else a.top_k
+    app = AlignApp(_urls(d.queries) or [], _urls(d.get("targets")), top_k=top_k,
                    matrix=a.get("matrix"), gap_open=a.gap_open, gap_extend=a.gap_extend,
                    convention=str(a.get("convention", "standard")),
                    alphabet=str(a.get("alphabet", "auto")),

@@ -29,14 +29,19 @@ def run_config(cfg, run_dir: str | None = None):
     """Run the app a config names; returns the result (used by the CLI and by tests)."""
     from omegaconf import OmegaConf
 
-    from apps.options import allpairs_options
+    from apps.options import allpairs_options, check_sinks
     name = cfg.app.name
     if name not in __import__("apps").APPS:
         raise PairflowError(f"unknown app {name!r}; known: {sorted(__import__('apps').APPS)}")
     module = importlib.import_module(__import__("apps").APPS[name])
     if hasattr(module, "run"):  # an app that is not an all-pairs run (e.g. a pipeline)
+        if cfg.get("sink") is not None:  # its config takes none (sink: null): one was chosen
+            raise PairflowError(f"app={name} writes no all-pairs sink: sink="
+                                f"{cfg.sink.get('type')} would be ignored (it writes its own "
+                                f"results)")
         return module, module.run(cfg, run_dir or cfg.get("run_dir"))
     app, sinks = module.build(cfg)
+    check_sinks(name, cfg.get("sink"), sinks)  # before any compute
     options = allpairs_options(cfg)
     from engine import allpairs  # imports Ray: only once there is a run to start
     # optional app hooks: extra engine options, its own progress display, a step after the run

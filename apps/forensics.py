@@ -170,7 +170,8 @@ def build(cfg):
     """The app and its sink from the Hydra config (``app=forensics``)."""
     from apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
-        raise ValueError("app=forensics needs the dense sink: clustering reads every PCE")
+        raise ValueError(f"app=forensics needs the dense sink, not sink={cfg.sink.type}: "
+                         "clustering reads every PCE")
     urls = expand_inputs(cfg.data.inputs)
     f = cfg.forensics
     return ForensicsApp(urls, sigma=float(f.sigma), threshold=float(f.threshold)), [_sink()]

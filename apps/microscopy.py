@@ -169,7 +169,8 @@ def build(cfg):
     """The app and its sink from the Hydra config (``app=microscopy``)."""
     from apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
-        raise ValueError("app=microscopy needs the dense sink: fusion reads every pair")
+        raise ValueError(f"app=microscopy needs the dense sink, not sink={cfg.sink.type}: "
+                         "fusion reads every pair")
     return (MicroscopyApp(expand_inputs(cfg.data.inputs), scale=float(cfg.microscopy.scale)),
             [_sink()])
 

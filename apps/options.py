@@ -43,3 +43,39 @@ def allpairs_options(cfg) -> dict:
     if cfg.get("result_store"):
         options["result_store"] = str(cfg.result_store)
     return options
+
+
+def check_sinks(app: str, sink_cfg, sinks: list) -> None:
+    """Refuse, before any compute, a run whose app would not write the sink the ``sink`` group
+    chose: one of ``sinks`` (what the app's ``build`` made) must be of that kind, with every
+    setting of the group that its kind takes (``sink.k=5``: a top-k of 5). Without this, an
+    app that wires a sink of its own ignored the choice without a word (``app=synthetic
+    sink=topk`` wrote a dense matrix, n^2 cells nobody asked for)."""
+    import inspect
+
+    from engine import PairflowError
+    if not sink_cfg:
+        return
+    settings = dict(sink_cfg)
+    kind = settings.pop("type", None)
+    kinds = sorted({type(s).name for s in sinks})
+    same = [s for s in sinks if type(s).name == kind]
+    if not same:
+        raise PairflowError(f"app={app} does not write sink={kind}: it writes "
+                            f"{' and '.join(kinds) or 'no sink'} (choose sink="
+                            f"{' or sink='.join(kinds) or '...'})")
+    takes = inspect.signature(type(same[0])).parameters
+    for key, value in settings.items():
+        if key in takes and not any(_same(getattr(s, key, None), value) for s in same):
+            has = sorted({repr(getattr(s, key, None)) for s in same})
+            raise PairflowError(f"app={app} does not honour sink.{key}={value} (sink={kind}): "
+                                f"its {kind} sink has {key}={' and '.join(has)}")
+
+
+def _same(have, want) -> bool:
+    if isinstance(have, float) or isinstance(want, float):
+        try:
+            return float(have) == float(want)
+        except (TypeError, ValueError):
+            return False
+    return have == want

@@ -179,8 +179,8 @@ def build(cfg):
     """The app and its sink from the Hydra config (``app=phylogeny``)."""
     from apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
-        raise ValueError("app=phylogeny needs the dense sink: the tree is built from every "
-                         "distance")
+        raise ValueError(f"app=phylogeny needs the dense sink, not sink={cfg.sink.type}: the "
+                         "tree is built from every distance")
     return PhylogenyApp(expand_inputs(cfg.data.inputs), k=cfg.data.k), [_sink()]
 
 

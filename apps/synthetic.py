@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from engine import BasePairApp, DenseMatrix, Rectangle, Triangle
+from engine import BasePairApp, Rectangle, Triangle, make_sink
 from kernels.spin import burn, spin_rate
 
 
@@ -87,13 +87,14 @@ class SyntheticApp(BasePairApp):
 
 
 def build(cfg):
-    """The app and its dense sink from the Hydra config (``app=synthetic``)."""
+    """The app and the sink the ``sink`` group chose (field ``value``), from the Hydra config
+    (``app=synthetic``)."""
     c = cfg.synthetic
     app = SyntheticApp(int(c.n), t_parse=float(c.t_parse), t_pre=float(c.t_pre),
                        t_cmp=float(c.t_cmp), io_sleep=float(c.io_sleep),
                        item_floats=int(c.item_floats),
                        targets=int(c.targets) if c.get("targets") is not None else None)
-    return app, [DenseMatrix()]
+    return app, [make_sink(dict(cfg.sink))]
 
 
 def report(result) -> str:
