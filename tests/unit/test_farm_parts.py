@@ -261,6 +261,22 @@ def test_a_refused_write_is_a_failed_run():
     assert q3.finished == {0} and q3.idle()
 
 
+def _children_running(argv: list[str]) -> list[int]:
+    """This process's child processes running ``argv`` (from /proc)."""
+    found = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if ppid == os.getpid() and [c.decode() for c in cmd] == argv:
+            found.append(int(d))
+    return found
+
+
 def test_run_unit_feeds_collects_and_reports(tmp_path):
     from engine.toolfarm.tool import run_unit
     for p in ("cat", "cp", "sh", "sleep"):
@@ -281,9 +297,13 @@ def test_run_unit_feeds_collects_and_reports(tmp_path):
     spec = FarmSpec(program=["sh", "-c", 'printf "%s|" "$@"', "x", "a b;c"], inputs=["x"],
                     feed="stdin").check()
     assert run_unit(spec, data, [{}], str(tmp_path), {}).outputs["stdout"] == b"a b;c|"
-    spec = FarmSpec(program=["sleep", "5"], inputs=["x"], feed="stdin", timeout_s=0.2).check()
+    # a tool that would run for an hour is killed at its timeout: reported as timed out, and
+    # no process of it is left (had run_unit waited for it, the test would not end)
+    spec = FarmSpec(program=["sleep", "3607"], inputs=["x"], feed="stdin",
+                    timeout_s=0.2).check()
     r = run_unit(spec, data, [{}], str(tmp_path), {})
-    assert not r.ok and "timed out" in r.error and r.seconds < 4
+    assert not r.ok and r.returncode is None and r.error == "timed out after 0.2 s"
+    assert _children_running(["sleep", "3607"]) == []
     spec = FarmSpec(program=["true", "{out:missing}"], inputs=["x"], feed="stdin",
                     streams=["missing"]).check()
     assert "wrote no missing file" in run_unit(spec, data, [{}], str(tmp_path), {}).error
