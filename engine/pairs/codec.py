@@ -72,17 +72,16 @@ class ItemCodec:
         """The payload of ``item``; ``Unencodable`` naming what the codec does not write."""
         arrays: list[np.ndarray] = []
         root = self._node(item, arrays, 0)
-        area, spans = io.BytesIO(), []
+        parts, spans, at = [], [], 0
         for a in arrays:
-            start = area.tell()
-            np.lib.format.write_array(area, a, allow_pickle=False)
-            if area.getbuffer()[start + 6] not in (1, 2):  # .npy 3.0: utf-8 field names
-                raise Unencodable("a structured dtype with non-latin-1 field names")
-            spans.append([start, area.tell()])
+            head, data = _npy(a)
+            parts += [head, data]
+            spans.append([at, at + len(head) + data.nbytes])
+            at = spans[-1][1]
         manifest = json.dumps({"format": FORMAT, "version": VERSION, "root": root,
                                "arrays": spans}, separators=(",", ":"),
                               allow_nan=False).encode()
-        return _LEN.pack(len(manifest)) + manifest + area.getvalue()
+        return b"".join([_LEN.pack(len(manifest)), manifest, *parts])
 
     def _node(self, x, arrays: list, depth: int):
         if depth > 100:
@@ -209,6 +208,27 @@ class ItemCodec:
         if cls is None or issubclass(cls, tuple) != tuple_type:
             raise Undecodable(f"a type {name!r} this app's codec does not name")
         return cls
+
+
+def _npy(a: np.ndarray) -> tuple[bytes, memoryview]:
+    """An array's ``.npy`` header (numpy's own writer, format 1.0 or 2.0) and its data as the
+    header says (C order, or Fortran order for a Fortran-contiguous array), uncopied where it
+    can be."""
+    fmt = np.lib.format
+    d = fmt.header_data_from_array_1_0(a)
+    data = a.T if d["fortran_order"] else a
+    data = np.ascontiguousarray(data)
+    head = io.BytesIO()
+    try:
+        try:
+            fmt.write_array_header_1_0(head, d)
+        except ValueError:  # a header over 64 KiB
+            head = io.BytesIO()
+            fmt.write_array_header_2_0(head, d)
+    except UnicodeEncodeError:  # would need .npy 3.0, which numpy's public reader lacks
+        raise Unencodable("a structured dtype with non-latin-1 field names") from None
+    return head.getvalue(), memoryview(data.reshape(-1).view(np.uint8)) if data.size else \
+        memoryview(b"")
 
 
 def _read_npy(area: memoryview, span) -> np.ndarray:
