@@ -1,4 +1,6 @@
 """Loading (engine/pairs/loading.py), without Ray: load batches, and one item from a URL."""
+import pytest
+
 from engine.pairs.loading import load_batches
 
 
@@ -100,16 +102,26 @@ def test_measure_grows_a_fast_compare_into_a_tile():
 
 
 class _ProbeClock:
-    """The probe's wall clock, advanced only by the parses below: the parse times are the
-    hand-set ones exactly, whatever else the machine runs (busy-waiting on the real clock, a
-    preemption after the deadline added 3 ms to a 12.5 ms mean under a loaded CI)."""
+    """The probe's clocks (``loading.time``), advanced only by the apps below: its wall clock
+    (``perf_counter``) and this thread's CPU clock (``thread_time``). The parse and compare
+    times are the hand-set ones exactly, whatever else the machine runs (busy-waiting on the
+    real clock, a preemption after the deadline added 3 ms to a 12.5 ms mean under a loaded
+    CI)."""
 
     def __init__(self):
         import time
-        self.now, self.thread_time, self.time = 0.0, time.thread_time, time.time
+        self.now, self.cpu, self.time = 0.0, 0.0, time.time
 
     def perf_counter(self):
         return self.now
+
+    def thread_time(self):
+        return self.cpu
+
+    def spend(self, cpu_s: float, wait_s: float = 0.0) -> None:
+        """``cpu_s`` of work on this thread, then ``wait_s`` waiting (a tool, a device)."""
+        self.cpu += cpu_s
+        self.now += cpu_s + wait_s
 
 
 class _ColdStartApp(_CountingApp):
@@ -146,55 +158,59 @@ class _SharingApp(_CountingApp):
     """A compare that does each item's part once a tile (``per_item`` s of CPU) and then
     ``per_pair`` s a pair, as forensics' does: a pair costs less in a larger tile."""
 
-    def __init__(self, per_item, per_pair):
+    def __init__(self, per_item, per_pair, clock):
         super().__init__()
-        self.per_item, self.per_pair = per_item, per_pair
+        self.per_item, self.per_pair, self.clock = per_item, per_pair, clock
 
     def compare(self, left, right, mask, device):
-        import time
         self.sides.append((len(left), len(right), int(mask.sum())))
-        end = time.thread_time() + self.per_item * (len(left) + len(right)) \
-            + self.per_pair * mask.size
-        while time.thread_time() < end:
-            pass
+        self.clock.spend(self.per_item * (len(left) + len(right)) + self.per_pair * mask.size)
 
 
-def test_the_probe_times_a_sharing_kernel_in_a_larger_tile_for_a_large_run():
+def test_the_probe_times_a_sharing_kernel_in_a_larger_tile_for_a_large_run(monkeypatch):
     """2 ms of each item's part and 0.1 ms a pair: 2.1 ms a pair in a 2 x 2 tile, 0.35 in one
     of 16 (hand-computed: 2 * 2 / 16 + 0.1 = 0.35). A run of 100,000 pairs lets the probe
     grow its compare to 16 x 16 (90 ms; the next, 32 x 32, would take 358 ms, over
     MEASURE_GROW_S); a run of 200 pairs keeps the 2 x 2 tile (4 x 4 would take 34 ms, over 1 %
     of the run's 0.42 s of compares)."""
-    from engine.pairs.loading import measure_stages
-    app = _SharingApp(0.002, 0.0001)
-    got = measure_stages(app, ["a", "bb"], "cpu", pairs=100_000)
+    from engine.pairs import loading
+    clock = _ProbeClock()
+    monkeypatch.setattr(loading, "time", clock)
+    app = _SharingApp(0.002, 0.0001, clock)
+    got = loading.measure_stages(app, ["a", "bb"], "cpu", pairs=100_000)
     assert max(s for s, _, _ in app.sides) == 16
-    assert abs(got["t_pair"] - 0.00035) < 0.00005
-    app = _SharingApp(0.002, 0.0001)
-    got = measure_stages(app, ["a", "bb"], "cpu", pairs=200)
+    assert got["t_pair"] == pytest.approx(0.00035, rel=1e-9)
+    app = _SharingApp(0.002, 0.0001, clock)
+    got = loading.measure_stages(app, ["a", "bb"], "cpu", pairs=200)
     assert {s for s, _, _ in app.sides} == {2}
-    assert abs(got["t_pair"] - 0.0021) < 0.0003
+    assert got["t_pair"] == pytest.approx(0.0021, rel=1e-9)
 
 
 class _WaitingApp(_CountingApp):
     """A compare that waits 2 ms a pair and spends no CPU (a tool, a device, a sleep)."""
 
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
     def compare(self, left, right, mask, device):
-        import time
         self.sides.append((len(left), len(right), int(mask.sum())))
-        time.sleep(0.002 * mask.size)
+        self.clock.spend(0.0, 0.002 * mask.size)
 
 
-def test_a_waiting_compare_stops_the_probe_growing_by_its_wall_time():
+def test_a_waiting_compare_stops_the_probe_growing_by_its_wall_time(monkeypatch):
     """The probe times CPU, and a waiting compare spends almost none: by CPU alone its tile
     would double to MEASURE_MAX_SIDE (a 512 x 512 tile of this one sleeps 524 s). Its wall
     time stops it: 8 x 8 waits 128 ms (a 16 x 16, 4x that, fits MEASURE_GROW_WALL_S), 16 x 16
     waits 512 ms (a 32 x 32 would wait 2.05 s): hand-computed, 16 is the last side."""
-    from engine.pairs.loading import MEASURE_GROW_WALL_S, measure_stages
-    assert MEASURE_GROW_WALL_S == 2.0
-    app = _WaitingApp()
-    measure_stages(app, ["a", "bb"], "cpu", pairs=100_000)
+    from engine.pairs import loading
+    assert loading.MEASURE_GROW_WALL_S == 2.0
+    clock = _ProbeClock()
+    monkeypatch.setattr(loading, "time", clock)
+    app = _WaitingApp(clock)
+    got = loading.measure_stages(app, ["a", "bb"], "cpu", pairs=100_000)
     assert max(s for s, _, _ in app.sides) == 16
+    assert got["t_pair"] == 0.0  # it spent no CPU
 
 
 def test_probe_grows_while_a_larger_tile_still_cuts_a_pairs_cost():
