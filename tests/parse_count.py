@@ -8,12 +8,7 @@ import os
 import numpy as np
 
 from apps.align import AlignApp
-from apps.forensics import ForensicsApp
 from apps.jaccard import JaccardApp
-from apps.jaccard_filtered import FilteredJaccardApp
-from apps.microscopy import MicroscopyApp
-from apps.phylogeny import PhylogenyApp
-from apps.synthetic import SyntheticApp
 from engine.pairs.app import BasePairApp
 
 
@@ -55,27 +50,6 @@ class CountedJaccard(_Counted, JaccardApp):
 
 class CountedAlign(_Counted, AlignApp):
     pass
-
-
-class CountedFiltered(_Counted, FilteredJaccardApp):
-    pass
-
-
-class CountedPhylogeny(_Counted, PhylogenyApp):
-    pass
-
-
-class CountedForensics(_Counted, ForensicsApp):
-    pass
-
-
-class CountedMicroscopy(_Counted, MicroscopyApp):
-    pass
-
-
-class CountedSynthetic(_Counted, SyntheticApp):
-    pass
-
 
 
 class CountedBytes(BasePairApp):

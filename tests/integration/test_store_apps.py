@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def _apps(count):
+    import tests.counted_apps as ca
     import tests.parse_count as pc
     return {
         "jaccard-file": lambda: pc.CountedJaccard(
@@ -22,15 +23,15 @@ def _apps(count):
             count_path=count),
         "jaccard-record-bitset": lambda: pc.CountedJaccard(
             [str(need(O_LOCUS))], k=7, item="record", kernel="bitset", count_path=count),
-        "jaccard_filtered": lambda: pc.CountedFiltered(
+        "jaccard_filtered": lambda: ca.CountedFiltered(
             [str(need(LAMBDA)), str(need(OC_LOCUS))], k=21, count_path=count),
         "align": lambda: pc.CountedAlign(str(need(GLOBINS)), weighted=False, count_path=count),
-        "phylogeny": lambda: pc.CountedPhylogeny(
+        "phylogeny": lambda: ca.CountedPhylogeny(
             _files("proteomes/*/*.faa", 3), k=4, count_path=count),
-        "forensics": lambda: pc.CountedForensics(_files("cameras/*.jpg", 4), count_path=count),
-        "microscopy": lambda: pc.CountedMicroscopy(_files("particles/particle_*.csv", 4),
+        "forensics": lambda: ca.CountedForensics(_files("cameras/*.jpg", 4), count_path=count),
+        "microscopy": lambda: ca.CountedMicroscopy(_files("particles/particle_*.csv", 4),
                                                    count_path=count),
-        "synthetic": lambda: pc.CountedSynthetic(6, item_floats=16, count_path=count),
+        "synthetic": lambda: ca.CountedSynthetic(6, item_floats=16, count_path=count),
     }
 
 

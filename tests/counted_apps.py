@@ -1,0 +1,31 @@
+"""The other apps with every parse call counted (``tests/parse_count.py``'s mixin), for the
+L4 store's per-app tests: a module of their own, so that Ray workers importing
+``tests.parse_count`` do not import every app."""
+from __future__ import annotations
+
+from apps.forensics import ForensicsApp
+from apps.jaccard_filtered import FilteredJaccardApp
+from apps.microscopy import MicroscopyApp
+from apps.phylogeny import PhylogenyApp
+from apps.synthetic import SyntheticApp
+from tests.parse_count import _Counted
+
+
+class CountedFiltered(_Counted, FilteredJaccardApp):
+    pass
+
+
+class CountedPhylogeny(_Counted, PhylogenyApp):
+    pass
+
+
+class CountedForensics(_Counted, ForensicsApp):
+    pass
+
+
+class CountedMicroscopy(_Counted, MicroscopyApp):
+    pass
+
+
+class CountedSynthetic(_Counted, SyntheticApp):
+    pass
