@@ -102,6 +102,8 @@ def test_named_types_only_come_back_through_the_codec_that_names_them():
             _Pair(np.ones((2, 3), np.complex64).T, 7)]
     payload = codec.encode(item)
     assert_identical(item, codec.decode(payload))
+    # as a load task gets it (the store travels to Ray workers pickled, by Ray)
+    assert_identical(item, pickle.loads(pickle.dumps(codec)).decode(payload))
     # a codec that does not name them (another app's, the default) reads no such entry
     with pytest.raises(Undecodable, match="does not name"):
         ItemCodec().decode(payload)
