@@ -32,10 +32,17 @@ def role_of(title: str, pid: int) -> str:
 
 class CpuMeter:
     """Samples every ``interval`` s in a thread; ``at(t)`` is the total at wall time t and
-    ``roles_between(t0, t1)`` the split by role (a process keeps what it had when it exited)."""
+    ``roles_between(t0, t1)`` the split by role (a process keeps what it had when it exited).
 
-    def __init__(self, interval: float = 0.2, rescan_every: int = 5):
+    ``clock``, ``read_stat`` and ``read_machine`` stand for the wall clock, ``_stat`` and
+    ``_machine``: the tests drive the meter with known clocks and CPU counts."""
+
+    def __init__(self, interval: float = 0.2, rescan_every: int = 5, clock=time.time,
+                 read_stat=None, read_machine=None):
         self.tick = os.sysconf("SC_CLK_TCK")
+        self.clock = clock
+        self.read_stat = read_stat or self._stat
+        self.read_machine = read_machine or self._machine
         # reading every process of the machine cost ~4 ms a sample (1-1.5 % of 2 cores at 5 Hz,
         # charged to the driver): the whole of /proc is read every ``rescan_every`` samples to
         # find new processes, and only this process's tree in between
@@ -79,17 +86,17 @@ class CpuMeter:
 
     def sample(self) -> None:
         if self.n_samples % self.rescan_every == 0:
-            stat = self._stat()
+            stat = self.read_stat()
             self.mine = self._mine(stat)
         else:
-            stat = self._stat(self.mine)
+            stat = self.read_stat(self.mine)
         self.n_samples += 1
         for pid in self.mine:
             if pid in stat:
                 cpu, title = stat[pid][1], stat[pid][2]
                 self.totals[role_of(title, pid)] += cpu - self.last.get(pid, 0.0)
                 self.last[pid] = cpu
-        self.samples.append((time.time(), dict(self.totals), self._machine()))
+        self.samples.append((self.clock(), dict(self.totals), self.read_machine()))
 
     def _machine(self) -> dict[str, float]:
         """The machine's CPU seconds since boot that no process had (/proc/stat): idle (with

@@ -1,47 +1,78 @@
-"""The benchmarks' CPU meter (benchmarks/cpu_meter.py) against the kernel's own count of this
-process's CPU (``time.process_time``): a window read at once after the work, as every benchmark
-reads a run's, holds all of the work's CPU, not only what the last sample had seen."""
+"""The benchmarks' CPU meter (benchmarks/cpu_meter.py) on a controlled clock and CPU count: a
+window read at once after the work, as every benchmark reads a run's, holds all of the work's
+CPU, not only what the last sample had seen; and between samples the count is interpolated.
+
+The meter reads its wall clock and this process's CPU seconds through ``clock`` and
+``read_stat``; here both are counters: each sample is ``STEP`` s after the one before, and this
+process has spent one CPU second per second (one core busy), so the CPU of any window is its
+length, exactly."""
 from __future__ import annotations
 
+import os
 import threading
-import time
+
+import pytest
 
 from tests.benchmark_modules import load_benchmark
 
-
-def _spin(stop: threading.Event) -> None:
-    while not stop.is_set():
-        pass
+STEP = 0.4  # seconds between samples, on the meter's (controlled) clock
 
 
-def _after_next_sample(meter, delay: float) -> tuple[float, float]:
-    """(wall time, process CPU) ``delay`` s after the meter's next sample."""
-    seen = len(meter.samples)
-    while len(meter.samples) == seen:
-        time.sleep(0.005)
-    time.sleep(delay)
-    return time.time(), time.process_time()
+class _BusyProcess:
+    """This process, one core busy since time 0, as the meter reads it: ``stat`` runs just
+    before ``clock`` in each sample, so the CPU it reports is that of the sample's time."""
+
+    def __init__(self):
+        self.t = 0.0
+        self.lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self.lock:
+            t, self.t = self.t, self.t + STEP
+        return t
+
+    def stat(self, pids=None) -> dict:
+        with self.lock:
+            return {os.getpid(): (1, self.t, "python -m pytest")}
+
+
+def _meter(process, interval):
+    return load_benchmark("cpu_meter").CpuMeter(
+        interval=interval, clock=process.clock, read_stat=process.stat,
+        read_machine=lambda: {"idle": 0.0, "stolen by the VM host": 0.0})
 
 
 def test_a_window_read_at_once_holds_its_last_part():
-    """A thread keeps this process busy across the whole window and past it, so the CPU
-    interpolated between samples at either end is exact; the window ends half an interval
-    after a sample, the part that was cut off before the meter waited for the next one."""
-    interval = 0.4
-    meter = load_benchmark("cpu_meter").CpuMeter(interval=interval)
-    stop = threading.Event()
-    burner = threading.Thread(target=_spin, args=(stop,))
-    burner.start()
+    """The window ends half a step past the last sample taken: the meter waits for the next
+    sample and interpolates, so the window's CPU is its length (cutting the last part off,
+    as the meter once did, would miss STEP / 2 = 0.2 s)."""
+    process = _BusyProcess()
+    meter = _meter(process, interval=0.2)  # real seconds between the thread's samples
     try:
-        t0, c0 = _after_next_sample(meter, interval / 2)
-        _after_next_sample(meter, 0)
-        _after_next_sample(meter, 0)
-        t1, c1 = _after_next_sample(meter, interval / 2)
-        driver = meter.roles_between(t0, t1).get("driver", 0.0)
+        while len(meter.samples) < 4:  # read just after a sample: the next is a while off
+            threading.Event().wait(0.005)
+        t0 = meter.samples[1][0] + STEP / 2
+        t1 = meter.samples[-1][0] + STEP / 2  # past every sample taken so far
+        driver = meter.roles_between(t0, t1)["driver"]
+        assert meter.samples[-1][0] >= t1  # it waited for a sample past the window
     finally:
-        stop.set()
-        burner.join()
         meter.close()
-    # within 0.05 s (the kernel counts in 10 ms ticks) of the kernel's count, where cutting
-    # the last part off missed about half an interval (0.2 s)
-    assert abs(driver - (c1 - c0)) < 0.05, (driver, c1 - c0)
+    assert driver == pytest.approx(t1 - t0, rel=1e-12)
+
+
+def test_between_samples_the_count_is_interpolated():
+    """Samples at 0, 0.4, 0.8 (one per call here: no sampling thread runs between them):
+    the CPU at 0.1 is a quarter of the way to the second sample's 0.4, at 0.7 three quarters
+    of the way from 0.4 to 0.8; before the first sample the first, after the last the last."""
+    process = _BusyProcess()
+    meter = _meter(process, interval=3600)  # the thread waits an hour: no sample of its own
+    try:
+        meter.sample()
+        meter.sample()
+        assert [s[0] for s in meter.samples] == [0.0, 0.4, 0.8]
+        assert meter.at(0.1) == pytest.approx(0.1, rel=1e-12)
+        assert meter.at(0.7) == pytest.approx(0.7, rel=1e-12)
+        assert (meter.at(-1.0), meter.at(0.8)) == (0.0, pytest.approx(0.8, rel=1e-12))
+    finally:
+        meter.stop_event.set()
+        meter.thread.join()
