@@ -106,8 +106,11 @@ def test_auto_units_are_sized_by_a_probe_and_gather_equals_one_blastp(ray_local,
     choice, n = summary["unit_choice"], summary["unit_records"]
     probe = choice["probe"]
     assert probe["records"] == [1, 16] and len(probe["seconds"]) == 3
-    assert probe["per_record_s"] > 0 and probe["fixed_s"] >= 0
-    from engine.toolfarm.units import choose_unit_records
+    from engine.toolfarm.units import choose_unit_records, fit_unit_cost
+    # the fit is fit_unit_cost's (hand cases in tests/unit/test_farm_units_auto.py) of the
+    # faster of the two one-record runs and the 16-record one
+    one, many, again = probe["seconds"]
+    assert (probe["fixed_s"], probe["per_record_s"]) == fit_unit_cost(min(one, again), many, 16)
     assert n == choose_unit_records(probe["fixed_s"], probe["per_record_s"], data["n_db"], 2)
     # blastp pays a start-up (database, matrix) far above one query's search: units of many
     assert 1 < n <= data["n_db"] // 8
