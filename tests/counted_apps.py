@@ -3,12 +3,14 @@ L4 store's per-app tests: a module of their own, so that Ray workers importing
 ``tests.parse_count`` do not import every app."""
 from __future__ import annotations
 
+import numpy as np
+
 from apps.forensics import ForensicsApp
 from apps.jaccard_filtered import FilteredJaccardApp
 from apps.microscopy import MicroscopyApp
 from apps.phylogeny import PhylogenyApp
 from apps.synthetic import SyntheticApp
-from tests.parse_count import _Counted
+from tests.parse_count import CountedBytes, _Counted
 
 
 class CountedFiltered(_Counted, FilteredJaccardApp):
@@ -29,3 +31,14 @@ class CountedMicroscopy(_Counted, MicroscopyApp):
 
 class CountedSynthetic(_Counted, SyntheticApp):
     pass
+
+
+class Tagged(np.ndarray):
+    """An ndarray subclass: computes like an array, but is not one the L4 codec writes."""
+
+
+class CountedTagged(CountedBytes):
+    """``CountedBytes`` whose items are ``Tagged``: the store must keep them out, and count."""
+
+    def parse(self, key, raw):
+        return super().parse(key, raw).view(Tagged)

@@ -211,3 +211,27 @@ def test_a_planted_entry_that_would_run_code_is_parsed_again(where, runs, tmp_pa
     assert not os.path.exists(marker)
     pickle.loads(_planted(marker)[45:])  # the control: unpickled, the planted entry does run
     assert os.path.exists(marker)
+
+
+def test_items_the_codec_cannot_write_are_parsed_each_run_and_counted(runs, tmp_path):
+    from engine import DenseMatrix
+    from engine.pairs.driver import allpairs
+    from tests.counted_apps import CountedTagged
+    paths = []
+    for i in range(5):
+        paths.append(tmp_path / f"f{i}.bin")
+        paths[-1].write_bytes(bytes(range(i, i + 40)))
+    store, count = str(tmp_path / "store"), str(tmp_path / "parsed.txt")
+    want = np.array([[np.dot(np.arange(i, i + 40), np.arange(j, j + 40)) for j in range(5)]
+                     for i in range(5)])
+    for _ in range(2):
+        app = CountedTagged([str(p) for p in paths], count_path=count)
+        res = allpairs(app=app, sink=DenseMatrix(), runs_root=runs, wait=True, progress=False,
+                       store=store, executor="inprocess")
+        s = res.summary["store"]
+        assert sorted(set(parsed(count))) == [f"f{i}" for i in range(5)]
+        assert s["unstorable"] >= 5 and s["hits"] == 0 and s["bytes_written"] == 0, s
+        got = res.matrix("dot")
+        i, j = np.triu_indices(5, 1)
+        assert np.array_equal(got[i, j], want[i, j])
+    assert not glob.glob(os.path.join(store, "**", "*.item"), recursive=True)
