@@ -7,7 +7,7 @@ entry can at worst be wrong, and a wrong entry fails its checks and is parsed ag
 
 What the codec writes (``ItemCodec().encode`` takes, and ``decode`` gives back, exactly these):
 ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``; numpy arrays of any dtype without
-objects, and numpy scalars; ``list``, ``tuple`` and ``dict`` of these (keys any of them that
+objects (structured ones with latin-1 field names), and numpy scalars; ``list``, ``tuple`` and ``dict`` of these (keys any of them that
 hashes); and instances of the dataclasses or named tuples an app names
 (``app.item_codec()`` returning ``ItemCodec(types=(CompositionVector,))``): a name in an entry
 is looked up among those only, never imported. Exact types only (a dict subclass, a masked
