@@ -44,7 +44,10 @@ class Scheduler:
                  done_tiles: list[int] | None = None, deadlines: list[float] | None = None,
                  max_retries: int = 2, keep_fields: list[int] | None = None,
                  row_keys=(), col_keys=(), journal: bool = True, ship: bool = False,
-                 silent_after_s: float = float("inf"), hierarchical: dict | None = None):
+                 silent_after_s: float = float("inf"), hierarchical: dict | None = None,
+                 clock=time.time):
+        # ``clock``: the wall clock deadlines and liveness are measured on (a test's counter)
+        self.clock = clock
         self.tiles = [Tile(**t) for t in tiles]
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
@@ -78,7 +81,7 @@ class Scheduler:
             order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or (),
             hierarchical.get("shares"))
         self.steal_times: list[float] = []
-        self.t0 = time.time()
+        self.t0 = self.clock()
         self.handout_calls = 0  # round trips to the head that hand out tiles (either mode)
 
     def request(self, actor: str, node: str, l1_added=(), l1_removed=(), advice=(),
@@ -91,7 +94,7 @@ class Scheduler:
         l1 = self.l1.setdefault(actor, set())
         l1.difference_update(l1_removed)
         l1.update(l1_added)
-        self.last_seen[actor] = time.time()
+        self.last_seen[actor] = self.clock()
         if self.error is not None:
             self.finished_actors.add(actor)
             return {"done": True, "error": self.error}
@@ -112,7 +115,7 @@ class Scheduler:
                 return {"wait": min(0.25, max(0.01, 0.002 * len(self.l1)))}
             self.finished_actors.add(actor)
             return {"done": True}
-        self.in_flight[t] = (actor, time.time())
+        self.in_flight[t] = (actor, self.clock())
         return {"tile": t, "next_use": self.policy.next_uses(advice),
                 "keep": t in self.keep}
 
@@ -155,8 +158,8 @@ class Scheduler:
         before = len(self.stealing.steals)
         tiles = self.stealing.take(node, want, least, count)
         for s in self.stealing.steals[before:]:
-            s["t"] = time.time() - self.t0
-        now, holder = time.time(), f"{node}/frontier"
+            s["t"] = self.clock() - self.t0
+        now, holder = self.clock(), f"{node}/frontier"
         for t in tiles:
             self.policy.assign(t)
             self.in_flight[t] = (holder, now)
@@ -199,12 +202,12 @@ class Scheduler:
         return lost
 
     def heartbeat(self, actor: str) -> None:
-        self.last_seen[actor] = time.time()
+        self.last_seen[actor] = self.clock()
 
     def silent(self) -> list[tuple[str, float]]:
         """Actors still working that have not been heard of for ``silent_after_s``: stopped
         or wedged processes (a live actor beats while its compare runs)."""
-        now = time.time()
+        now = self.clock()
         if self.completed == len(self.tiles):  # frontiers tell no actor "done" here
             return []
         return [(a, now - seen) for a, seen in self.last_seen.items()
@@ -212,7 +215,7 @@ class Scheduler:
                 and now - seen > self.silent_after_s]
 
     def overdue(self) -> list[tuple]:
-        now = time.time()
+        now = self.clock()
         return [(t, a, now - t0, self.deadlines[t]) for t, (a, t0) in self.in_flight.items()
                 if now - t0 > self.deadlines[t]]
 

@@ -3,6 +3,7 @@ validation, memory pressure. Every run's result is checked against an uninterrup
 independent reference."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -167,13 +168,13 @@ class HangingApp:
 
 
 def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
-    """The 2 s deadline must fire on the hung pair and on no other tile: 20/20 passed with the
-    other core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
-    -q --count=20` on this test (pytest-repeat; 2026-11-24, the machine also running other
-    developers' tests, load average about 28)."""
+    """The 2 s deadline fires on the hung pair's tile, on its first run and its one retry, and
+    the run fails naming the pair. Whether a deadline fires on no other tile depends on how
+    busy the machine is (a tile of one pair slowed past 2 s would be retried and still pass):
+    that the rule fires only past a tile's own deadline is tests/unit/test_scheduler_clock.py's,
+    on a controlled clock."""
     from engine.pairs.driver import allpairs
     from engine.errors import PairflowError
-    t0 = time.time()
     with pytest.raises(PairflowError) as err:
         allpairs(app=HangingApp.make(), runs_root=str(tmp_path), leaf_items=1, progress=False,
                  deadline_floor_s=2.0, deadline_factor=1.0, max_retries=1, wait=True)
@@ -184,9 +185,11 @@ def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
                if os.path.exists(os.path.join(r, d, "status.json"))][0]
     status = json.load(open(os.path.join(run_dir, "status.json")))
     assert status["state"] == "failed" and "k3" in status["error"]
-    assert len(status["lost_actors"]) == 2, "the first deadline, then the one retry"
+    hung = int(re.search(r"tile (\d+) \(pairs of", msg).group(1))
+    on_hung = [a for a in status["lost_actors"]
+               if a["reason"].startswith(f"tile {hung} passed its deadline of 2.0 s")]
+    assert len(on_hung) == 2, status["lost_actors"]  # the first run, then the one retry
     assert all("deadline" in a["reason"] for a in status["lost_actors"])
-    print(f"hung pair detected and named after {time.time() - t0:.1f} s")
 
 
 def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
