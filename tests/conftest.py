@@ -46,7 +46,7 @@ def need_program(path_or_name: str) -> str:
     return found
 
 
-ENGINE_TESTS = ("tests/integration/", "tests/dashboard/")
+ENGINE_TESTS = ("tests/integration/", "tests/dashboard/", "tests/differential/")
 ALONE = "multinode"  # the marker of the engine's tests that nothing else of the engine runs beside
 # The modules whose every test is marked ALONE (checked at collection): one unit of work, run
 # first, while the other worker runs the unit tests, which need no lock.

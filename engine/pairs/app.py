@@ -20,17 +20,32 @@ Key = str
 
 class PackKey(str):
     """The key of a pack of items (``BasePairApp.packs``): reads as its first and last member's
-    keys (in messages and traces), and carries every member's key."""
+    keys (in messages and traces), and carries every member's key.
+
+    A pack is never its member: a pack key equals only a pack key with the same members, and
+    its text is never a member's key. (A pack of one record once read as that record's key, and
+    an in-process run handed it the record's item that the probe had parsed, in place of the
+    pack's list: ``len() of unsized object`` in the compare.)"""
 
     members: tuple
 
     def __new__(cls, members):
         members = tuple(str(m) for m in members)
-        text = members[0] if len(members) == 1 else \
-            f"{members[0]} .. {members[-1]} ({len(members)} items)"
+        n = len(members)
+        text = f"{members[0]} (a pack of 1 item)" if n == 1 else \
+            f"{members[0]} .. {members[-1]} ({n} items)"
         key = super().__new__(cls, text)
         key.members = members
         return key
+
+    def __eq__(self, other):
+        return isinstance(other, PackKey) and self.members == other.members
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((PackKey, self.members))
 
     def __reduce__(self):
         return PackKey, (self.members,)

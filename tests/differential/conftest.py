@@ -1,0 +1,1 @@
+from tests.integration.conftest import ray_local  # noqa: F401  (one local Ray per session)
