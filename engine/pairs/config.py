@@ -19,7 +19,8 @@ class AllPairsConfig:
                                          #   side: sizing.plan_nodes)
     actors_per_node: int | None = None   # default: one per CPU slot (or GPU)
     host_cache_items: int | None = None  # S: items one node's host tier holds
-    host_cache_bytes: int | None = None  # default: half the node's object store
+    host_cache_bytes: int | None = None  # default: 40 % of the node's object store
+                                         #   (sizing.HOST_TIER_SHARE)
     device_cache_items: int | None = None  # default: 2 * leaf * (in_flight + 1)
     device_cache_bytes: int | None = None
     inline_item_bytes: int = 65536       # items up to this size go to device actors by value
