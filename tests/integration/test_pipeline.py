@@ -12,6 +12,7 @@ import pytest
 
 from engine.errors import PairflowError
 from engine.pipeline import Filter, Pipeline, Source
+from engine.pipeline.ordering import Backoff, DSDPBalancer, OrderPolicy
 from operators.arrays import as_source
 from operators.dask import DaskSource
 from operators.parquet import ParquetSink
@@ -32,24 +33,18 @@ _by_value()
 
 
 def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
-    """The order comes from measured costs, so it depends on timing: 20/20 passed with the other
-    core busy: `taskset -c 1 python -c 'while True: pass' &`, then `pytest -p no:cacheprovider
-    -q --count=20` on this test and test_ds_dp_balance_follows_measured_costs (pytest-repeat;
-    2026-11-24, the machine also running other developers' tests, load average 5 to 28)."""
+    """The order comes from measured costs, so which order the run ends on depends on timing;
+    that the policy puts the costly operator last on such costs is
+    tests/unit/test_pipeline_local.py's, on a counted clock. Here, whatever was measured: every
+    re-plan logged is the policy's order for the stats logged with it, and the re-plans come
+    when the back-off says (sooner after a change, twice as late while the order holds)."""
     d = _data(120_000)
     res = Pipeline(as_source(d, batch_size=4_000), _ops(60), sinks=[ParquetSink()]).run(
         runs_root=runs, progress=False, replan_every=1, slots=3)
     exp = _expected(d)
     assert np.array_equal(res.selected["id"], exp)
-    final = res.summary["final_order"]
-    assert final[-1] == "costly" and final.index("x2") < final.index("far"), final
-    # the first batches chose their order from their own sample (no stats yet): the costly
-    # operator written first never ran first
-    assert all(o[0] != "costly" for o in res.orders), res.orders
-    assert 3 <= res.summary["replans"] < 30  # re-planned, less often while the order held
     cut = res.cutflow.set_index("op")
-    assert cut.loc["costly", "records_in"] < 0.5 * len(d["id"])  # it ran late on most batches
-    assert cut.loc["costly", "sample_records_in"] > 0             # and kept being measured
+    assert cut.loc["costly", "sample_records_in"] > 0  # every operator kept being measured
     run = res.run_dir
     for name in ("config.yaml", "meta.json", "status.json", "metrics.jsonl", "pipeline.jsonl",
                  "summary.json", "result/cutflow.parquet", "result/selected.parquet"):
@@ -58,6 +53,17 @@ def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
     assert meta["kind"] == "pipeline" and meta["written_order"] == ["costly", "x2", "far", "low"]
     plans = [json.loads(x) for x in open(os.path.join(run, "pipeline.jsonl"))]
     assert {"t", "order", "ops"} <= set(plans[-1])
+    policy, due = OrderPolicy([o.spec for o in _ops(60)]), Backoff(1, 16, start=1)
+    previous = plans[0]["order"]  # the first line is the run's start, the last its end
+    for line in plans[1:-1]:
+        assert line["batch"] == due.next_at, (line["batch"], due.next_at)
+        stats = {n: (v["cost_s"], v["pass_rate"]) for n, v in line["ops"].items()}
+        assert line["order"] == policy.order(stats), line
+        assert line["changed"] == (line["order"] != previous)
+        due.update(line["changed"], line["batch"])
+        previous = line["order"]
+    assert due.next_at > 30 and res.summary["replans"] == len(plans)
+    assert res.summary["final_order"] == plans[-1]["order"]
     assert set(plans[-1]["ops"]["far"]) >= {"cost_s", "pass_rate", "records_in"}
     assert plans[-1]["ops"]["low"]["pass_rate"] == pytest.approx(0.25, abs=0.08)
     snaps = [json.loads(x) for x in open(os.path.join(run, "metrics.jsonl"))]
@@ -106,16 +112,21 @@ class SlowSource(Source):
 
 
 def test_ds_dp_balance_follows_measured_costs(ray_local, runs):
-    """The DS/DP split comes from measured read and process times: 20/20 passed with the other
-    core busy (command in test_ray_pipeline_reorders_and_writes_its_run_directory)."""
+    """The DS/DP split comes from measured read and process times, so where it ends depends
+    on timing (the rule, on given costs: tests/unit/test_ordering.py's balancer tests). Here,
+    whatever was measured: each checkpoint comes when the back-off says and decides what the
+    balancer's rule decides on the costs it logged, and the run ends on the last split."""
     ops = [Filter("low", lambda b: b["y"] < 0.5)]
     res = Pipeline(SlowSource(24, 500, 0.03), ops).run(
         runs_root=runs, progress=False, slots=3, checkpoint=2, order="written")
     bal = res.summary["balance"]
-    assert bal["final_ds"] == 2 and bal["final_dp"] == 1, bal  # reading is the slow side
-    assert bal["checkpoints"][0]["changed"]
-    intervals = [c["interval"] for c in bal["checkpoints"] if not c["changed"]]
-    assert intervals == sorted(intervals) and intervals[-1] > 2  # doubling while stable
+    assert bal["checkpoints"], bal
+    rule = DSDPBalancer(slots=3, cores=res.summary["cpus"], interval0=2, max_interval=64)
+    for c in bal["checkpoints"]:
+        assert c["batches"] == rule.next_at, (c, rule.next_at)
+        rule.checkpoint(c["ds_cost_s"], c["dp_cost_s"], c["batches"])
+        assert c == rule.history[-1]
+    assert (bal["final_ds"], bal["final_dp"]) == (rule.n_ds, rule.n_dp)
     fixed = Pipeline(SlowSource(6, 500, 0.0), ops).run(
         runs_root=runs, progress=False, slots=3, ds_slots=1, order="written")
     assert fixed.summary["balance"]["final_ds"] == 1

@@ -125,3 +125,49 @@ def test_parquet_source_and_reusable_operators(runs, tmp_path):
     from engine.errors import InputError
     with pytest.raises(InputError, match="no column"):
         ParquetSource(str(tmp_path / "d.parquet"), columns=["nope"])
+
+
+class _WorkClock:
+    """The operators' clock, a counter of declared work: each operator below advances it by
+    its cost per record times the records it is given, so the costs the pipeline measures are
+    those, whatever else the machine runs."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def spend(self, batch, per_record: float) -> None:
+        self.t += per_record * len(np.asarray(batch["y"]))
+
+
+def _counted_ops(clock: _WorkClock):
+    """tests/pipeline_cases.ops with declared costs: costly 100 us a record and passing all,
+    the others 0.1 us."""
+    def run(per_record, f):
+        def op(b):
+            clock.spend(b, per_record)
+            return f(b)
+        return op
+    return [Filter("costly", run(1e-4, lambda b: np.ones(len(np.asarray(b["y"])), bool))),
+            Map("x2", run(1e-7, lambda b: np.asarray(b["x"]) ** 2)),
+            Filter("far", run(1e-7, lambda b: b["x2"] > 1.0), after=["x2"]),
+            Filter("low", run(1e-7, lambda b: b["y"] < 0.25))]
+
+
+def test_the_adaptive_order_follows_the_measured_costs(runs):
+    """On the counted clock: the costly operator, written first and passing everything, never
+    runs first (the first batches order themselves from their own sample) and ends last; by
+    hand (ranks c / (1 - p)): low (0.1 / 0.75 us), then the map and the filter it unlocks
+    ((0.1 + 0.1) / (1 - 0.32) us), then costly (it filters nothing)."""
+    d = _data(60_000)
+    clock = _WorkClock()
+    res = Pipeline(as_source(d, batch_size=4_000), _counted_ops(clock)).run(
+        executor="local", runs_root=runs, progress=False, replan_every=1, op_clock=clock)
+    assert np.array_equal(res.selected["id"], _expected(d))
+    assert res.summary["final_order"] == ["low", "x2", "far", "costly"]
+    assert all(o[0] != "costly" for o in res.orders), res.orders
+    cut = res.cutflow.set_index("op")
+    assert cut.loc["costly", "records_in"] < 0.5 * len(d["id"])  # it ran late on most batches
+    assert cut.loc["costly", "sample_records_in"] > 0             # and kept being measured
