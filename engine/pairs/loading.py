@@ -74,12 +74,13 @@ def load_and_parse(app, key: str, preprocess_on: str | None = None, store=None, 
 
 
 def _step(stage: str, key, call, *args):
-    """An app's step on one item; a failure keeps the stage, the item and the traceback from
-    here down (``errors.mark_failure``), for the user's one line and ``-v``."""
+    """An app's step on one item (or the probe's tile); a failure keeps the stage, what it
+    ran on and the traceback from here down (``errors.mark_failure``), for the user's one line
+    and ``-v``."""
     try:
         return call(*args)
     except Exception as exc:
-        mark_failure(exc, f"{stage} of {key!r}")
+        mark_failure(exc, f"{stage} of {key if stage == 'compare' else repr(str(key))}")
         raise
 
 
@@ -330,10 +331,11 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     items = [item for item, _ in loaded]
     t_parse = sum(took) / max(1, len(took))
     dev = items if preprocess_on == device else \
-        [app.preprocess(k, it, device) for k, it in zip(sample, items)]
+        [_step("preprocess", k, app.preprocess, k, it, device) for k, it in zip(sample, items)]
     mask = np.ones((len(dev), len(dev)), bool)
+    probe = f"the probe's tile of {', '.join(repr(str(k)) for k in sample)}"
     if not _warms_up(app):  # the first call compiles; an app's own warm-up has done that
-        app.compare(dev, dev, mask, device)
+        _step("compare", probe, app.compare, dev, dev, mask, device)
     # on the CPU, this thread's CPU time: the inputs are checked on another thread meanwhile,
     # and waits for the GIL made a 256 x 256 tile of reads time 96 ns a pair, not 7 (the
     # run went to Ray on an estimate 35x too high)
@@ -344,7 +346,7 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
         # up to 3 reps while they are short: one compare of large items times itself well,
         # and each rep more is start-up the run waits for
         while reps < 3 and (reps == 0 or time.perf_counter() - t0 < MEASURE_REPS_S):
-            app.compare(dev, dev, mask, device)
+            _step("compare", probe, app.compare, dev, dev, mask, device)
             reps += 1
         t_pair = (clock() - c0) / (reps * mask.size)
         wall = (time.perf_counter() - t0) / reps

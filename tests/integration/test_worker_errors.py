@@ -44,7 +44,8 @@ def test_a_worker_failure_prints_and_logs_the_workers_traceback(executor, stage,
     from apps.cli import main
     run_dir = tmp_path / "run"
     code = main(["-v", "app=raising", f"raising.stage={stage}", raising_config,
-                 f"cluster.executor={executor}", f"run_dir={run_dir}", "progress=false"])
+                 f"cluster.executor={executor}", f"run_dir={run_dir}", "progress=false",
+                 "scheduler.leaf_items=2"])  # tiles of 2 x 2: a tile's items by name
     err = capsys.readouterr().err
     assert code == 2
     here = (os.path.realpath(raising_app.__file__), stage)
@@ -74,3 +75,37 @@ def test_without_v_the_failure_is_one_line(capsys, tmp_path, raising_config):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and not FRAME.search(err), err
     assert err.startswith("pairflow: error: device actor") and "compare failed" in err
+
+
+def test_a_compare_that_fails_in_the_probe_names_it(capsys, tmp_path, raising_config):
+    """Item 0 is in the driver's probe: its compare fails before any worker starts, and the
+    line says it was the probe's tile."""
+    from apps.cli import main
+    run_dir = tmp_path / "run"
+    code = main(["-v", "app=raising", "raising.bad=0", raising_config, f"run_dir={run_dir}",
+                 "progress=false"])
+    err = capsys.readouterr().err
+    head, _, line = err.rstrip("\n").rpartition("\n")
+    assert code == 2
+    assert last_frame(head) == (os.path.realpath(raising_app.__file__), "compare"), err
+    assert line == ("pairflow: error: compare of the probe's tile of 'item000', 'item011' "
+                    "failed: ArithmeticError: compare of item000 overflowed"), line
+    assert head.count("ArithmeticError: compare of item000 overflowed") == 1, err
+    assert last_frame((run_dir / "run.log").read_text())[1] == "compare"
+
+
+@pytest.mark.parametrize("executor", ["inprocess", "ray"])
+def test_a_sink_write_that_fails_keeps_the_writes_traceback(executor, tmp_path, request):
+    """Through the Python API: the error is a ``WorkerError`` naming the tile and the sink,
+    and its traceback ends in the sink's write."""
+    if executor == "ray":
+        request.getfixturevalue("ray_local")
+    from engine import WorkerError, allpairs, worker_traceback
+    from tests.integration.raising_app import RaisingApp, RaisingSink
+    with pytest.raises(WorkerError) as failed:
+        allpairs(app=RaisingApp(12, "none"), sinks=[RaisingSink(bad_tile=1)], wait=True,
+                 executor=executor, leaf_items=3, progress=False, runs_root=str(tmp_path))
+    assert re.search(r"tile 1 \(.*item0\d\d.*\): write to the dense sink failed: "
+                     r"OSError: no space left writing tile 1$", str(failed.value))
+    assert last_frame(worker_traceback(failed.value)) == (
+        os.path.realpath(raising_app.__file__), "write_tile")
