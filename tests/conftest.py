@@ -52,7 +52,7 @@ ALONE = "multinode"  # the marker of the engine's tests that nothing else of the
 # first, while the other worker runs the unit tests, which need no lock.
 ALONE_MODULES = tuple(f"tests/integration/{name}.py" for name in (
     "test_readme_tour", "test_cluster", "test_stealing_cluster", "test_l3", "test_sweep",
-    "test_mixed_devices"))
+    "test_mixed_devices")) + ("tests/differential/test_multinode.py",)
 
 
 def _scope(nodeid: str) -> str:

@@ -27,6 +27,17 @@ R_FACTOR = 1.5  # measured R <= R_FACTOR * simulated R + R_SLACK_LOADS / units
 R_SLACK_LOADS = 2
 
 
+def note_shape(shape) -> None:
+    """What was drawn, for ``--hypothesis-show-statistics``."""
+    from hypothesis import event
+    event(f"n {'1-12' if shape.n <= 12 else '13-70' if shape.n <= 70 else '71+'}")
+    event(f"storage {shape.storage}, packs {'on' if shape.pack_items else 'off'}")
+    event(f"space {shape.space}{' weighted' if shape.weighted else ''}")
+    for s in shape.sinks:
+        event(f"sink {s[0]}{' reduced' if shape.reduce_in_kernel else ''}")
+    event("interrupted" if shape.interrupt_at else "not interrupted")
+
+
 def _sink_objects(shape):
     from engine import DenseMatrix, Threshold, TopK
     out = []
@@ -84,7 +95,9 @@ def run_shape(shape, where: str, **extra):
     return res, False
 
 
-def check(shape, res, resumed: bool) -> None:
+def check(shape, res, resumed: bool, against_simulation: bool = True) -> None:
+    """``against_simulation``: hold R to the planner's simulation (one node; on a cluster the
+    simulator does not model the nodes' drift yet, issue "A cluster cache that never loses")."""
     if res is None:  # refused (run_shape checked how)
         return
     want = Expected(shape)
@@ -102,7 +115,7 @@ def check(shape, res, resumed: bool) -> None:
             got = sorted(zip(df.i.tolist(), df.j.tolist(), df.value.tolist()))
             assert got == want.threshold(s[1], s[2]), (s, got[:10])
     check_run_dir(res.run_dir, res.summary)
-    check_loads(shape, res.summary, want, resumed)
+    check_loads(shape, res.summary, want, resumed, against_simulation)
 
 
 def check_run_dir(run_dir: str, summary: dict) -> None:
@@ -123,7 +136,8 @@ def check_run_dir(run_dir: str, summary: dict) -> None:
     assert not partial, partial
 
 
-def check_loads(shape, summary: dict, want: Expected, resumed: bool) -> None:
+def check_loads(shape, summary: dict, want: Expected, resumed: bool,
+                against_simulation: bool = True) -> None:
     if not want.pairs:
         return
     loads, R = summary["loads"], summary["R"]
@@ -132,6 +146,6 @@ def check_loads(shape, summary: dict, want: Expected, resumed: bool) -> None:
         assert R >= 1.0, f"R {R} < 1: fewer loads ({loads}) than items"
     sim = (summary.get("plan_choice") or {}).get("simulated_R") or {}
     ran = f"{summary['plan']}/{summary['eviction']}"
-    if not resumed and ran in sim and units:
+    if against_simulation and not resumed and ran in sim and units:
         bound = R_FACTOR * sim[ran] + R_SLACK_LOADS / units
         assert R <= bound, f"R {R} past {R_FACTOR} x the simulation's {sim[ran]} ({ran})"

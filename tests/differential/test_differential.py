@@ -13,9 +13,9 @@ import shutil
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, event, given, seed, settings
+from hypothesis import HealthCheck, given, seed, settings
 
-from tests.differential.harness import check, run_shape
+from tests.differential.harness import check, note_shape, run_shape
 from tests.differential.shapes import run_shapes
 
 IN_PROCESS_EXAMPLES = int(os.environ.get("PAIRFLOW_DIFF_EXAMPLES", "150"))
@@ -26,13 +26,7 @@ _SETTINGS = dict(deadline=None, derandomize=SEED == 0, database=None, print_blob
 
 
 def run_and_check(shape) -> None:
-    # what was drawn, for --hypothesis-show-statistics
-    event(f"n {'1-12' if shape.n <= 12 else '13-70' if shape.n <= 70 else '71+'}")
-    event(f"storage {shape.storage}, packs {'on' if shape.pack_items else 'off'}")
-    event(f"space {shape.space}{' weighted' if shape.weighted else ''}")
-    for s in shape.sinks:
-        event(f"sink {s[0]}{' reduced' if shape.reduce_in_kernel else ''}")
-    event("interrupted" if shape.interrupt_at else "not interrupted")
+    note_shape(shape)
     where = tempfile.mkdtemp(prefix="pairflow-diff-")
     try:
         res, resumed = run_shape(shape, where)
