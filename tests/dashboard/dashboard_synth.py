@@ -1,8 +1,12 @@
-"""A synthetic all-pairs run that writes a run directory in the documented format
-(docs/run-directory.md), for the dashboard tests of what the engine cannot be made to do on cue:
-exact timing, metrics lines caught half-written, a directory reused by a new run. No Ray, no
-engine: it only writes files, and only the fields a real all-pairs run writes (tiers L1, L2 and
-source; actors named node/device; the journal entries of the dense sink).
+"""A synthetic all-pairs run that writes a run directory, for the dashboard tests of what the
+engine cannot be made to do on cue: exact timing, metrics lines caught half-written, a directory
+reused by a new run. No Ray and no scheduling: its tiles, their times and the cache counters are
+made up here, but every file goes through the engine's own writers (engine/run/rundir.py's
+``RunRecorder``, ``write_json``, ``dumps`` and file names; engine/run/journal.py's
+``JournalWriter``), the tiles are the engine's leaves (``space.leaves``), and each tile's values
+go through the engine's ``DenseMatrix`` sink, whose journal entries (region, length, CRC32) are
+the real ones: a resume's ``journal.replay`` verifies them. tests/dashboard/test_rundir.py holds
+the files against a real run's (``test_the_synthetic_writer_writes_what_the_engine_writes``).
 
 ``SyntheticRun(run_dir, ...).start()`` writes progressively from a background thread (like a live
 run, including metrics lines written in two halves so readers see partial last lines);
@@ -11,46 +15,38 @@ run, including metrics lines written in two halves so readers see partial last l
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
+
+from engine.pairs.sink_base import SinkContext
+from engine.pairs.sink_dense import DenseMatrix
+from engine.pairs.space import Tile, Triangle, leaves as engine_leaves
+from engine.run.journal import JournalWriter, sink_entry
+from engine.run.rundir import (JOURNAL, METRICS, STATUS, SUMMARY, TILE_PLAN, TILES, TRACE,
+                               TRACE_PARQUET, JsonlWriter, RunDir, RunRecorder, dumps, write_json)
+
+FIELD = "similarity"
+# a matrix this many items on a side or fewer is written (zarr, through the sink); a larger
+# one (the 10,000-item run) only has its tiles encoded and their CRCs computed, as the sink
+# computes them, not stored (800 MB)
+MATRIX_MAX_ITEMS = 2048
+
 
 def triangle_leaves(n: int, leaf: int) -> list[dict]:
-    """Quadtree leaves of the Triangle(n) pair space (i < j), in Z-order, empty quadrants dropped."""
-    out: list[dict] = []
-
-    def pairs(r0, r1, c0, c1):
-        tot = 0
-        for i in range(r0, r1):
-            lo = max(c0, i + 1)
-            if lo < c1:
-                tot += c1 - lo
-        return tot
-
-    def rec(r0, r1, c0, c1, depth):
-        p = pairs(r0, r1, c0, c1)
-        if p == 0:
-            return
-        if max(r1 - r0, c1 - c0) <= leaf:
-            out.append({"id": len(out), "r0": r0, "r1": r1, "c0": c0, "c1": c1, "pairs": p, "depth": depth})
-            return
-        rm, cm = (r0 + r1) // 2, (c0 + c1) // 2
-        for a, b, c, d in ((r0, rm, c0, cm), (r0, rm, cm, c1), (rm, r1, c0, cm), (rm, r1, cm, c1)):
-            if a < b and c < d:
-                rec(a, b, c, d, depth + 1)
-
-    rec(0, n, 0, n, 0)
-    return out
+    """The leaves of the Triangle(n) pair space (i < j), as the engine cuts and writes them."""
+    return [t.to_dict() for t in engine_leaves(Triangle(n), leaf)]
 
 
-def _atomic_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+def similarity(tile: dict) -> np.ndarray:
+    """A tile's made-up values: ((i * 7919 + j) mod 1000) / 1000 for row i, column j."""
+    i = np.arange(tile["r0"], tile["r1"])[:, None]
+    j = np.arange(tile["c0"], tile["c1"])[None, :]
+    return ((i * 7919 + j) % 1000) / 1000.0
 
 
 class SyntheticRun(threading.Thread):
@@ -92,21 +88,26 @@ class SyntheticRun(threading.Thread):
             self._vt = max(self._vt, t)
 
     def _append(self, name: str, obj: dict, split: bool = False) -> None:
-        line = json.dumps(obj) + "\n"
-        with open(self.d / name, "a") as f:
-            if split and self.realtime:
-                half = len(line) // 2
-                f.write(line[:half])
-                f.flush()
-                time.sleep(0.03)  # a reader polling now sees a partial last line
-                f.write(line[half:])
-            else:
-                f.write(line)
+        """One JSON line through the run's writer of that file (``JsonlWriter``); ``split``:
+        in two halves, a moment apart, so a reader polling meanwhile sees a partial line."""
+        out = self._writers[name]
+        if not (split and self.realtime):
+            out.write([obj])
+            return
+        line = dumps(obj) + "\n"
+        half = len(line) // 2
+        out.fh.write(line[:half])
+        out.fh.flush()
+        time.sleep(0.03)  # a reader polling now sees a partial last line
+        out.fh.write(line[half:])
+        out.fh.flush()
 
     def _status(self, state: str, error: str | None = None) -> None:
+        # RunDir.set_status's record, at this run's (possibly virtual) time
         now = self._now()
-        _atomic_json(self.d / "status.json", {"state": state, "error": error, "updated": now,
-                                             "finished": now if state in ("finished", "failed") else None})
+        write_json(self.rundir.file(STATUS), {
+            "state": state, "error": error, "updated": now,
+            "finished": now if state in ("finished", "failed") else None})
 
     def run(self) -> None:
         try:
@@ -116,31 +117,93 @@ class SyntheticRun(threading.Thread):
         finally:
             self.done.set()
 
+    def _sink(self) -> tuple[DenseMatrix, bool]:
+        """The engine's dense sink over this run's space; True: it stores the matrix."""
+        n = self.n
+        keys = [f"genome_{i:02d}" for i in range(n)]
+        sink = DenseMatrix(fields=[FIELD], diagonal={FIELD: 1.0})
+        ctx = SinkContext(self.rundir.result_dir, Triangle(n), self.leaf, keys, keys,
+                          {FIELD: "float64"})
+        store = n <= MATRIX_MAX_ITEMS
+        if store:
+            sink.open(ctx)
+        else:
+            sink.ctx = ctx  # encodes tiles (all a CRC needs) without an array to store them in
+        return sink, store
+
+    def _write_tile(self, sink: DenseMatrix, store: bool, tile: dict) -> list[dict]:
+        """The tile's journal entries, as the sink makes them when it writes the tile."""
+        t = Tile(**tile)
+        mask = Triangle(self.n).mask(t.r0, t.r1, t.c0, t.c1)
+        fields = {FIELD: similarity(tile)}
+        if store:
+            return sink.write_tile(t, fields, mask)
+        crc, length = 0, 0  # DenseMatrix.store_tile's CRC, over the regions it would store
+        for _, data in sink.encode_tile(t, fields, mask)[FIELD]:
+            crc = zlib.crc32(np.ascontiguousarray(data).tobytes(), crc)
+            length += data.nbytes
+        return [sink_entry(sink.name, f"{sink.filename}/{FIELD}", length, crc,
+                           region=[t.r0, t.r1, t.c0, t.c1])]
+
     def _run(self) -> None:
         if self.start_delay_s and self.realtime:
             time.sleep(self.start_delay_s)
-        self.d.mkdir(parents=True, exist_ok=True)
+        self.rundir = RunDir(str(self.d)).create()
+        recorder = RunRecorder(self.rundir)
         t0 = self.t_start if self.t_start is not None else time.time()
         self._vt = t0
         n, S = self.n, self.S
         leaves = self.leaves
         pairs_total = sum(t["pairs"] for t in leaves)
-        (self.d / "config.yaml").write_text(
-            f"allpairs:\n  leaf_items: {self.leaf}\n  host_cache_items: {S}\n  plan: stripe\n"
-            f"  eviction: next_use\napp:\n  app: jaccard\n  k: 21\n")
+        recorder.write_config({
+            "allpairs": {"leaf_items": self.leaf, "host_cache_items": S, "plan": "zorder",
+                         "eviction": "lru"},
+            "app": {"app": "jaccard", "k": 21}})
         meta = {"kind": "allpairs", "app": "jaccard",
                 "space": {"type": "Triangle", "n_rows": n, "n_cols": n, "pairs": pairs_total},
                 "n_items": n, "keys_sample": [f"genome_{i:02d}" for i in range(min(n, 50))],
                 "leaf_items": self.leaf, "tiles_total": len(leaves), "pairs_total": pairs_total,
-                "actors": [{"id": a, "node": "node-0", "device": "cpu"} for a in self.actors],
-                "host_cache_items": S, "bound_R": 1 + n / (2 * S), "started": t0}
-        _atomic_json(self.d / "meta.json", meta)
-        _atomic_json(self.d / "tiles.json", leaves)
+                "actors": [{"id": a, "node": a.split("/")[0], "device": "cpu"}
+                           for a in self.actors],
+                "host_cache_items": S, "bound_R": 1 + n / (2 * S), "plan": "zorder",
+                "eviction": "lru", "sinks": ["dense"], "started": t0}
+        recorder.write_meta(meta)
+        write_json(self.rundir.file(TILE_PLAN), leaves)  # the Z-order plan: the leaves' order
         self._status("starting")
+        sink, store = self._sink()
+        self._writers = {name: JsonlWriter(self.rundir.file(name))
+                         for name in (METRICS, TRACE, TILES)}
+        journal = JournalWriter(self.rundir.file(JOURNAL))
         self._status("running")
+        try:
+            end, tiers, tiles_done, pairs_done = self._emit(t0, journal, sink, store)
+        finally:
+            journal.close()
+            for w in self._writers.values():
+                w.close()
+        loads = tiers.get("source", {}).get("loads", 0)
+        import pyarrow as pa  # the engine copies the trace to Parquet at the end and keeps the JSONL
+        import pyarrow.parquet as pq
 
+        from engine.run.rundir import read_jsonl
+        rows = read_jsonl(self.rundir.file(TRACE))
+        pq.write_table(pa.Table.from_pylist(rows), self.rundir.file(TRACE_PARQUET) + ".tmp")
+        Path(self.rundir.file(TRACE_PARQUET) + ".tmp").replace(self.rundir.file(TRACE_PARQUET))
+        outputs = {"dense": sink.finalize() if store else sink.path}
+        recorder.write_summary({
+            "app": "jaccard", "n_items": n, "tiles_total": len(leaves),
+            "tiles_journaled": tiles_done, "pairs_total": pairs_total, "leaf_items": self.leaf,
+            "wall_s": end - t0, "R": loads / n, "loads": loads, "bound_R": 1 + n / (2 * S),
+            "host_cache_items": S, "plan": "zorder", "eviction": "lru", "tiers": tiers,
+            "outputs": outputs})
+        self._status("finished")
+
+    def _emit(self, t0: float, journal: JournalWriter, sink: DenseMatrix, store: bool):
+        """The run's tiles and snapshots in time order: (end, tiers, tiles, pairs done)."""
+        n, S = self.n, self.S
+        leaves = self.leaves
+        pairs_total = sum(t["pairs"] for t in leaves)
         plan = self._plan()  # tiles with actor, times (relative, scaled to duration_s) and counter deltas
-        # ---- emit, in time order: tile completions and snapshots every snapshot_s
         cum: dict[tuple, float] = {}
         stage_s = {s: 0.0 for s in ("load", "parse", "preprocess", "compare", "postprocess", "write")}
         act = {a: {"tiles": 0, "pairs": 0, "busy_s": 0.0} for a in self.actors}
@@ -152,12 +215,14 @@ class SyntheticRun(threading.Thread):
             for tier in ("L1", "L2"):
                 for k in ("hits", "misses", "bytes_in", "evictions", "waits"):
                     tiers.setdefault(tier, {}).setdefault(k, 0)
-            loads = tiers.get("source", {}).get("loads", 0)
+            tiers.setdefault("source", {}).setdefault("loads", 0)
+            tiers["source"].setdefault("bytes", 0)
+            loads = tiers["source"]["loads"]
             running = {a: [] for a in self.actors}
             for e in plan:
                 if t0 + e["ts"] <= now < t0 + e["te"]:
                     running[e["actor"]].append(e["tile"]["id"])
-            self._append("metrics.jsonl", {
+            self._append(METRICS, {
                 "t": now, "elapsed": now - t0, "tiles_done": tiles_done, "tiles_total": len(leaves),
                 "pairs_done": pairs_done, "pairs_total": pairs_total, "loads": loads, "n_items": n,
                 "R": loads / n, "bound_R": 1 + n / (2 * S), "tiers": tiers, "stage_seconds": dict(stage_s),
@@ -171,7 +236,7 @@ class SyntheticRun(threading.Thread):
                 next_snap += self.snapshot_s
             self._sleep_until(t_end)
             for sp in e["spans"]:
-                self._append("trace.jsonl", {**sp, "t0": t0 + sp["t0"], "t1": t0 + sp["t1"]})
+                self._append(TRACE, {**sp, "t0": t0 + sp["t0"], "t1": t0 + sp["t1"]})
                 stage_s[sp["stage"]] += sp["t1"] - sp["t0"]
             for key, dv in e["delta"].items():
                 cum[key] = cum.get(key, 0) + dv
@@ -180,27 +245,12 @@ class SyntheticRun(threading.Thread):
             act[actor]["tiles"] += 1
             act[actor]["pairs"] += tile["pairs"]
             act[actor]["busy_s"] += e["busy"]
-            self._append("tiles.jsonl", {"id": tile["id"], "actor": actor, "t_start": t0 + e["ts"], "t_end": t_end,
-                                         "pairs": tile["pairs"]})
-            self._append("journal.jsonl", {
-                "tile": tile["id"], "actor": actor, "sink": "dense", "location": "matrix.zarr/similarity",
-                "region": [tile["r0"], tile["r1"], tile["c0"], tile["c1"]], "length": tile["pairs"] * 8,
-                "crc32": (tile["id"] * 2654435761) & 0xFFFFFFFF})
+            self._append(TILES, {"id": tile["id"], "actor": actor, "t_start": t0 + e["ts"],
+                                 "t_end": t_end, "pairs": tile["pairs"]})
+            journal.append(tile["id"], actor, self._write_tile(sink, store, tile))
         end = self._now()
         snapshot(end)
-        tiers = _unflatten(cum)
-        loads = tiers.get("source", {}).get("loads", 0)
-        import pyarrow as pa  # the engine copies the trace to Parquet at the end and keeps the JSONL
-        import pyarrow.parquet as pq
-
-        rows = [json.loads(x) for x in (self.d / "trace.jsonl").read_text().splitlines() if x.strip()]
-        pq.write_table(pa.Table.from_pylist(rows), self.d / "trace.parquet.tmp")
-        os.replace(self.d / "trace.parquet.tmp", self.d / "trace.parquet")
-        _atomic_json(self.d / "summary.json", {
-            "wall_s": end - t0, "R": loads / n, "loads": loads, "n_items": n, "tiles_done": tiles_done,
-            "pairs_done": pairs_done, "bound_R": 1 + n / (2 * S),
-            "tiers": tiers, "outputs": {"dense": str(self.d / "result" / "matrix.zarr")}})
-        self._status("finished")
+        return end, _unflatten(cum), tiles_done, pairs_done
 
     def _plan(self) -> list[dict]:
         """Simulate the run: the first free actor takes the next leaf (dev-0 is 1.6x faster), an
@@ -252,11 +302,15 @@ class SyntheticRun(threading.Thread):
             for item in items:
                 for stage in touch(actor, item):
                     dur = cost[stage] * speed
-                    spans.append({"actor": actor, "stage": stage, "what": f"genome_{item:02d}", "t0": t, "t1": t + dur})
+                    key = f"genome_{item:02d}"  # load and parse on the node's loader, as the
+                    # engine's node cache records them; preprocess on the device actor
+                    who, what = (actor, key) if stage == "preprocess" else \
+                        (f"{actor.split('/')[0]}/loader", f"1 items ({key} .. {key})")
+                    spans.append({"actor": who, "stage": stage, "what": what, "t0": t, "t1": t + dur})
                     t += dur
             for stage in ("compare", "postprocess", "write"):
                 dur = cost[stage] * speed * (tile["pairs"] / 16 if stage == "compare" else 1)
-                spans.append({"actor": actor, "stage": stage, "what": str(tile["id"]), "t0": t, "t1": t + dur})
+                spans.append({"actor": actor, "stage": stage, "what": f"tile {tile['id']}", "t0": t, "t1": t + dur})
                 t += dur
             idle = 0.25 * (t - ts)  # waiting for the scheduler / results
             free[actor] = t + idle

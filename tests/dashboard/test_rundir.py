@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -440,13 +441,93 @@ def test_directory_reused_for_a_new_run(tmp_path):
     write_run(tmp_path / "r")
     v = RunView(tmp_path / "r").refresh()
     assert v.state() == "finished"
+    import shutil
     for f in (tmp_path / "r").iterdir():
-        f.unlink()
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
     _meta(tmp_path / "r")
     _status(tmp_path / "r", "running")
     _jl(tmp_path / "r" / "metrics.jsonl", _snap(1001.0, 3, 1))
     ov = v.refresh().overview()
     assert ov["state"] == "running" and ov["progress"]["pairs"]["done"] == 3 and len(v.metrics_frame()) == 1
+
+
+# --------------------------------------------------------------------------- the synthetic writer
+
+
+def _kind(v) -> str:
+    return "null" if v is None else "bool" if isinstance(v, bool) else \
+        "number" if isinstance(v, (int, float)) else type(v).__name__
+
+
+def _same_shape(real, synth, where: str) -> None:
+    """Every field ``synth`` has, ``real`` has too, with a value of the same JSON kind (a null
+    on either side matches anything); lists by their first elements; ``actors`` maps (keyed
+    by the actors' names) value against value."""
+    if synth is None or real is None:
+        return
+    assert _kind(synth) == _kind(real), (where, synth, real)
+    if isinstance(synth, dict):
+        if where.endswith(".actors") and real:
+            for k, v in synth.items():
+                _same_shape(next(iter(real.values())), v, f"{where}[{k}]")
+            return
+        assert set(synth) <= set(real), (where, sorted(set(synth) - set(real)))
+        for k, v in synth.items():
+            _same_shape(real[k], v, f"{where}.{k}")
+    elif isinstance(synth, list) and synth and real:
+        _same_shape(real[0], synth[0], f"{where}[0]")
+
+
+def test_the_synthetic_writer_writes_what_the_engine_writes(finished_run, tmp_path):
+    """dashboard_synth.py against a real run of the engine (Jaccard of 24 loci, dense sink):
+    its files are among the engine's, every field it writes the engine writes, as the same
+    kind, line by line (trace spans against the real spans of the same stage); tile ids are
+    integers and a tile's compare span is named "tile <id>", in both; and each journal entry's
+    CRC32 is that of the bytes the matrix holds in the tile's region (and its mirror), read
+    back with zarr and zlib."""
+    import zlib
+
+    import numpy as np
+    import zarr
+
+    synth = tmp_path / "synth"
+    write_run(synth, n_items=30, leaf_items=4)
+    real = finished_run
+    files = {p.name for p in synth.iterdir()}
+    assert files <= {p.name for p in real.iterdir()}, files - {p.name for p in real.iterdir()}
+    for name in ("meta.json", "status.json", "summary.json", "tiles.json"):
+        _same_shape(json.loads((real / name).read_text()), json.loads((synth / name).read_text()),
+                    name)
+
+    def lines(d, name):
+        return [json.loads(x) for x in (d / name).read_text().splitlines()]
+
+    for name in ("metrics.jsonl", "tiles.jsonl", "journal.jsonl"):
+        last = lines(real, name)[-1]  # (the first snapshots have no tier reports yet)
+        for k, line in enumerate(lines(synth, name)):
+            _same_shape(last, line, f"{name}:{k}")
+    spans = {}
+    for span in lines(real, "trace.jsonl"):
+        spans.setdefault(span["stage"], span)
+    for k, span in enumerate(lines(synth, "trace.jsonl")):
+        _same_shape(spans[span["stage"]], span, f"trace.jsonl:{k}")
+    for d in (real, synth):
+        assert all(type(t["id"]) is int for t in json.loads((d / "tiles.json").read_text()))
+        for name, key in (("tiles.jsonl", "id"), ("journal.jsonl", "tile")):
+            assert all(type(x[key]) is int for x in lines(d, name)), (d, name)
+        compares = [x["what"] for x in lines(d, "trace.jsonl") if x["stage"] == "compare"]
+        assert compares and all(re.fullmatch(r"tile \d+", w) for w in compares), (d, compares[:3])
+    matrix = zarr.open_group(str(synth / "result" / "matrix.zarr"), mode="r")
+    entries = lines(synth, "journal.jsonl")
+    assert sorted(e["tile"] for e in entries) == list(range(len(entries)))
+    for e in entries:
+        r0, r1, c0, c1 = e["region"]
+        values = matrix[e["location"].split("/", 1)[1]]
+        blocks = [values[r0:r1, c0:c1]] + ([values[c0:c1, r0:r1]] if r0 != c0 else [])
+        crc = 0
+        for b in blocks:
+            crc = zlib.crc32(np.ascontiguousarray(b).tobytes(), crc)
+        assert (e["crc32"], e["length"]) == (crc, sum(b.nbytes for b in blocks)), e
 
 
 # --------------------------------------------------------------------------- helpers and CLI
