@@ -201,6 +201,8 @@ class PlanChoice:
     eviction: str
     simulated: dict = field(default_factory=dict)  # "plan/eviction" -> simulated R
     note: str = ""                                  # what was simulated, or why nothing was
+    # what the simulation was given (leaf, host tier, L1, actors, ...): a check can replay it
+    simulated_with: dict = field(default_factory=dict)
 
     @property
     def R(self) -> float | None:
@@ -208,7 +210,8 @@ class PlanChoice:
 
     def to_dict(self) -> dict:
         return {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
-                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe()}
+                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe(),
+                "simulated_with": dict(self.simulated_with)}
 
     def describe(self) -> str:
         """One line for the console: the choice, and what it beat."""
@@ -315,12 +318,16 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
     if not on_blocks:
         runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
                             plan=c[0], eviction=c[1], **kw) for c in cands}
+        given = dict(leaf=leaf, host_items=host_items, l1_items=l1)
     else:
         small, host, l1_small = _proxy(space, leaf, host_items, l1, f)
         runs = {c: simulate(small, 1, host, l1_items=l1_small, plan=c[0], eviction=c[1], **kw)
                 for c in cands}
         note = (f"simulated on a {small.n_rows} x {small.n_cols} grid of leaf blocks "
                 f"with {host} in the host tier")
+        given = dict(leaf=1, host_items=host, l1_items=l1_small, grid=small.describe())
     best = pick({c: r.loads for c, r in runs.items()})
+    given.update(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight,
+                 window=window)
     return PlanChoice(*best, simulated={f"{p}/{e}": round(r.R, 4) for (p, e), r in runs.items()},
-                      note=note)
+                      note=note, simulated_with=given)
