@@ -245,28 +245,16 @@ def _interrupted(run_dir: str | None) -> None:
         print("pairflow: interrupted before the run started", file=sys.stderr)
 
 
-def _last_frame(trace) -> tuple | None:
-    """(file, line, function) of a traceback's innermost frame: of an exception's own, or of
-    one as text."""
-    import re
-    import traceback
-    if isinstance(trace, BaseException):
-        frames = traceback.extract_tb(trace.__traceback__)
-        return (frames[-1].filename, frames[-1].lineno, frames[-1].name) if frames else None
-    found = re.findall(r'^  File "(.+)", line (\d+), in (\S+)$', trace, re.M)
-    return (found[-1][0], int(found[-1][1]), found[-1][2]) if found else None
-
-
 def _fail(exc: BaseException, verbose: bool) -> None:
     """One line for the user; the traceback only when asked for: the driver's, then, for a
     failure inside a worker, the worker's own (its last frame is where it broke)."""
     if verbose:
         import traceback
 
-        from engine import worker_traceback
+        from engine import elsewhere_traceback
         traceback.print_exception(exc)
-        remote = getattr(exc, "worker_traceback", None) and worker_traceback(exc)
-        if remote and _last_frame(remote) != _last_frame(exc):  # not what was just printed
+        remote = elsewhere_traceback(exc)
+        if remote:
             print(f"\nwhere it happened, in the worker:\n{remote.rstrip()}", file=sys.stderr)
     from hydra.errors import HydraException
     expected = isinstance(exc, (InputError, PairflowError, ValueError, HydraException))

@@ -92,7 +92,7 @@ class PhylogenyApp(FileItemsApp):
 
     def item_codec(self):
         """The L4 store keeps a CPU run's preprocessed items: ``CompositionVector``s."""
-        from engine.pairs.codec import ItemCodec
+        from engine import ItemCodec
         return ItemCodec(types=(CompositionVector,))
 
     def warmup(self, device):

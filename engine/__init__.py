@@ -11,13 +11,15 @@ import os as _os
 # cluster (``ray_address=``) is unaffected; set it to 1 yourself to start a multi-host head.
 _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 from .pairs.app import BasePairApp, FunctionApp, PackKey, PairApp, url_digest
-from .errors import InputError, PairflowError, WorkerError, worker_traceback
+from .errors import (InputError, PairflowError, WorkerError, elsewhere_traceback,
+                     worker_traceback)
 from .pairs.space import PairList, PairWeights, Rectangle, Tile, Triangle, leaves, quadtree
 from .pairs.sinks import (DenseMatrix, Threshold, ThresholdReduction, TileCandidates, TopK,
                           TopKReduction, make_sink)
 
 __all__ = ["allpairs", "AllPairsConfig", "BasePairApp", "FunctionApp", "PackKey", "PairApp",
-           "InputError", "PairflowError", "WorkerError", "worker_traceback", "url_digest",
+           "InputError", "PairflowError", "WorkerError", "worker_traceback",
+           "elsewhere_traceback", "url_digest",
            "PairList", "Rectangle", "Tile", "Triangle", "leaves",
            "quadtree",
            "DenseMatrix", "Threshold", "TopK", "TopKReduction", "ThresholdReduction",
@@ -33,6 +35,7 @@ _HELPERS = {"fetch": ".run.io", "read_json": ".run.rundir", "write_json": ".run.
             "map_chunks": ".run.tasks", "RunDir": ".run.rundir",
             "farm": ".toolfarm.driver", "FarmResult": ".toolfarm.driver",
             "FarmSpec": ".toolfarm.spec", "gather": ".toolfarm.gather",
+            "ItemCodec": ".pairs.codec",
             # a run directory's files by name (module:attribute where the names differ)
             "RUN_CONFIG": ".run.rundir:CONFIG", "RUN_META": ".run.rundir:META"}
 

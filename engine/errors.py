@@ -6,6 +6,7 @@ write) also keeps the worker's own traceback, as text, so the driver can show wh
 travel with the exception through Ray's pickling, and ``worker_traceback`` finds them again."""
 from __future__ import annotations
 
+import re
 import traceback
 
 
@@ -86,3 +87,16 @@ def worker_traceback(exc: BaseException) -> str | None:
     if exc.__traceback__ is not None:
         return "".join(traceback.format_exception(exc))
     return None
+
+
+def elsewhere_traceback(exc: BaseException) -> str | None:
+    """A worker's traceback of ``exc`` that its own traceback does not show (it happened in
+    another thread or process): what ``pairflow -v`` prints after the driver's. None for a
+    failure in this process, whose own traceback already ends where it happened."""
+    kept = getattr(exc, "worker_traceback", None) and worker_traceback(exc)
+    if not kept:
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    here = (frames[-1].filename, str(frames[-1].lineno), frames[-1].name) if frames else None
+    there = re.findall(r'^  File "(.+)", line (\d+), in (\S+)$', kept, re.M)
+    return None if there and there[-1] == here else kept
