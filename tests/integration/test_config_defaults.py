@@ -11,6 +11,8 @@ alone fails here.
 * A sink config's settings are its class's parameters (equal to a parameter's default where
   there is one); an app's ``pipeline:`` block holds ``PipelineConfig`` fields, null (the
   engine's default) or a value of the app's own that differs from it.
+* A farm preset's keys are ``FarmSpec`` fields, and its engine knobs (retries, timeout,
+  volumes) mirror ``FarmSpec``'s defaults; the rest says how the tool is fed and what it writes.
 * docs/pipelines.md's table of options, and every "`field` (value)" in the README and docs,
   state the dataclass's default; the share of the object store a host tier takes by default
   is the one sizing.py uses.
@@ -211,3 +213,19 @@ def test_the_host_tier_share_is_the_one_sizing_uses():
     from engine.run.runtime import DEFAULT_OBJECT_STORE_MB
     auto = Path(CONFIG_DIR, "cluster", "auto.yaml").read_text()
     assert f"null: {DEFAULT_OBJECT_STORE_MB} MB" in auto and "DEFAULT_OBJECT_STORE_MB" in auto
+
+
+# the farm presets' keys that are the engine's knobs, not facts of the tool (how its input is
+# cut, fed and prepared, what it writes): each preset mirrors FarmSpec's default for them
+FARM_KNOBS = ("retries", "timeout_s", "volumes")
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in Path(CONFIG_DIR, "farm").glob("*.yaml")))
+def test_a_farm_preset_feeds_farm_spec_fields_and_mirrors_its_knobs(preset):
+    from apps.farm import SPEC_KEYS
+    from engine.toolfarm.spec import FarmSpec
+    spec = defaults_of(FarmSpec)
+    assert set(SPEC_KEYS) <= set(spec)
+    body = raw("farm", preset)
+    for key in FARM_KNOBS:
+        assert key in SPEC_KEYS and body[key] == spec[key], f"farm={preset}: {key}"
