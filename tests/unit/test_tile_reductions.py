@@ -236,7 +236,11 @@ def test_the_app_declines_what_its_kernel_cannot_keep(tmp_path):
     top = TopKReduction("similarity", 1, True, True, True)
     one = [bits.parse(key, None) for key in bits.keys()]
     mask = np.ones((2, 2), bool)
-    assert bits.compare_reduced(one, one, mask, "cpu", [top]) is not None
+    (kept,) = bits.compare_reduced(one, one, mask, "cpu", [top])
+    reads = ["ACGTACGTAA", "ACGTTCGTAA"]
+    want = [[jaccard(kmer_set(a, 3), kmer_set(b, 3)) for b in reads] for a in reads]
+    assert isinstance(kept, TileCandidates) and len(kept.i) > 0
+    assert kept.values.tolist() == [want[i][j] for i, j in zip(kept.i, kept.j)]
     assert bits.compare_reduced(one, one, mask, "cpu",
                                 [TopKReduction("distance", 1, True, True, True)]) is None
     two = [merge.parse(key, None) for key in merge.keys()]
