@@ -213,6 +213,6 @@ def _large_run_once(tmp_path_factory) -> Path:
 @pytest.fixture
 def large_run(_large_run_once, tmp_path) -> Path:
     """A finished run of 10,000 items (49,995,000 pairs in 60 s, about 833 K pairs/s) written
-    at once by the synthetic writer (once per session, about 9 s; each test reads a copy): headline
+    at once by the synthetic writer (once per session, about 6 s; each test reads a copy): headline
     numbers no engine run in a test suite reaches."""
     return _copy(_large_run_once, tmp_path)

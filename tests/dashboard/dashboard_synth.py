@@ -5,7 +5,7 @@ made up here, but every file goes through the engine's own writers (engine/run/r
 ``RunRecorder``, ``write_json``, ``dumps`` and file names; engine/run/journal.py's
 ``JournalWriter``), the tiles are the engine's leaves (``space.leaves``), and each tile's values
 go through the engine's ``DenseMatrix`` sink, whose journal entries (region, length, CRC32) are
-the real ones: a resume's ``journal.replay`` verifies them. tests/dashboard/test_rundir.py holds
+the real ones. tests/dashboard/test_rundir.py holds
 the files against a real run's (``test_the_synthetic_writer_writes_what_the_engine_writes``).
 
 ``SyntheticRun(run_dir, ...).start()`` writes progressively from a background thread (like a live
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from pathlib import Path
 
@@ -26,14 +25,14 @@ import numpy as np
 from engine.pairs.sink_base import SinkContext
 from engine.pairs.sink_dense import DenseMatrix
 from engine.pairs.space import Tile, Triangle, leaves as engine_leaves
-from engine.run.journal import JournalWriter, sink_entry
+from engine.run.journal import JournalWriter
 from engine.run.rundir import (JOURNAL, METRICS, STATUS, SUMMARY, TILE_PLAN, TILES, TRACE,
                                TRACE_PARQUET, JsonlWriter, RunDir, RunRecorder, dumps, write_json)
 
 FIELD = "similarity"
-# a matrix this many items on a side or fewer is written (zarr, through the sink); a larger
-# one (the 10,000-item run) only has its tiles encoded and their CRCs computed, as the sink
-# computes them, not stored (800 MB)
+# a matrix this many items on a side or fewer is written (zarr, through the sink) and its
+# tiles journaled; a larger one (the 10,000-item run: 800 MB) is neither, as a run whose
+# sinks keep nothing journals nothing
 MATRIX_MAX_ITEMS = 2048
 
 
@@ -117,33 +116,22 @@ class SyntheticRun(threading.Thread):
         finally:
             self.done.set()
 
-    def _sink(self) -> tuple[DenseMatrix, bool]:
-        """The engine's dense sink over this run's space; True: it stores the matrix."""
+    def _sink(self) -> DenseMatrix | None:
+        """The engine's dense sink over this run's space (None: a matrix too large to keep)."""
         n = self.n
+        if n > MATRIX_MAX_ITEMS:
+            return None
         keys = [f"genome_{i:02d}" for i in range(n)]
         sink = DenseMatrix(fields=[FIELD], diagonal={FIELD: 1.0})
-        ctx = SinkContext(self.rundir.result_dir, Triangle(n), self.leaf, keys, keys,
-                          {FIELD: "float64"})
-        store = n <= MATRIX_MAX_ITEMS
-        if store:
-            sink.open(ctx)
-        else:
-            sink.ctx = ctx  # encodes tiles (all a CRC needs) without an array to store them in
-        return sink, store
+        sink.open(SinkContext(self.rundir.result_dir, Triangle(n), self.leaf, keys, keys,
+                              {FIELD: "float64"}))
+        return sink
 
-    def _write_tile(self, sink: DenseMatrix, store: bool, tile: dict) -> list[dict]:
-        """The tile's journal entries, as the sink makes them when it writes the tile."""
+    def _write_tile(self, sink: DenseMatrix, tile: dict) -> list[dict]:
+        """The tile's values through the sink; its journal entries, as the sink makes them."""
         t = Tile(**tile)
         mask = Triangle(self.n).mask(t.r0, t.r1, t.c0, t.c1)
-        fields = {FIELD: similarity(tile)}
-        if store:
-            return sink.write_tile(t, fields, mask)
-        crc, length = 0, 0  # DenseMatrix.store_tile's CRC, over the regions it would store
-        for _, data in sink.encode_tile(t, fields, mask)[FIELD]:
-            crc = zlib.crc32(np.ascontiguousarray(data).tobytes(), crc)
-            length += data.nbytes
-        return [sink_entry(sink.name, f"{sink.filename}/{FIELD}", length, crc,
-                           region=[t.r0, t.r1, t.c0, t.c1])]
+        return sink.write_tile(t, {FIELD: similarity(tile)}, mask)
 
     def _run(self) -> None:
         if self.start_delay_s and self.realtime:
@@ -170,15 +158,16 @@ class SyntheticRun(threading.Thread):
         recorder.write_meta(meta)
         write_json(self.rundir.file(TILE_PLAN), leaves)  # the Z-order plan: the leaves' order
         self._status("starting")
-        sink, store = self._sink()
+        sink = self._sink()
         self._writers = {name: JsonlWriter(self.rundir.file(name))
                          for name in (METRICS, TRACE, TILES)}
-        journal = JournalWriter(self.rundir.file(JOURNAL))
+        journal = JournalWriter(self.rundir.file(JOURNAL)) if sink is not None else None
         self._status("running")
         try:
-            end, tiers, tiles_done, pairs_done = self._emit(t0, journal, sink, store)
+            end, tiers, tiles_done, pairs_done = self._emit(t0, journal, sink)
         finally:
-            journal.close()
+            if journal is not None:
+                journal.close()
             for w in self._writers.values():
                 w.close()
         loads = tiers.get("source", {}).get("loads", 0)
@@ -189,16 +178,16 @@ class SyntheticRun(threading.Thread):
         rows = read_jsonl(self.rundir.file(TRACE))
         pq.write_table(pa.Table.from_pylist(rows), self.rundir.file(TRACE_PARQUET) + ".tmp")
         Path(self.rundir.file(TRACE_PARQUET) + ".tmp").replace(self.rundir.file(TRACE_PARQUET))
-        outputs = {"dense": sink.finalize() if store else sink.path}
+        outputs = {"dense": sink.finalize()} if sink is not None else {}
         recorder.write_summary({
             "app": "jaccard", "n_items": n, "tiles_total": len(leaves),
-            "tiles_journaled": tiles_done, "pairs_total": pairs_total, "leaf_items": self.leaf,
+            "tiles_journaled": tiles_done if sink is not None else 0, "pairs_total": pairs_total, "leaf_items": self.leaf,
             "wall_s": end - t0, "R": loads / n, "loads": loads, "bound_R": 1 + n / (2 * S),
             "host_cache_items": S, "plan": "zorder", "eviction": "lru", "tiers": tiers,
             "outputs": outputs})
         self._status("finished")
 
-    def _emit(self, t0: float, journal: JournalWriter, sink: DenseMatrix, store: bool):
+    def _emit(self, t0: float, journal: JournalWriter | None, sink: DenseMatrix | None):
         """The run's tiles and snapshots in time order: (end, tiers, tiles, pairs done)."""
         n, S = self.n, self.S
         leaves = self.leaves
@@ -247,7 +236,8 @@ class SyntheticRun(threading.Thread):
             act[actor]["busy_s"] += e["busy"]
             self._append(TILES, {"id": tile["id"], "actor": actor, "t_start": t0 + e["ts"],
                                  "t_end": t_end, "pairs": tile["pairs"]})
-            journal.append(tile["id"], actor, self._write_tile(sink, store, tile))
+            if sink is not None:
+                journal.append(tile["id"], actor, self._write_tile(sink, tile))
         end = self._now()
         snapshot(end)
         return end, _unflatten(cum), tiles_done, pairs_done
