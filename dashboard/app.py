@@ -33,7 +33,7 @@ except ImportError:  # run as a plain script from a source checkout that is not 
     from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
                                   format_r, shared_view)
 
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling"]
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling", "results"]
 MAX_RECTS = int(os.environ.get("PAIRFLOW_DASHBOARD_MAX_RECTS", "20000"))  # leaves drawn one by one
 STATE_COLORS = {"done": "#2e7d32", "running": "#f9a825", "pending": "#cfd8dc"}
 STAGE_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#8c564b", "#2ca02c"]
@@ -448,9 +448,15 @@ def view_scheduling(view: RunView, ov: dict) -> None:
                       tooltip=["sec", "thief", "victim", "tiles"]).properties(height=200))
 
 
+def view_results(view: RunView, ov: dict) -> None:
+    """What the run found (dashboard/results_view.py), imported on first use."""
+    from dashboard.results_view import view_results as draw
+    draw(view, ov)
+
+
 RENDER = {"overview": view_overview, "devices": view_devices, "cache": view_cache, "matrix": view_matrix,
           "timeline": view_timeline, "pipelines": view_pipelines, "farm": view_farm,
-          "scheduling": view_scheduling}
+          "scheduling": view_scheduling, "results": view_results}
 
 
 def _palette(n: int) -> list[str]:

@@ -1,0 +1,233 @@
+"""The results view: what a run found, chosen by what ``RUN_DIR/result/`` holds.
+
+Parts (a radio picks one; only the parts the run directory has are offered):
+
+* **matrix** — any field of ``matrix.zarr`` as a heatmap (:mod:`dashboard.results_dense`):
+  cells, or block means beyond ``cells a side``; a region by its numbers or by dragging a box on
+  the heatmap; rows and columns in item order or clustered; names on hover; missing (grey) where
+  a tile is not finished; one cell looked up by name; the value distribution.
+* **pairs** — top-k and threshold tables, searchable and sortable, one item's neighbours, the
+  score distribution.
+* **tree**, and each app's own results (:mod:`dashboard.results_apps`).
+
+Every part starts with a line of ``key: value`` facts in code spans that the browser tests read
+(e.g. ``field: similarity`` · ``tiles finished: 20 / 36`` · ``missing cells: 112``).
+"""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard import results_apps as apps
+from dashboard import results_files as rf
+from dashboard.export import export_buttons
+from dashboard.results_dense import Grid, shared_dense
+
+MISSING = "#cfd8dc"
+
+
+def facts(**kw) -> None:
+    st.markdown(" · ".join(f"`{k.replace('_', ' ')}: {v}`" for k, v in kw.items()))
+
+
+def parts_available(view, ov: dict) -> dict:
+    """{part: callable} for what the run directory holds now."""
+    run_dir = view.run_dir
+    plan = view.tiles_plan()
+    dense = shared_dense(run_dir)
+    has_dense = dense.refresh(plan.to_dict("records") if not plan.empty else None, ov.get("space"),
+                              final=ov["state"] in ("finished", "failed", "interrupted"))
+    out = {}
+    if has_dense and dense.fields:
+        out["matrix"] = lambda: view_matrix(dense)
+    if rf.edge_tables(run_dir):
+        out["pairs"] = lambda: view_pairs(run_dir)
+    out.update(apps.parts(run_dir))
+    return out
+
+
+def view_results(view, ov: dict) -> None:
+    st.subheader("results")
+    parts = parts_available(view, ov)
+    if not parts:
+        st.info("no results yet: `result/` holds none of matrix.zarr, topk.parquet, edges.parquet, "
+                "tree.nwk, clusters.csv, fused.csv, hits.parquet, cutflow.json, units.json "
+                "(a run writes them as it goes or when it finishes)")
+        return
+    names = list(parts)
+    choice = st.radio("part", names, horizontal=True, key="results_part")
+    parts.get(choice or names[0], parts[names[0]])()
+
+
+# --------------------------------------------------------------------------- matrix
+
+
+def _region_keys() -> tuple[str, str, str, str]:
+    return "mx_r0", "mx_r1", "mx_c0", "mx_c1"
+
+
+def _on_brush(n_rows: int, n_cols: int):
+    """A box dragged on the heatmap becomes the region (its numbers fill the inputs)."""
+    def apply():
+        sel = (st.session_state.get("mx_heat") or {}).get("selection", {}).get("zoom") or {}
+        xs, ys = sel.get("c0"), sel.get("r0")
+        if not xs or not ys:
+            return
+        k = _region_keys()
+        st.session_state[k[0]] = int(max(0, np.floor(min(ys))))
+        st.session_state[k[1]] = int(min(n_rows, np.ceil(max(ys))))
+        st.session_state[k[2]] = int(max(0, np.floor(min(xs))))
+        st.session_state[k[3]] = int(min(n_cols, np.ceil(max(xs))))
+    return apply
+
+
+def view_matrix(dense) -> None:
+    fields = dense.fields
+    n_rows, n_cols = dense.shape
+    c1, c2, c3 = st.columns([2, 2, 1])
+    name = c1.selectbox("field", fields, key="mx_field")
+    order = c2.radio("order", ["items", "clustered"], horizontal=True, key="mx_order",
+                     help="clustered: average linkage of the rows' (and columns') profiles")
+    side = int(c3.number_input("cells a side", min_value=10, max_value=400, value=120, step=10,
+                               key="mx_side", help="above this many items a side: means of blocks"))
+    k = _region_keys()
+    limits = (max(0, n_rows - 1), max(1, n_rows), max(0, n_cols - 1), max(1, n_cols))
+    for key, default, top in zip(k, (0, n_rows, 0, n_cols), limits):
+        if key not in st.session_state or st.session_state[key] > top:
+            st.session_state[key] = default
+    rc = st.columns([1, 1, 1, 1, 1])
+    r0 = rc[0].number_input("rows from", 0, max(0, n_rows - 1), key=k[0])
+    r1 = rc[1].number_input("rows to", 1, max(1, n_rows), key=k[1])
+    q0 = rc[2].number_input("columns from", 0, max(0, n_cols - 1), key=k[2])
+    q1 = rc[3].number_input("columns to", 1, max(1, n_cols), key=k[3])
+
+    def whole():
+        for key, v in zip(k, (0, n_rows, 0, n_cols)):
+            st.session_state[key] = v
+    rc[4].button("whole matrix", on_click=whole, key="mx_whole")
+    region = None if (r0, r1, q0, q1) == (0, n_rows, 0, n_cols) else (int(r0), int(r1), int(q0), int(q1))
+    grid = dense.grid(name, side, order=order, region=region)
+    done, planned = dense.tiles()
+    row_keys, col_keys = dense.keys()
+    shown = "cells" if grid.factor == 1 else f"means of {grid.factor}×{grid.factor} blocks"
+    facts(field=name, items=f"{n_rows} × {n_cols}", tiles_finished=f"{done} / {planned}",
+          missing_cells=dense.missing_cells(), shown=f"{grid.values.shape[0]} × {grid.values.shape[1]} {shown}",
+          order=order)
+    df = grid_frame(grid, row_keys, col_keys)
+    chart = heatmap(df, name, grid, order)
+    st.altair_chart(chart, key="mx_heat", on_select=_on_brush(n_rows, n_cols), selection_mode=["zoom"],
+                    width="content")
+    st.caption("drag a box on the heatmap to show that region (cell by cell once it fits); grey: "
+               "missing (its tile has not finished)")
+    export_buttons(f"heatmap-{name}", heatmap(df, name, grid, order, brush=False), df, key="mx")
+    cell_lookup(dense, name, row_keys, col_keys)
+    edges, counts, n = dense.histogram(name)
+    hist = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "cells": counts})
+    st.markdown(f"`value distribution: {n} cells`")
+    hchart = alt.Chart(hist, title=f"{name}: value distribution (finished cells)").mark_bar().encode(
+        x=alt.X("lo:Q", title=name, bin="binned"), x2="hi:Q", y=alt.Y("cells:Q"),
+        tooltip=["lo", "hi", "cells"]).properties(width=560, height=180)
+    st.altair_chart(hchart, width="content")
+    export_buttons(f"distribution-{name}", hchart, hist, key="mx-hist")
+
+
+def _span(keys: list[str], idx: np.ndarray, a: int, b: int) -> str:
+    if b - a <= 1:
+        return keys[idx[a]] if a < len(idx) else ""
+    return f"{keys[idx[a]]} … {keys[idx[b - 1]]} ({b - a})"
+
+
+def grid_frame(grid: Grid, row_keys: list[str], col_keys: list[str]) -> pd.DataFrame:
+    """One row per heatmap cell: its position range, value (None = missing) and names."""
+    gr, gc = grid.values.shape
+    ri, ci = np.meshgrid(np.arange(gr), np.arange(gc), indexing="ij")
+    ri, ci = ri.ravel(), ci.ravel()
+    vals = grid.values.ravel()
+    rnames = [_span(row_keys, grid.rows, grid.r_edges[i], grid.r_edges[i + 1]) for i in range(gr)]
+    cnames = [_span(col_keys, grid.cols, grid.c_edges[j], grid.c_edges[j + 1]) for j in range(gc)]
+    return pd.DataFrame({
+        "r0": grid.r_edges[ri], "r1": grid.r_edges[ri + 1], "c0": grid.c_edges[ci], "c1": grid.c_edges[ci + 1],
+        "value": [None if not np.isfinite(v) else float(v) for v in vals],
+        "row": [rnames[i] for i in ri], "column": [cnames[j] for j in ci]})
+
+
+def heatmap(df: pd.DataFrame, name: str, grid: Grid, order: str, brush: bool = True):
+    n_r = grid.r_edges[-1] - grid.r_edges[0]
+    n_c = grid.c_edges[-1] - grid.c_edges[0]
+    width = 620
+    height = int(max(160, min(2.0, n_r / max(1, n_c)) * width))
+    pos = " (clustered order)" if order == "clustered" else ""
+    xs = alt.Scale(domain=[float(grid.c_edges[0]), float(grid.c_edges[-1])], nice=False, zero=False)
+    ys = alt.Scale(domain=[float(grid.r_edges[0]), float(grid.r_edges[-1])], nice=False, zero=False,
+                   reverse=True)
+    c = alt.Chart(df, title=f"{name}").mark_rect().encode(
+        x=alt.X("c0:Q", title=f"column{pos}", scale=xs), x2="c1:Q",
+        y=alt.Y("r0:Q", title=f"row{pos}", scale=ys), y2="r1:Q",
+        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", title=name,
+                                                              scale=alt.Scale(scheme="viridis")),
+                            alt.value(MISSING)),
+        tooltip=["row", "column", alt.Tooltip("value:Q", format=".6g")],
+    ).properties(width=width, height=height)
+    if brush:
+        c = c.add_params(alt.selection_interval(name="zoom", encodings=["x", "y"]))
+    return c
+
+
+def cell_lookup(dense, name: str, row_keys: list[str], col_keys: list[str]) -> None:
+    """One cell by its items' names: the exact value the field holds (or missing)."""
+    c1, c2 = st.columns(2)
+    if len(row_keys) > 5000:  # a select box of many thousands is no use: type an index or name
+        a = c1.text_input("row item (name or index)", value=row_keys[0], key="mx_cell_r")
+        b = c2.text_input("column item (name or index)", value=col_keys[-1], key="mx_cell_c")
+        i = row_keys.index(a) if a in row_keys else (int(a) if a.isdigit() and int(a) < len(row_keys) else None)
+        j = col_keys.index(b) if b in col_keys else (int(b) if b.isdigit() and int(b) < len(col_keys) else None)
+        if i is None or j is None:
+            st.caption("no such item")
+            return
+    else:
+        i = c1.selectbox("row item", range(len(row_keys)), format_func=lambda x: row_keys[x], key="mx_cell_r")
+        j = c2.selectbox("column item", range(len(col_keys)), index=len(col_keys) - 1,
+                         format_func=lambda x: col_keys[x], key="mx_cell_c")
+    v = dense.cell(name, int(i), int(j))
+    shown = "missing (its tile has not finished)" if not np.isfinite(v) else repr(float(v))
+    st.markdown(f"`cell: {name}[{row_keys[i]}, {col_keys[j]}] = {shown}`")
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+def view_pairs(run_dir) -> None:
+    tables = rf.edge_tables(run_dir)
+    label = st.radio("table", list(tables), horizontal=True, key="pairs_table") if len(tables) > 1 \
+        else next(iter(tables))
+    df = tables.get(label, next(iter(tables.values())))
+    a, b, score = rf.pair_columns(df)
+    desc = rf.larger_is_better(df)
+    c1, c2, c3 = st.columns([2, 2, 1])
+    text = c1.text_input("search items", key="pairs_search", help="rows whose items contain this text")
+    items = sorted(set(df[a].astype(str)) | set(df[b].astype(str)))
+    one = c2.selectbox("neighbours of", ["(all pairs)"] + items, key="pairs_item")
+    limit = int(c3.number_input("rows shown", 10, 100_000, 1000, step=100, key="pairs_limit"))
+    sel = df
+    if one != "(all pairs)":
+        sel = sel[(sel[a].astype(str) == one) | (sel[b].astype(str) == one)]
+    if text:
+        t = text.lower()
+        sel = sel[sel[a].astype(str).str.lower().str.contains(t, regex=False)
+                  | sel[b].astype(str).str.lower().str.contains(t, regex=False)]
+    sel = sel.sort_values(score, ascending=not desc, kind="mergesort")
+    facts(table=label, rows=len(df), matching=len(sel), shown=min(limit, len(sel)),
+          strongest="largest score" if desc else "smallest score")
+    st.dataframe(sel.head(limit), hide_index=True, width="stretch", key="pairs_df")
+    export_buttons(f"pairs-{label}", None, sel, key="pairs")
+    v = pd.to_numeric(df[score], errors="coerce").dropna()
+    if len(v):
+        counts, edges = np.histogram(v, bins=40)
+        hist = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "pairs": counts})
+        ch = alt.Chart(hist, title=f"{score} distribution ({label})").mark_bar().encode(
+            x=alt.X("lo:Q", bin="binned", title=score), x2="hi:Q", y="pairs:Q",
+            tooltip=["lo", "hi", "pairs"]).properties(width=560, height=180)
+        st.altair_chart(ch, width="content")
+        export_buttons(f"score-distribution-{label}", ch, hist, key="pairs-hist")
