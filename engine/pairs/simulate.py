@@ -16,8 +16,10 @@ the planned run is never predicted to load more than it.
 from __future__ import annotations
 
 from collections import deque
+import heapq
 import math
-from dataclasses import dataclass, field
+import random
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -28,6 +30,55 @@ from .items import ItemMap
 from .policy import EVICTIONS, PLANS, TilePolicy, make_eviction, make_plan
 from .stealing import contiguous_shares, deal as deal_shares
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
+
+
+# What L3 costs an actor on this project's machine (4 one-CPU Ray nodes on 2 shared cores,
+# issue 57's runs): an L2 miss asks the directory (a call to a shard on another node, once per
+# tile with misses), and an item taken from a peer is a call to it and a pull of the object.
+L3_ASK_S = 0.010
+L3_TAKE_S = 0.008
+# How much one tile's time varies on an actor (its coefficient of variation): a node's share of
+# the cores, other work, Ray's own threads. Measured on the same runs: 0.6-1.3 a tile, 0.3 over
+# ten tiles in a row (so successive tiles' times are correlated: ``JITTER_RHO``).
+JITTER = 0.8
+JITTER_RHO = 0.5
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What a tile costs an actor, so nodes may run apart as they do on a cluster.
+
+    Without it the simulator runs the actors in lockstep (one tile each in turn), which is
+    what a run of equal nodes sharing nothing does; with L3 it is not. A node that takes an
+    item from a peer pays a lookup, a call and a pull, one that loads pays a parse, and every
+    node's speed wanders (``jitter``): the nodes drift apart, and a node more than its room of
+    streamed columns behind the one that loaded a column finds it evicted there and loads it
+    again (issue 57: a dealt run measured R 11.7 where the lockstep simulation said 5.0)."""
+
+    t_tile: float = 0.02        # a tile's fixed cost (hand-out, write: config.tile_overhead_s)
+    t_pair: float = 1e-4        # compare, per pair
+    t_load: float = 1e-3        # a load from storage, per item (read and parse)
+    t_ask: float = L3_ASK_S     # an L3 lookup, per tile with L2 misses
+    t_take: float = L3_TAKE_S   # an item taken from a peer
+    jitter: float = JITTER      # the coefficient of variation of a tile's time on an actor
+    rho: float = JITTER_RHO     # how much of one tile's deviation the next keeps
+    seed: int = 0
+
+    def noise(self, n_actors: int):
+        """Each actor's next speed factor (mean 1): correlated log-normal draws."""
+        rng = random.Random(self.seed)
+        sigma = math.sqrt(math.log(1.0 + self.jitter ** 2))
+        z = [rng.gauss(0.0, 1.0) for _ in range(n_actors)]
+        fresh = math.sqrt(max(0.0, 1.0 - self.rho ** 2))
+
+        def draw(a: int) -> float:
+            z[a] = self.rho * z[a] + fresh * rng.gauss(0.0, 1.0)
+            return math.exp(sigma * z[a] - sigma * sigma / 2)
+        return draw
+
+    def tile_s(self, pairs: int, loads: int, asks: int, takes: int) -> float:
+        return self.t_tile + pairs * self.t_pair + loads * self.t_load + asks * self.t_ask + \
+            takes * self.t_take
 
 
 @dataclass
@@ -49,7 +100,8 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
              actors_per_node: int = 1, nodes: int = 1, l1_items: int | None = None,
              in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
              window: int = 8, tiles: Sequence[Tile] | None = None, l3: bool = False,
-             l3_hops: int = 1, deal: bool | str = False) -> SimResult:
+             l3_hops: int = 1, deal: bool | str = False,
+             timing: Timing | None = None) -> SimResult:
     """Count item loads for one run of ``space`` with ``host_items`` items per node's L2
     (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights).
 
@@ -61,7 +113,11 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     ``deal``: the run is dealt to the nodes as the hierarchical scheduler deals it
     (``stealing.deal``: contiguous runs of the plan, or with L3 stripes as wide as every host tier
     together; ``deal="contiguous"``: always the former), each share handed out by a
-    ``TilePolicy`` of its own (without stealing), instead of one plan every node pulls from."""
+    ``TilePolicy`` of its own (without stealing), instead of one plan every node pulls from.
+
+    ``timing``: actors take tiles when their own clock says they are free (``Timing``: each
+    tile's compare, loads, L3 asks and takes, times a wandering speed), not in turn; what a
+    peer holds is what it holds at that moment, so the nodes' drift costs what it costs."""
     if items is None:
         items = ItemMap.shared(space.n_rows) if space.symmetric else \
             ItemMap.disjoint(space.n_rows, space.n_cols)
@@ -89,30 +145,48 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     l3_hits = [0] * l3_hops
     l1 = [tier(l1_cap, policies[a // actors_per_node]) for a in range(n_actors)]
     running = [deque() for _ in range(n_actors)]
-    loads = l1_hits = l2_hits = pairs = done = 0
-    finished = [False] * n_actors
-    while not all(finished):
-        for a in range(n_actors):
-            if finished[a]:
-                continue
-            node = a // actors_per_node
-            policy = policies[node]
-            if len(running[a]) >= in_flight:
+    count = {"loads": 0, "l1": 0, "l2": 0, "pairs": 0, "done": 0}
+
+    def step(a: int):
+        """Actor ``a`` takes its next tile: its (pairs, loads, asks, takes), or None: done."""
+        node = a // actors_per_node
+        policy = policies[node]
+        if len(running[a]) >= in_flight:
+            _finish(running[a].popleft(), l1[a], l2[node], policy)
+        t = policy.next_tile(l1[a], l2[node])
+        if t is None:
+            while running[a]:
                 _finish(running[a].popleft(), l1[a], l2[node], policy)
-            t = policy.next_tile(l1[a], l2[node])
-            if t is None:
-                while running[a]:
-                    _finish(running[a].popleft(), l1[a], l2[node], policy)
-                finished[a] = True
-                continue
-            got = _acquire(policy.tile_items[t], l1[a], l2[node],
-                           None if shards is None else (node, l2, shards, l3_hits))
-            loads, l1_hits, l2_hits = loads + got[0], l1_hits + got[1], l2_hits + got[2]
-            running[a].append(t)
-            pairs += policy.tiles[t].pairs
-            done += 1
-    return SimResult(loads, items.n_items, l1_hits, l2_hits, done, pairs,
-                     l3_hits if shards is not None else [])
+            return None
+        taken = sum(l3_hits)
+        got = _acquire(policy.tile_items[t], l1[a], l2[node],
+                       None if shards is None else (node, l2, shards, l3_hits))
+        count["loads"] += got[0]
+        count["l1"] += got[1]
+        count["l2"] += got[2]
+        running[a].append(t)
+        count["pairs"] += policy.tiles[t].pairs
+        count["done"] += 1
+        takes = sum(l3_hits) - taken
+        misses = len(policy.tile_items[t]) - got[1] - got[2]
+        return policy.tiles[t].pairs, got[0], int(shards is not None and misses > 0), takes
+
+    if timing is None:  # lockstep: one tile each in turn
+        finished = [False] * n_actors
+        while not all(finished):
+            for a in range(n_actors):
+                if not finished[a] and step(a) is None:
+                    finished[a] = True
+    else:  # each actor when its clock says it is free
+        speed = timing.noise(n_actors)
+        clock = [(0.0, a) for a in range(n_actors)]
+        while clock:
+            now, a = heapq.heappop(clock)
+            cost = step(a)
+            if cost is not None:
+                heapq.heappush(clock, (now + timing.tile_s(*cost) * speed(a), a))
+    return SimResult(count["loads"], items.n_items, count["l1"], count["l2"], count["done"],
+                     count["pairs"], l3_hits if shards is not None else [])
 
 
 def _from_peer(it: int, l3) -> bool:
@@ -195,33 +269,83 @@ MAX_PROXY_TILES = 4 * MAX_SIM_TILES
 
 @dataclass(frozen=True)
 class PlanChoice:
-    """The plan and eviction a run uses, and why: the simulated R of every candidate."""
+    """The plan and eviction a run uses, and why: the simulated R of every candidate; on
+    several nodes with frontiers, how the run is shared between them (``shares``) and what
+    each way of sharing was simulated to load (``modes``)."""
 
     plan: str
     eviction: str
     simulated: dict = field(default_factory=dict)  # "plan/eviction" -> simulated R
     note: str = ""                                  # what was simulated, or why nothing was
-    # what the simulation was given (leaf, host tier, L1, actors, ...): a check can replay it
-    simulated_with: dict = field(default_factory=dict)
+    shares: str = "one"   # one | shared | contiguous | dealt (SHARE_MODES)
+    modes: dict = field(default_factory=dict)  # mode -> {"candidate", "R", "lockstep_R"}
+    one_node_R: float | None = None  # one node with the same host tier (what not to exceed)
 
     @property
     def R(self) -> float | None:
+        """The R the run is expected to load: with nodes drifting apart (``Timing``) where the
+        run's way of sharing was simulated so, else in lockstep."""
+        mode = self.modes.get(self.shares)
+        if mode and mode.get("candidate") == f"{self.plan}/{self.eviction}":
+            return mode["R"]
         return self.simulated.get(f"{self.plan}/{self.eviction}")
 
     def to_dict(self) -> dict:
-        return {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
-                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe(),
-                "simulated_with": dict(self.simulated_with)}
+        out = {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
+               "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe(),
+               "shares": self.shares, "expected_R": self.R}
+        if self.modes:
+            out["modes"] = {k: dict(v) for k, v in self.modes.items()}
+        if self.one_node_R is not None:
+            out["one_node_R"] = self.one_node_R
+        return out
 
     def describe(self) -> str:
         """One line for the console: the choice, and what it beat."""
         head = f"plan: {self.plan} with {self.eviction} eviction"
+        if self.shares in ("contiguous", "dealt"):
+            head += f", {self.shares} shares"
         if not self.simulated:
             return f"{head} ({self.note})" if self.note else head
         chosen = f"{self.plan}/{self.eviction}"
         others = ", ".join(f"{k} {r:.2f}" for k, r in self.simulated.items() if k != chosen)
-        return (f"{head}: simulated R {self.R:.2f}" + (f" (vs {others})" if others else "")
-                + (f"; {self.note}" if self.note else ""))
+        mode = self.modes.get(self.shares, {})
+        if mode.get("timed"):  # the candidates were ranked in lockstep, the ways of sharing not
+            line = (f"{head}: simulated R {self.R:.2f} with the nodes drifting apart (in "
+                    f"lockstep {mode['lockstep_R']:.2f}" + (f", vs {others})" if others else ")"))
+        else:
+            line = f"{head}: simulated R {self.R:.2f}" + (f" (vs {others})" if others else "")
+        other_modes = ", ".join(f"{m} {v['R']:.2f}" for m, v in self.modes.items()
+                                if m != self.shares)
+        if other_modes:
+            line += f"; {other_modes} shares"
+        if self.one_node_R is not None:
+            line += f"; one node {self.one_node_R:.2f}"
+        return line + (f"; {self.note}" if self.note else "")
+
+
+# How a run on several nodes is shared out: ``shared`` one plan every node pulls from (no node
+# frontiers), ``contiguous`` each node a contiguous run of the one plan (node frontiers), and
+# with L3 ``dealt``: stripes as wide as every node's host tier, streamed in step
+# (``StripePlan.deal``). One node: ``one``.
+SHARE_MODES = ("one", "shared", "contiguous", "dealt")
+# the timed simulations (``Timing``) of each way of sharing are averaged over this many seeds
+TIMED_SEEDS = 2
+
+
+def share_modes(nodes: int, l3: bool, frontiers: bool) -> list[str]:
+    """The ways of sharing a run between ``nodes`` that its mechanism can run, preferred
+    first: one plan on one node; one plan pulled by all without node frontiers; with them
+    contiguous shares, and with L3 also stripes dealt across the cluster."""
+    if nodes <= 1:
+        return ["one"]
+    if not frontiers:
+        return ["shared"]
+    return ["dealt", "contiguous"] if l3 else ["contiguous"]
+
+
+def _deal_arg(mode: str):
+    return {"one": False, "shared": False, "contiguous": "contiguous", "dealt": True}[mode]
 
 
 def candidates(plan: str, eviction: str, weighted: bool = False) -> list[tuple[str, str]]:
@@ -289,22 +413,37 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
                 tiles: Sequence[Tile] | None = None, actors_per_node: int = 1, nodes: int = 1,
                 in_flight: int = 1, l1_items: int | None = None, window: int = 8,
                 plan: str = "auto", eviction: str = "auto", weighted: bool = False,
-                l3: bool = False) -> PlanChoice:
+                l3: bool = False, frontiers: bool | None = None,
+                timing: Timing | None = None) -> PlanChoice:
     """Simulate every candidate (``candidates``) for this run and pick the fewest loads
-    (``l3``: the nodes share their host tiers and the run is dealt to them as with L3).
+    (``l3``: the nodes share their host tiers; ``frontiers``: node frontiers hand out each
+    node's share, by default when ``l3``).
 
-    Nothing is simulated when there is one candidate, or when the host tier holds every item
-    (each item is then loaded once, whatever the order)."""
+    On several nodes with frontiers each way of sharing the run (``share_modes``: with L3,
+    stripes dealt across the cluster or contiguous shares) is simulated for every candidate in
+    lockstep, and, given ``timing``, each way's best again with the nodes drifting apart as
+    they do on a cluster (``Timing``, averaged over ``TIMED_SEEDS``); the way of least R runs,
+    so a plan that only wins in lockstep is not chosen (issue 57: dealt stripes of one leaf a
+    node simulated R 5.0 in lockstep, measured 11.7; contiguous shares 5.3). One node at the
+    same host tier is simulated too (``one_node_R``: what the cluster must not exceed).
+
+    Nothing is simulated when there is one candidate and one way of sharing, or when the host
+    tier holds every item (each item is then loaded once, whatever the order)."""
     cands = candidates(plan, eviction, weighted)
-    if len(cands) == 1:
-        return PlanChoice(*cands[0], note="as configured")
+    frontiers = l3 if frontiers is None else frontiers
+    modes = share_modes(nodes, l3 and nodes > 1, frontiers)
+    if weighted or plan not in ("auto", "stripe"):  # only the stripe plan deals
+        modes = [m for m in modes if m != "dealt"] or modes
+    first = modes[-1] if nodes > 1 and frontiers else modes[0]
+    if len(cands) == 1 and len(modes) == 1:
+        return PlanChoice(*cands[0], note="as configured", shares=first)
     if host_items >= items.n_items:
         return PlanChoice(*cands[0], note="the host tier holds every item: any plan loads "
-                                          "each item once")
+                                          "each item once", shares=first)
     tiles = leaves(space, leaf) if tiles is None else list(tiles)
     l1 = device_cache_items(leaf, in_flight, l1_items)
     kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window,
-              l3=l3 and nodes > 1, deal=l3 and nodes > 1)
+              l3=l3 and nodes > 1)
     note = ""
     f = 1.0
     if len(tiles) > MAX_SIM_TILES:
@@ -312,22 +451,41 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
                                                actors_per_node * in_flight)
         simulated = len(tiles) * f * f if f is not None else math.inf
         if simulated > MAX_PROXY_TILES:
-            return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate")
+            return PlanChoice(*cands[0], note=f"{len(tiles)} tiles: too many to simulate",
+                              shares=first)
     on_blocks = f < 1.0 or (not weighted and leaf > 1 and _one_item_a_cell(space, items)
                             and len(tiles) * 2 * leaf > MAX_SIM_VISITS)
     if not on_blocks:
-        runs = {c: simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
-                            plan=c[0], eviction=c[1], **kw) for c in cands}
-        given = dict(leaf=leaf, host_items=host_items, l1_items=l1)
+        def sim(c, mode, **more):
+            return simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
+                            plan=c[0], eviction=c[1], deal=_deal_arg(mode), **{**kw, **more})
     else:
         small, host, l1_small = _proxy(space, leaf, host_items, l1, f)
-        runs = {c: simulate(small, 1, host, l1_items=l1_small, plan=c[0], eviction=c[1], **kw)
-                for c in cands}
+        if timing is not None:  # a block is a leaf of items: its loads and pairs scale
+            timing = replace(timing, t_pair=timing.t_pair * leaf * leaf,
+                             t_load=timing.t_load * leaf, t_take=timing.t_take * leaf)
+
+        def sim(c, mode, **more):
+            return simulate(small, 1, host, l1_items=l1_small, plan=c[0], eviction=c[1],
+                            deal=_deal_arg(mode), **{**kw, **more})
         note = (f"simulated on a {small.n_rows} x {small.n_cols} grid of leaf blocks "
                 f"with {host} in the host tier")
-        given = dict(leaf=1, host_items=host, l1_items=l1_small, grid=small.describe())
-    best = pick({c: r.loads for c, r in runs.items()})
-    given.update(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight,
-                 window=window)
-    return PlanChoice(*best, simulated={f"{p}/{e}": round(r.R, 4) for (p, e), r in runs.items()},
-                      note=note, simulated_with=given)
+    runs = {m: {c: sim(c, m) for c in cands if m != "dealt" or c[0] == "stripe"}
+            for m in modes}
+    best = {m: pick({c: r.loads for c, r in rm.items()}) for m, rm in runs.items()}
+    timed = {}
+    if timing is not None and nodes > 1 and l3:
+        for m in modes:
+            rs = [sim(best[m], m, timing=replace(timing, seed=k)).R for k in range(TIMED_SEEDS)]
+            timed[m] = sum(rs) / len(rs)
+    score = {m: timed.get(m, runs[m][best[m]].R) for m in modes}
+    mode = min(modes, key=lambda m: (round(score[m], 9), modes.index(m)))
+    one_R = None
+    if nodes > 1:  # one node with this host tier, running either way's best candidate
+        one_R = round(min(sim(c, "one", nodes=1, l3=False).R for c in set(best.values())), 4)
+    info = {m: {"candidate": "/".join(best[m]), "R": round(score[m], 4),
+                "lockstep_R": round(runs[m][best[m]].R, 4), "timed": m in timed}
+            for m in modes} if nodes > 1 else {}
+    return PlanChoice(*best[mode], simulated={f"{p}/{e}": round(r.R, 4)
+                                              for (p, e), r in runs[mode].items()},
+                      note=note, shares=mode, modes=info, one_node_R=one_R)

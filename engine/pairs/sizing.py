@@ -285,10 +285,15 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     leaf = int(resume_leaf) if resume_leaf is not None else _leaf(
         measured, space, weights, cfg, host_items_eff, per_node_tiles, n_actors, items.n_items,
         device_items)
-    from .simulate import choose_plan  # here: the simulator costs an import most runs skip
+    from .simulate import Timing, choose_plan  # here: an import most runs skip
     dealt = sum(1 for n in node_plan if n.actors)
-    # with L3 and node frontiers the nodes' host tiers act as one: the run is dealt to them so
-    shared_tiers = cfg.l3 and dealt > 1 and str(cfg.hierarchical).lower() != "false"
+    # node frontiers hand each node its share; with L3 the nodes' host tiers act as one, and
+    # the planner weighs dealing them stripes as wide as all of them against contiguous shares
+    frontiers = dealt > 1 and str(cfg.hierarchical).lower() != "false"
+    shared_tiers = cfg.l3 and frontiers
+    # what a tile costs a node, so the planner sees the nodes drift apart (simulate.Timing)
+    timing = Timing(t_tile=cfg.tile_overhead_s, t_pair=float(measurements.get("t_pair", 0.0)),
+                    t_load=float(measurements.get("t_parse", 0.0))) if shared_tiers else None
     plan = cfg.plan
     if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
         plan = "zorder"
@@ -303,7 +308,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                            actors_per_node=per_node, nodes=max(1, dealt),
                            in_flight=cfg.in_flight, l1_items=l1_sim, window=cfg.window,
                            plan=plan, eviction=cfg.eviction, weighted=weights is not None,
-                           l3=shared_tiers)
+                           l3=shared_tiers, frontiers=frontiers, timing=timing)
     choices = {}
     if (resume_leaf is None and not cfg.leaf_items and weights is None and not packable
             and host_items_eff < items.n_items):
@@ -329,7 +334,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     choice = choices[leaf][0] if leaf in choices else plan_choice(leaf, tiles)
     plan = choice.plan
     planner = make_plan(plan, host_items_eff, per_node_tiles)
-    shares = deal(planner, tiles, items, dealt, shared_tiers)
+    shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt")
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
     holds_every_item = host_items_eff >= items.n_items
