@@ -13,6 +13,12 @@ lost), goes on to the next hop and finally to the storage load. Hits per hop and
 counted. It also tells the shards what entered and left this node's L2 (batched per shard, fire
 and forget).
 
+A lost node takes its shard with it, not the directory: a node whose lookup or take on a peer
+fails with the peer gone (``is_peer_lost``) marks it lost (``Peers.lose``); the lost node's shard
+moves to a stand-in (``stand_in``: the next live node round the ring, the same on every node
+that knows the same losses), which every live node fills again from its own holdings as it
+learns of the loss (``rebuilt``), and every shard drops the lost node as a holder.
+
 Nothing here imports Ray: the peers are ``NodeCacheClient``-like objects whose methods return
 awaitables, and ``own(entry)`` (injected: on Ray, pull the object and put it in this node's
 store, so this node owns its copy and the peer may evict its own) makes a taken entry local.
@@ -25,6 +31,29 @@ from typing import Awaitable, Callable
 
 def shard_of(item: int, shards: int) -> int:
     return int(item) % max(1, shards)
+
+
+def stand_in(shard: int, shards: int, lost) -> int:
+    """The node hosting ``shard`` when the nodes in ``lost`` are gone: the shard's own node if
+    it lives, else the next live one round the ring (the shard itself when none lives)."""
+    for k in range(max(1, shards)):
+        node = (shard + k) % max(1, shards)
+        if node not in lost:
+            return node
+    return shard
+
+
+class PeerLost(Exception):
+    """A peer's node is gone (what ``is_peer_lost`` recognises besides Ray's actor errors)."""
+
+
+def is_peer_lost(err: BaseException) -> bool:
+    """Does ``err`` say the peer is gone for good (its actor died with its node), not that one
+    call failed? Ray's ``RayActorError`` (``ActorDiedError``) by name: this module imports no
+    Ray. A transient ``ActorUnavailableError`` is not a loss."""
+    names = {c.__name__ for c in type(err).__mro__}
+    return isinstance(err, PeerLost) or ("RayActorError" in names
+                                         and "ActorUnavailableError" not in names)
 
 
 class DirectoryShard:
@@ -56,6 +85,11 @@ class DirectoryShard:
                 nodes.remove(node)
             nodes.insert(0, node)
 
+    def forget(self, node: int) -> None:
+        """``node`` is gone: it holds nothing any more."""
+        for item in [i for i, nodes in self.holders.items() if node in nodes]:
+            self.record(node, removed=[item])
+
     def lookup(self, items) -> dict[int, list[int]]:
         """The holders of every item that has any, most recent first."""
         self.lookups += 1
@@ -76,6 +110,8 @@ class Peers:
         self.stale = 0                    # candidates that no longer held the item
         self.lookup_calls = 0
         self.take_calls = 0
+        self.lost: set = set()            # peers found gone (``lose``)
+        self.rebuilt = 0                  # entries this node sent again to a lost shard's stand-in
         self._told: set = set()
 
     # -- the shard this node hosts (called by the other nodes) -----------------------------
@@ -86,11 +122,44 @@ class Peers:
         self.shard.record(node, added, removed)
 
     # -- this node's side -------------------------------------------------------------------
+    def shard_host(self, item: int) -> int:
+        """The node hosting ``item``'s shard, the lost ones' moved to their stand-ins."""
+        return stand_in(shard_of(item, len(self.peers)), len(self.peers), self.lost)
+
     def _by_shard(self, items) -> dict[int, list]:
         out: dict[int, list] = {}
         for i in items:
-            out.setdefault(shard_of(i, len(self.peers)), []).append(int(i))
+            out.setdefault(self.shard_host(i), []).append(int(i))
         return out
+
+    def _record_at(self, s: int, added, removed) -> None:
+        if s == self.index:
+            self.shard_record(self.index, added, removed)
+            return
+        try:
+            self.peers[s].dir_record(self.index, added, removed)
+        except Exception:  # a lost node's shard: its records are gone with it
+            pass
+
+    def lose(self, node: int) -> None:
+        """``node`` is gone: its shard moves to a stand-in, which gets this node's entries of
+        it again (the shard's other entries come from the other live nodes as each learns of
+        the loss), and the shard hosted here forgets the node as a holder."""
+        node = int(node)
+        if node == self.index or node in self.lost or not 0 <= node < len(self.peers):
+            return
+        moved = [i for i in self._told if self.shard_host(i) == node]
+        self.lost.add(node)
+        self.shard.forget(node)
+        for s, part in self._by_shard(moved).items():
+            self._record_at(s, part, [])
+        self.rebuilt += len(moved)
+
+    def _gone(self, node: int, err: BaseException) -> bool:
+        if is_peer_lost(err):
+            self.lose(node)
+            return True
+        return False
 
     def tell(self, resident) -> None:
         """What entered and left this node's L2 since the last call, to each item's shard."""
@@ -101,13 +170,7 @@ class Peers:
             return
         add_by, rm_by = self._by_shard(added), self._by_shard(removed)
         for s in set(add_by) | set(rm_by):
-            if s == self.index:
-                self.shard_record(self.index, add_by.get(s, []), rm_by.get(s, []))
-            else:
-                try:
-                    self.peers[s].dir_record(self.index, add_by.get(s, []), rm_by.get(s, []))
-                except Exception:  # a lost node's shard: its records are gone with it
-                    pass
+            self._record_at(s, add_by.get(s, []), rm_by.get(s, []))
 
     async def _lookup(self, items: list) -> dict[int, list[int]]:
         calls, local = {}, {}
@@ -120,10 +183,12 @@ class Peers:
         found = dict(local)
         if calls:
             answers = await asyncio.gather(*calls.values(), return_exceptions=True)
-            for got in answers:
+            for s, got in zip(calls, answers):
                 if isinstance(got, BaseException):
-                    continue  # that shard's node is gone: its items are misses
-                found.update({int(k): v for k, v in got.items()})
+                    self._gone(s, got)  # its items are misses this time
+                    continue
+                found.update({int(k): [n for n in v if n not in self.lost]
+                              for k, v in got.items()})
         return found
 
     async def find(self, items: list) -> dict[int, tuple]:
@@ -151,6 +216,7 @@ class Peers:
             for (node, part), answer in zip(by_node.items(), answers):
                 if isinstance(answer, BaseException):
                     self.failed += len(part)
+                    self._gone(node, answer)
                     continue
                 taken = await asyncio.gather(
                     *(self._own(answer[i]) for i in part if i in answer),
@@ -175,7 +241,8 @@ class Peers:
         return {"hits_per_hop": list(self.hits), "hits": sum(self.hits), "misses": self.misses,
                 "failed": self.failed, "stale": self.stale, "lookup_calls": self.lookup_calls,
                 "take_calls": self.take_calls, "hops": self.hops,
-                "shard_items": len(self.shard.holders)}
+                "shard_items": len(self.shard.holders), "lost_peers": sorted(self.lost),
+                "rebuilt": self.rebuilt}
 
 
 def l3_summary(enabled: bool, hops: int, cache_stats: list[dict]) -> dict:
@@ -184,11 +251,12 @@ def l3_summary(enabled: bool, hops: int, cache_stats: list[dict]) -> dict:
     per_node = {s["node"]: s["l3"] for s in cache_stats if s.get("l3")}
     out = {"enabled": bool(enabled) and bool(per_node), "hops": hops,
            "hits_per_hop": [0] * hops, "hits": 0, "misses": 0, "failed": 0, "stale": 0,
-           "lookup_calls": 0, "take_calls": 0}
+           "lookup_calls": 0, "take_calls": 0, "rebuilt": 0}
     for part in per_node.values():
         for k, v in enumerate(part["hits_per_hop"][:hops]):
             out["hits_per_hop"][k] += v
-        for key in ("hits", "misses", "failed", "stale", "lookup_calls", "take_calls"):
-            out[key] += part[key]
+        for key in ("hits", "misses", "failed", "stale", "lookup_calls", "take_calls",
+                    "rebuilt"):
+            out[key] += part.get(key, 0)
     out["nodes"] = per_node
     return out

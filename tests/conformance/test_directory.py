@@ -178,3 +178,81 @@ def test_a_node_waits_for_a_peers_load_under_way_instead_of_loading_again():
         assert loads[1].loaded == []
         assert caches[1].peers.stats()["hits_per_hop"] == [6]
     asyncio.run(go())
+
+
+def test_stand_ins_and_lost_peer_errors():
+    from engine.pairs.directory import PeerLost, is_peer_lost, stand_in
+    assert [stand_in(s, 4, set()) for s in range(4)] == [0, 1, 2, 3]
+    assert [stand_in(s, 4, {1, 2}) for s in range(4)] == [0, 3, 3, 3]
+    assert stand_in(3, 4, {3}) == 0 and stand_in(0, 2, {0, 1}) == 0  # round the ring; none
+    RayActorError = type("RayActorError", (Exception,), {})  # Ray's, by name (no Ray here)
+    ActorDiedError = type("ActorDiedError", (RayActorError,), {})
+    ActorUnavailableError = type("ActorUnavailableError", (RayActorError,), {})
+    assert is_peer_lost(PeerLost()) and is_peer_lost(ActorDiedError())
+    assert not is_peer_lost(ActorUnavailableError()) and not is_peer_lost(ConnectionError())
+    shard = DirectoryShard()
+    shard.record(2, added=[1, 4])
+    shard.record(0, added=[4])
+    shard.forget(2)
+    assert shard.lookup([1, 4]) == {4: [0]}
+
+
+class Lost(Client):
+    """A peer whose node is gone once ``dead``: every call fails as Ray's would."""
+
+    dead = False
+
+    def _fail(self):
+        async def lost():
+            from engine.pairs.directory import PeerLost
+            raise PeerLost("node gone")
+        return lost()
+
+    def take(self, items):
+        return self._fail() if self.dead else super().take(items)
+
+    def dir_lookup(self, items):
+        return self._fail() if self.dead else super().dir_lookup(items)
+
+    def dir_record(self, node, added, removed):
+        if not self.dead:
+            super().dir_record(node, added, removed)
+
+
+def test_a_lost_nodes_shard_is_rebuilt_from_the_live_nodes_holdings():
+    """Node 2 hosts the shard of items 2, 5, 8, 11, ... and is lost after node 0 loaded items
+    0..11. Each live node learns of the loss from a failed lookup (one miss), moves the shard
+    to its stand-in (node 0: the next live node round the ring) and sends it what it holds
+    there; then node 1 takes all twelve items from node 0, none loaded: the shard's entries were
+    rebuilt, not dropped. Without the rebuild the four of shard 2 would be loaded again."""
+    async def go():
+        calls: list = []
+        caches, loads = [], []
+        for n in range(3):
+            load = FakeLoads()
+            caches.append(NodeCache(f"node-{n}", [f"key-{i}" for i in range(1000)],
+                                    BudgetCache(None, 100, LRUEviction()), load,
+                                    FakeScheduler(), EventBuffer(Events()), load_batch=4,
+                                    load_slots=2))
+            loads.append(load)
+        clients = [Lost(c, calls) for c in caches]
+
+        async def pulled(entry):
+            return ("ref", f"own({entry[1]})")
+        for n, cache in enumerate(caches):
+            cache.peers = Peers(n, clients, 1, own=pulled)
+        await caches[0].get(list(range(12)))
+        assert caches[2].peers.shard_lookup([2, 5, 8, 11]) == {2: [0], 5: [0], 8: [0], 11: [0]}
+        clients[2].dead = True
+        await caches[0].get([14])  # shard 2's lookup fails: node 0 learns of the loss
+        await caches[1].get([17])  # and node 1
+        assert loads[0].loaded[-1:] == [14] and loads[1].loaded == [17]
+        for c in caches[:2]:
+            assert c.peers.stats()["lost_peers"] == [2]
+            assert c.peers.shard_host(5) == 0 and c.peers.shard_host(4) == 1
+        assert caches[0].peers.stats()["rebuilt"] == 4  # 2, 5, 8, 11 sent to the stand-in
+        got = await caches[1].get(list(range(12)))
+        assert set(got) == set(range(12)) and loads[1].loaded == [17]
+        s = caches[1].peers.stats()
+        assert s["hits"] == 12 and s["misses"] == 1 and s["failed"] == 0
+    asyncio.run(go())
