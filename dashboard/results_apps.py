@@ -144,6 +144,10 @@ def view_hits(res: Path) -> None:
         sel = sel[sel["qseqid"].astype(str).str.lower().str.contains(t, regex=False)
                   | sel["sseqid"].astype(str).str.lower().str.contains(t, regex=False)]
     st.markdown(f"`hits shown: {len(sel)}`")
+    if len(sel):
+        row = sel.iloc[0]
+        st.markdown("`first row: " + " · ".join(f"{c}={row[c]}" for c in ("qseqid", "sseqid", "evalue", "bitscore")
+                                                 if c in sel.columns) + "`")
     st.dataframe(sel[cols], hide_index=True, width="stretch", key="hits_df")
     if "evalue" in hits and len(hits):
         e = hits["evalue"].clip(lower=1e-300)

@@ -198,6 +198,13 @@ def cell_lookup(dense, name: str, row_keys: list[str], col_keys: list[str]) -> N
 # --------------------------------------------------------------------------- pairs
 
 
+def first_row(df: pd.DataFrame, cols: list[str]) -> None:
+    """The table's first row as text (the grid itself is drawn on a canvas)."""
+    if len(df):
+        row = df.iloc[0]
+        st.markdown("`first row: " + " · ".join(f"{c}={row[c]}" for c in cols if c in df.columns) + "`")
+
+
 def view_pairs(run_dir) -> None:
     tables = rf.edge_tables(run_dir)
     label = st.radio("table", list(tables), horizontal=True, key="pairs_table") if len(tables) > 1 \
@@ -220,6 +227,7 @@ def view_pairs(run_dir) -> None:
     sel = sel.sort_values(score, ascending=not desc, kind="mergesort")
     facts(table=label, rows=len(df), matching=len(sel), shown=min(limit, len(sel)),
           strongest="largest score" if desc else "smallest score")
+    first_row(sel, [a, b, score, "rank"])
     st.dataframe(sel.head(limit), hide_index=True, width="stretch", key="pairs_df")
     export_buttons(f"pairs-{label}", None, sel, key="pairs")
     v = pd.to_numeric(df[score], errors="coerce").dropna()
