@@ -51,7 +51,8 @@ ALONE = "multinode"  # the marker of the engine's tests that nothing else of the
 # The modules whose every test is marked ALONE (checked at collection): one unit of work, run
 # first, while the other worker runs the unit tests, which need no lock.
 ALONE_MODULES = tuple(f"tests/integration/{name}.py" for name in (
-    "test_readme_tour", "test_cluster", "test_stealing_cluster", "test_l3", "test_sweep",
+    "test_readme_tour", "test_cluster", "test_stealing_cluster", "test_l3", "test_l3_lost_node",
+    "test_sweep",
     "test_mixed_devices")) + ("tests/differential/test_multinode.py",)
 
 
