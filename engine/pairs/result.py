@@ -24,7 +24,8 @@ class AllPairsResult:
 
     def dask(self, field: str = "value"):
         import dask.array as da
-        return da.from_zarr(os.path.join(self.outputs["dense"], field))
+        # the array inlined in each chunk's task: a task per chunk, no shared array task
+        return da.from_zarr(os.path.join(self.outputs["dense"], field), inline_array=True)
 
     @property
     def topk(self):

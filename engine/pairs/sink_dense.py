@@ -1,19 +1,54 @@
-"""``DenseMatrix``: one zarr v3 array per field, chunks equal to leaf tiles, so a tile writes whole
-chunks only (and, for symmetric spaces, the mirrored chunk too). Readable with
-``dask.array.from_zarr``.
+"""``DenseMatrix``: one zarr v3 array per field, in chunks sized for the reader, not for tiles.
+
+A chunk is a block of whole leaf tiles of about ``chunk_bytes`` (8 MiB; the whole matrix when it
+is smaller; one tile when a tile is larger), so a result has a file per chunk (its count grows
+with n² / chunk², not with the tiles) and ``dask.array.from_zarr`` a task per chunk. Many tiles
+share a chunk and are computed by different actors, so no tile writer touches a chunk: each
+writing process appends its tiles to a log of its own (``tile_log.py``, under
+``matrix.zarr.tiles.partial``) and the driver, in ``finalize``, is the one writer of every
+chunk. Chunks are stored uncompressed: a flipped byte changes one cell, and a resume repairs
+the one tile that holds it.
+
+A tile's journal entries (one per field) name its region and the CRC32 of its values (and, for
+a symmetric space's tile off the diagonal, of the mirrored region's); ``verify`` reads them back
+from wherever the tile now is: a staged record while the run is under way, the chunk once it is
+finished.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 
+from ..errors import PairflowError
 from ..run.journal import sink_entry
 from .sink_base import Sink, SinkContext, _atomic_replace_dir
 from .space import Tile
+from .tile_log import LogWriter, StagedTiles, encode_record
+
+#: a chunk holds about this many bytes: big enough that files and dask tasks are few, small
+#: enough that a reader's slice reads little it does not want
+CHUNK_BYTES = 8 << 20
+
+
+def chunk_shape(n_rows: int, n_cols: int, leaf: int, itemsize: int,
+                chunk_bytes: int = CHUNK_BYTES) -> tuple[int, int]:
+    """Sides that are multiples of ``leaf`` (whole tiles inside) with about ``chunk_bytes``
+    per chunk, at most the matrix; a side the matrix cuts short widens the other."""
+    leaf = max(1, leaf)
+    cells = max(1, chunk_bytes // max(1, itemsize))
+    side = max(leaf, math.isqrt(cells) // leaf * leaf)
+    rows, cols = min(side, max(1, n_rows)), min(side, max(1, n_cols))
+    if rows < side:
+        cols = min(max(1, n_cols), max(cols, cells // rows // leaf * leaf))
+    elif cols < side:
+        rows = min(max(1, n_rows), max(rows, cells // cols // leaf * leaf))
+    return rows, cols
 
 
 class DenseMatrix(Sink):
@@ -22,11 +57,20 @@ class DenseMatrix(Sink):
     name = "dense"
 
     def __init__(self, fields: Sequence[str] | None = None, fill: float = float("nan"),
-                 diagonal: dict | float | None = None, filename: str = "matrix.zarr"):
+                 diagonal: dict | float | None = None, filename: str = "matrix.zarr",
+                 chunk_bytes: int = CHUNK_BYTES):
         self.fields = list(fields) if fields else None
         self.fill = fill
         self.diagonal = diagonal
         self.filename = filename
+        self.chunk_bytes = chunk_bytes
+
+    def __getstate__(self):
+        # a copy shipped to a device actor opens its own log, and reads afresh
+        state = dict(self.__dict__)
+        for key in ("_log", "_staged", "_arrays", "_written"):
+            state.pop(key, None)
+        return state
 
     @property
     def path(self) -> str:
@@ -36,8 +80,19 @@ class DenseMatrix(Sink):
     def partial(self) -> str:
         return self.path + ".partial"
 
+    @property
+    def staging(self) -> str:
+        """The writers' logs while the run is under way (gone once it is finished)."""
+        return self.path + ".tiles.partial"
+
     def _fields(self) -> list[str]:
         return self.fields or list(self.ctx.fields)
+
+    def _dtype(self, name: str) -> np.dtype:
+        return np.dtype(self.ctx.fields.get(name, "float64"))
+
+    def _fill(self, dtype: np.dtype):
+        return self.fill if dtype.kind == "f" else 0
 
     def preload(self) -> None:
         from ..run.runtime import import_in_background
@@ -46,98 +101,124 @@ class DenseMatrix(Sink):
     def open(self, ctx: SinkContext, resume: bool = False) -> None:
         import zarr
         self.ctx = ctx
-        self._arrays = None
+        self._close_log()  # this instance may have written an earlier run (shipped results)
+        self._reset()
         if resume and not os.path.exists(self.partial) and os.path.exists(self.path):
             os.replace(self.path, self.partial)  # a finished run reopened: verify, then repair
         if resume and os.path.exists(self.partial):
             return
-        if os.path.exists(self.partial):
-            shutil.rmtree(self.partial)
+        for stale in (self.partial, self.staging):
+            if os.path.exists(stale):
+                shutil.rmtree(stale)
         group = zarr.open_group(self.partial, mode="w", zarr_format=3)
         shape = (ctx.space.n_rows, ctx.space.n_cols)
-        chunks = (max(1, min(ctx.leaf, shape[0] or 1)), max(1, min(ctx.leaf, shape[1] or 1)))
         for name in self._fields():
-            dtype = np.dtype(ctx.fields.get(name, "float64"))
-            fill = self.fill if dtype.kind == "f" else 0
-            group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill)
+            dtype = self._dtype(name)
+            chunks = chunk_shape(*shape, ctx.leaf, dtype.itemsize, self.chunk_bytes)
+            group.create_array(name, shape=shape, chunks=chunks, dtype=dtype,
+                               fill_value=self._fill(dtype), compressors=None)
         group.attrs.update({"row_keys": list(ctx.row_keys), "col_keys": list(ctx.col_keys),
                             "space": ctx.space.describe(), "leaf": ctx.leaf})
+
+    def _reset(self) -> None:
+        """Forget what this process read or opened (after a write, or when reopened)."""
+        staged = getattr(self, "_staged", None)
+        if staged is not None:
+            staged.close()
+        self._staged = None
         self._arrays = None
-        self._fill_tileless_diagonal(group)
 
-    def _fill_tileless_diagonal(self, group) -> None:
-        """A diagonal block holding no pair (a 1x1 block of a Triangle) has no tile to write its
-        diagonal value: write it now, before any tile runs (so no write can race with it)."""
-        space = self.ctx.space
-        if not space.symmetric or self.diagonal is None:
-            return
-        leaf = self.ctx.leaf
-        for b0 in range(0, space.n_rows, leaf):
-            b1 = min(b0 + leaf, space.n_rows)
-            if space.count(b0, b1, b0, b1) > 0:
-                continue
-            for name in self._fields():
-                diag = self._diag_value(name)
-                if diag is None:
-                    continue
-                arr = group[name]
-                block = np.full((b1 - b0, b1 - b0), self.fill if arr.dtype.kind == "f" else 0,
-                                dtype=arr.dtype)
-                np.fill_diagonal(block, diag)
-                arr[b0:b1, b0:b1] = block
-
-    def attach(self):
-        self._open_arrays()
-
-    def _open_arrays(self):
-        import zarr
-        if getattr(self, "_arrays", None) is None:
-            group = zarr.open_group(self.partial, mode="r+")
-            self._arrays = {name: group[name] for name in self._fields()}
-        return self._arrays
+    def _close_log(self) -> None:
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
+        self._log = None
+        self._written = {}  # (field, region) -> CRC32 of what this writer's log holds
 
     def _diag_value(self, name: str):
         if isinstance(self.diagonal, dict):
             return self.diagonal.get(name)
         return self.diagonal
 
-    def _regions(self, tile: Tile, values: np.ndarray, mask: np.ndarray, name: str):
-        """The chunk-aligned regions a tile owns, with the data to put there."""
-        arr = np.where(mask, values, self.fill if values.dtype.kind == "f" else 0).astype(values.dtype)
+    # -- writing a tile (device actors; the driver when results are shipped) -----------------
+
+    def _region(self, tile: Tile, values: np.ndarray, mask: np.ndarray, name: str):
+        """What a tile puts in the matrix: its region's values and whether the transpose also
+        goes to the mirrored region."""
+        dtype = self._dtype(name)
+        arr = np.where(mask, values, self._fill(values.dtype)).astype(dtype, copy=False)
         if not self.ctx.space.symmetric:
-            return [((tile.r0, tile.r1, tile.c0, tile.c1), arr)]
-        if tile.r0 == tile.c0:  # diagonal tile: both halves of the chunk come from this tile
-            full = np.where(mask, arr, arr.T) if arr.shape[0] == arr.shape[1] else arr
+            return arr, False
+        if tile.r0 == tile.c0:  # diagonal tile: both halves of the block come from this tile
+            full = np.where(mask, arr, arr.T) if arr.shape[0] == arr.shape[1] else arr.copy()
             diag = self._diag_value(name)
             if diag is not None:
                 np.fill_diagonal(full, diag)
-            return [((tile.r0, tile.r1, tile.c0, tile.c1), full)]
-        return [((tile.r0, tile.r1, tile.c0, tile.c1), arr),
-                ((tile.c0, tile.c1, tile.r0, tile.r1), np.ascontiguousarray(arr.T))]
+            return full, False
+        return arr, True
 
     def encode_tile(self, tile, fields, mask):
-        return {name: self._regions(tile, np.asarray(fields[name]), mask, name)
-                for name in self._fields()}
+        """The tile's records (one blob, appended in one write) and its journal entries."""
+        region = (tile.r0, tile.r1, tile.c0, tile.c1)
+        blobs, entries, keys = [], [], []
+        for name in self._fields():
+            data, mirror = self._region(tile, np.asarray(fields[name]), mask, name)
+            blob, crc = encode_record(name, region, mirror, data)
+            length = data.nbytes
+            if mirror:  # the journal's CRC covers both regions, as a reader reads them
+                crc = zlib.crc32(np.ascontiguousarray(data.T).tobytes(), crc)
+                length *= 2
+            blobs.append(blob)
+            keys.append((name, region, crc))
+            entries.append(sink_entry(self.name, f"{self.filename}/{name}", length, crc,
+                                      region=list(region)))
+        return {"blob": b"".join(blobs), "keys": keys, "entries": entries}
 
     def store_tile(self, tile, payload):
-        arrays = self._open_arrays()
-        entries = []
-        for name in self._fields():
-            crc, length = 0, 0
-            for (r0, r1, c0, c1), data in payload[name]:
-                target = arrays[name]
-                data = data.astype(target.dtype, copy=False)
-                target[r0:r1, c0:c1] = data
-                crc = zlib.crc32(np.ascontiguousarray(data).tobytes(), crc)
-                length += data.nbytes
-            entries.append(sink_entry(self.name, f"{self.filename}/{name}", length, crc,
-                                      region=[tile.r0, tile.r1, tile.c0, tile.c1]))
-        return entries
+        written = self.__dict__.setdefault("_written", {})
+        keys = payload["keys"]
+        # the same tile again from this writer (a retry): its record is in this log already
+        if not all(written.get(k[:2]) == k[2] for k in keys):
+            log = getattr(self, "_log", None)
+            if log is None or os.path.dirname(log.path) != self.staging:
+                log = self._log = LogWriter(self.staging)
+            log.append(payload["blob"])
+            for name, region, crc in keys:
+                written[(name, region)] = crc
+            self._staged = None  # a verify in this process reads the logs again
+        return [dict(e) for e in payload["entries"]]
+
+    # -- reading back (the driver: resume and finalize) ----------------------------------------
+
+    def _open_arrays(self):
+        import zarr
+        if getattr(self, "_arrays", None) is None:
+            group = zarr.open_group(self.partial, mode="r+")
+            self._arrays = {name: group[name] for name in self._fields()}
+            self._staged = None
+        return self._arrays
+
+    def _staged_tiles(self) -> StagedTiles:
+        if getattr(self, "_staged", None) is None:
+            self._staged = StagedTiles(self.staging)
+        return self._staged
 
     def verify(self, entry):
+        """Does the tile's region read back with the journaled CRC, from one of its staged
+        records or else from the array?"""
         arrays = self._open_arrays()
         name = entry["location"].split("/", 1)[1]
         r0, r1, c0, c1 = entry["region"]
+        staged = self._staged_tiles()
+        for rec in staged.get(name, (r0, r1, c0, c1)):
+            data = staged.values(rec)
+            if data is None:
+                continue
+            crc = zlib.crc32(data.tobytes())
+            if rec.mirror:
+                crc = zlib.crc32(np.ascontiguousarray(data.T).tobytes(), crc)
+            if crc == entry["crc32"]:
+                return True
         regions = [(r0, r1, c0, c1)]
         if self.ctx.space.symmetric and r0 != c0:
             regions.append((c0, c1, r0, r1))
@@ -150,6 +231,92 @@ class DenseMatrix(Sink):
         return (crc & 0xFFFFFFFF) == entry["crc32"]
 
     def finalize(self):
-        self._arrays = None
+        """Move every staged tile into its chunk (each chunk written once, by this process),
+        drop the logs, and rename the array to its final name."""
+        self._close_log()
+        self._reset()  # the actors wrote since a resume's verify read the logs
+        arrays = self._open_arrays()
+        staged = self._staged_tiles()
+        try:
+            for name in self._fields():
+                self._write_chunks(name, arrays[name], staged)
+        finally:
+            self._reset()
+        if os.path.exists(self.staging):
+            shutil.rmtree(self.staging)
         _atomic_replace_dir(self.partial, self.path)
         return self.path
+
+    def _write_chunks(self, name: str, arr, staged: StagedTiles) -> None:
+        rows, cols = arr.chunks
+        n_rows, n_cols = arr.shape
+        work: dict[tuple, list] = {}
+
+        def add(region, recs, transposed):
+            a0, a1, b0, b1 = region
+            for i in range(a0 // rows, (a1 - 1) // rows + 1):
+                for j in range(b0 // cols, (b1 - 1) // cols + 1):
+                    work.setdefault((i, j), []).append((region, recs, transposed))
+
+        for (field, region), recs in staged.records.items():
+            if field != name or region[0] >= region[1] or region[2] >= region[3]:
+                continue
+            add(region, recs, False)
+            if any(r.mirror for r in recs):
+                add((region[2], region[3], region[0], region[1]), recs, True)
+        diag = self._diag_value(name)
+        blocks = self._tileless_diagonal() if diag is not None else []
+        for b0, b1 in blocks:
+            add((b0, b1, b0, b1), [], False)
+
+        def write(chunk):
+            i, j = chunk
+            a0, a1 = i * rows, min((i + 1) * rows, n_rows)
+            b0, b1 = j * cols, min((j + 1) * cols, n_cols)
+            try:  # what an earlier finalize put here (a finished run resumed)
+                buf = np.array(arr[a0:a1, b0:b1])
+            except Exception:  # no longer decodes: every tile in it was recomputed
+                buf = np.full((a1 - a0, b1 - b0), arr.fill_value, dtype=arr.dtype)
+            for (r0, r1, c0, c1), recs, transposed in work[chunk]:
+                if not recs:  # a diagonal block no tile holds
+                    block = buf[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
+                    np.fill_diagonal(block, diag)
+                    continue
+                data = _first_intact(staged, recs, name)
+                if transposed:
+                    data = data.T
+                # the part of the region inside this chunk
+                lo_r, hi_r, lo_c, hi_c = max(r0, a0), min(r1, a1), max(c0, b0), min(c1, b1)
+                buf[lo_r - a0:hi_r - a0, lo_c - b0:hi_c - b0] = \
+                    data[lo_r - r0:hi_r - r0, lo_c - c0:hi_c - c0]
+            arr[a0:a1, b0:b1] = buf
+
+        chunks = sorted(work)
+        if len(chunks) > 1:
+            with ThreadPoolExecutor(min(4, len(chunks))) as pool:
+                list(pool.map(write, chunks))
+        else:
+            for chunk in chunks:
+                write(chunk)
+
+    def _tileless_diagonal(self) -> list[tuple[int, int]]:
+        """Diagonal leaf blocks holding no pair (a 1x1 block of a Triangle): no tile writes
+        their diagonal value, so finalize does."""
+        space, leaf = self.ctx.space, self.ctx.leaf
+        if not space.symmetric:
+            return []
+        return [(b0, min(b0 + leaf, space.n_rows)) for b0 in range(0, space.n_rows, leaf)
+                if space.count(b0, min(b0 + leaf, space.n_rows), b0,
+                               min(b0 + leaf, space.n_rows)) == 0]
+
+
+def _first_intact(staged: StagedTiles, recs, name: str) -> np.ndarray:
+    for rec in recs:
+        data = staged.values(rec)
+        if data is not None:
+            return data
+    rec = recs[0]
+    raise PairflowError(
+        f"dense sink: the staged tile {list(rec.region)} of field {name!r} no longer matches "
+        f"its CRC in {rec.path} (offset {rec.offset}): the disk changed it after it was "
+        "written; resume the run (resume=True) to recompute that tile")

@@ -2,9 +2,10 @@
 in the driver, tiles written by the device actors, journal entries returned) is in
 ``sink_base.py``; this module names the sinks and makes them from config entries.
 
-* ``DenseMatrix`` (``sink_dense.py``): one zarr v3 array per field, chunks equal to leaf
-  tiles, so a tile writes whole chunks only (and, for symmetric spaces, the mirrored chunk
-  too). Readable with ``dask.array.from_zarr``.
+* ``DenseMatrix`` (``sink_dense.py``): one zarr v3 array per field, in chunks of whole tiles
+  sized for the reader (about 8 MiB); tiles are staged in a log per writer (``tile_log.py``)
+  and moved into their chunks by the driver at the end. Readable with
+  ``dask.array.from_zarr``.
 * ``TopK(k)`` (``sink_parts.py``): the k best columns per row (and per column for symmetric
   spaces); ties go to the lower column index. Each tile writes its candidates as a part;
   ``finalize`` merges them into Parquet.

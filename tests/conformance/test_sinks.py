@@ -19,6 +19,7 @@ import pytest
 
 from engine.pairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
 from engine.pairs.space import PairList, Rectangle, Triangle, leaves
+from tests.dense_layout import region_spans, tile_records
 
 #: a value the sinks must never see: it stands in every cell of a tile that is not a pair
 OUTSIDE = 1e9
@@ -105,21 +106,23 @@ class Written:
         return self.sink
 
     def interior_tiles(self):
-        """Tiles that fill whole chunks. A tile at the matrix's edge owns a chunk that zarr pads
-        past the edge; those padding bytes hold no result, so flipping one changes nothing a
-        reader sees and verification rightly still passes."""
+        """Tiles of the full leaf size (a tile at the matrix's edge may be cut short)."""
         return [t for t in self.tiles if t.r1 - t.r0 == self.leaf and t.c1 - t.c0 == self.leaf]
 
-    def files_of(self, tile, finished=False):
-        """The files holding what ``tile`` wrote: its part, or its chunk(s) of the zarr array."""
+    def spans_of(self, tile, finished=False):
+        """Where what ``tile`` wrote lies: (file, first byte, end) — its part; for the dense
+        sink its records in the writers' logs while the run is under way, its cells (and their
+        mirror) in the array's chunks once it is finished (tests/dense_layout.py reads the
+        format)."""
         if self.sink_name != "dense":
-            return [os.path.join(self.out_dir, e["location"]) for e in self.entries[tile.id]]
-        root = self.sink.path if finished else self.sink.partial
-        blocks = [(tile.r0, tile.c0)]
-        if self.space.symmetric and tile.r0 != tile.c0:
-            blocks.append((tile.c0, tile.r0))
-        return [os.path.join(root, "value", "c", str(r // self.leaf), str(c // self.leaf))
-                for r, c in blocks]
+            paths = [os.path.join(self.out_dir, e["location"]) for e in self.entries[tile.id]]
+            return [(p, 0, os.path.getsize(p)) for p in paths]
+        region = (tile.r0, tile.r1, tile.c0, tile.c1)
+        if finished:
+            mirror = self.space.symmetric and tile.r0 != tile.c0
+            return region_spans(os.path.join(self.sink.path, "value"), region, mirror)
+        return [(r["path"], r["start"], r["end"])
+                for r in tile_records(self.sink.staging, region, "value")]
 
 
 def _contents(directory):
@@ -220,13 +223,15 @@ def test_a_flipped_byte_fails_verification_of_that_tile_only(tmp_path, sink_name
     space, leaf, _, values = space_case
     w = Written(sink_name, space, leaf, values, tmp_path)
     victim = w.interior_tiles()[0]
-    for path in w.files_of(victim):
+    spans = w.spans_of(victim)
+    assert spans
+    for path, start, end in spans:
         pristine = open(path, "rb").read()
-        for position in range(len(pristine)):  # any byte of what the tile wrote
+        for position in range(start, end):  # any byte of what the tile wrote
             _flip_a_byte(path, position)
             assert not all(w.reread().verify(e) for e in w.entries[victim.id]), (path, position)
             open(path, "wb").write(pristine)
-        _flip_a_byte(path)
+        _flip_a_byte(path, (start + end) // 2)
         failing = {t for t, es in w.entries.items() if not all(w.reread().verify(e) for e in es)}
         assert failing == {victim.id}, (path, failing)
         open(path, "wb").write(pristine)
@@ -241,8 +246,10 @@ def test_resume_keeps_what_verifies_and_repairs_a_corrupt_tile(tmp_path, sink_na
     if finished:
         w.sink.finalize()
     victim = w.interior_tiles()[-1]
-    for path in w.files_of(victim, finished=finished):
-        _flip_a_byte(path)
+    spans = w.spans_of(victim, finished=finished)
+    assert spans
+    path, start, end = spans[len(spans) // 2]
+    _flip_a_byte(path, (start + end) // 2)
     resumed = w.open(resume=True)  # a new process, as after a restart
     failing = [t for t, es in w.entries.items() if not all(resumed.verify(e) for e in es)]
     assert failing == [victim.id]

@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.dense_layout import cell_span
 from tests.oracles import KLEBSIELLA, canonical_kmers, jaccard_matrix, read_sequences
 
 pytestmark = pytest.mark.ray
@@ -134,12 +135,12 @@ def test_inprocess_resume_recomputes_what_the_journal_lacks_and_repairs_corrupti
     # a run killed after half its tiles: the journal holds only those
     with open(os.path.join(res.run_dir, "journal.jsonl"), "w") as fh:
         fh.writelines(lines[:total // 2])
-    # and one of the kept tiles' chunk was damaged on disk
-    r0, _, c0, _ = json.loads(lines[0])["region"]
-    path = os.path.join(res.run_dir, "result", "matrix.zarr", "value", "c", str(r0 // 4),
-                        str(c0 // 4))
+    # and a cell of one of the kept tiles was damaged on disk, in the chunk that holds it
+    r0, _, _, c1 = json.loads(lines[0])["region"]
+    path, start, _ = cell_span(os.path.join(res.run_dir, "result", "matrix.zarr", "value"),
+                               r0, c1 - 1)
     raw = bytearray(open(path, "rb").read())
-    raw[len(raw) // 2] ^= 0xFF
+    raw[start] ^= 0xFF
     open(path, "wb").write(bytes(raw))
     again = allpairs(app=SyntheticApp(n), run_dir=res.run_dir, resume=True, **opts)
     rep = again.summary["resumed"]

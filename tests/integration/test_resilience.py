@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.dense_layout import cell_span
 from tests.oracles import KLEBSIELLA
 
 pytestmark = pytest.mark.ray
@@ -110,14 +111,21 @@ def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, clean_klebsi
 
 
 def test_flipped_bytes_in_a_chunk_are_detected_and_repaired(ray_local, tmp_path):
+    """A chunk holds many tiles (here the whole 162 x 162 matrix, 45 tiles of 20): the flipped
+    bytes of one cell are one tile's (chunks are uncompressed), so a resume repairs that tile
+    alone and reuses every other."""
     res = run(klebsiella_app(), runs=str(tmp_path), leaf_items=20, wait=True)
     good = sims(res.run_dir)
-    chunk = os.path.join(res.run_dir, "result", "matrix.zarr", "similarity", "c", "0", "3")
-    assert os.path.exists(chunk)
-    raw = bytearray(open(chunk, "rb").read())
-    for i in range(len(raw) // 3, len(raw) // 3 + 8):
+    array = os.path.join(res.run_dir, "result", "matrix.zarr", "similarity")
+    assert [os.listdir(os.path.join(array, "c")), os.listdir(os.path.join(array, "c", "0"))] == \
+        [["0"], ["0"]] and res.summary["tiles_total"] > 1
+    victim = [t for t in json.load(open(os.path.join(res.run_dir, "tiles.json")))
+              if t["r0"] != t["c0"]][3]
+    path, start, end = cell_span(array, victim["r0"], victim["c1"] - 1)  # a pair of the tile
+    raw = bytearray(open(path, "rb").read())
+    for i in range(start, end):
         raw[i] ^= 0xFF
-    open(chunk, "wb").write(bytes(raw))
+    open(path, "wb").write(bytes(raw))
     again = run(klebsiella_app(), run_dir=res.run_dir, resume=True, wait=True)
     rep = again.summary["resumed"]
     assert rep["repaired"] == 1 and rep["recomputed"] == 0, rep

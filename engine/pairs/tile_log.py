@@ -1,0 +1,170 @@
+"""Staged tiles: the append-only logs a dense sink's writers put tiles in until the driver moves
+them into the result's chunks (``sink_dense.py``).
+
+A chunk sized for the reader (megabytes) holds many tiles, computed by different actors in
+different processes, maybe on different nodes. No two writers may ever touch one chunk, so no
+tile writer writes chunks: each writing process appends its tiles to a log of its own (a file
+no other process opens for writing), and the driver, the one writer of every chunk, moves them
+into their chunks when the run ends. A result's file count grows with its chunks, a run's
+staging with its writers, and neither with its tiles.
+
+A record is one field of one tile:
+
+    MAGIC (8 bytes) | header length (u32 LE) | CRC32 of the header (u32 LE) | header | payload
+
+header: JSON ``{"field", "region": [r0, r1, c0, c1], "mirror", "dtype", "crc32"}``; payload: the
+region's values in C order, ``dtype`` a plain number type (nothing here ever unpickles);
+``mirror``: the transpose also belongs at [c0, c1) x [r0, r1) (a symmetric space's tile off the
+diagonal); ``crc32``: the payload's. A reader finds records by their magic, so a damaged record
+costs only itself: the record after it is found again.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import threading
+import uuid
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = b"PFTILE\x00\x01"
+_LENGTHS = struct.Struct("<II")
+_PREFIX = len(MAGIC) + _LENGTHS.size
+LOG_SUFFIX = ".log"
+
+
+def plain_dtype(text: str) -> np.dtype:
+    """A dtype a record may hold: booleans and numbers only (never Python objects, never
+    structured types); ValueError otherwise."""
+    dtype = np.dtype(text)
+    if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"not a plain number type: {text!r}")
+    return dtype
+
+
+def encode_record(field: str, region, mirror: bool, data: np.ndarray) -> tuple[bytes, int]:
+    """One record's bytes, and the CRC32 of its payload."""
+    payload = np.ascontiguousarray(data).tobytes()
+    crc = zlib.crc32(payload)
+    header = json.dumps({"field": field, "region": [int(x) for x in region],
+                         "mirror": bool(mirror), "dtype": data.dtype.str, "crc32": crc},
+                        separators=(",", ":")).encode()
+    return MAGIC + _LENGTHS.pack(len(header), zlib.crc32(header)) + header + payload, crc
+
+
+class LogWriter:
+    """A process's own log in ``directory``: appended by one writer (locked: a device actor
+    writes tiles from several threads), each append one ``os.write`` that reaches the OS before
+    the call returns, so what the journal then records is in the file even if the process
+    dies. Not picklable state: a copy shipped elsewhere opens its own log."""
+
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}{LOG_SUFFIX}"
+        self.path = os.path.join(directory, name)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self.lock = threading.Lock()
+
+    def append(self, blob: bytes) -> None:
+        with self.lock:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+
+
+@dataclass(frozen=True)
+class Record:
+    path: str
+    offset: int       # where its magic starts
+    field: str
+    region: tuple     # (r0, r1, c0, c1)
+    mirror: bool
+    dtype: np.dtype
+    crc32: int        # of the payload
+    start: int        # where the payload starts
+    nbytes: int
+
+
+class StagedTiles:
+    """Every record of the logs in ``directory`` whose header reads back (payloads are checked
+    when read: ``values``), by (field, region); the logs stay mapped until ``close``."""
+
+    def __init__(self, directory: str):
+        self.maps: dict[str, mmap.mmap] = {}
+        self.records: dict[tuple, list[Record]] = {}
+        if not os.path.isdir(directory):
+            return
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(LOG_SUFFIX):
+                continue
+            path = os.path.join(directory, name)
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size == 0:
+                    continue
+                self.maps[path] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            for rec in _scan(path, self.maps[path]):
+                self.records.setdefault((rec.field, rec.region), []).append(rec)
+
+    def get(self, field: str, region) -> list[Record]:
+        return self.records.get((field, tuple(region)), [])
+
+    def values(self, rec: Record) -> np.ndarray | None:
+        """The record's region values, or None when its payload no longer matches its CRC."""
+        raw = self.maps[rec.path][rec.start:rec.start + rec.nbytes]
+        if zlib.crc32(raw) != rec.crc32:
+            return None
+        r0, r1, c0, c1 = rec.region
+        return np.frombuffer(raw, dtype=rec.dtype).reshape(r1 - r0, c1 - c0)
+
+    def close(self) -> None:
+        for m in self.maps.values():
+            m.close()
+        self.maps = {}
+
+
+def _scan(path: str, m: mmap.mmap):
+    size, pos = len(m), 0
+    while True:
+        pos = m.find(MAGIC, pos)
+        if pos < 0:
+            return
+        rec = _record_at(path, m, pos, size)
+        if rec is None:  # damaged: look for the next record's magic
+            pos += 1
+            continue
+        yield rec
+        pos = rec.start + rec.nbytes
+
+
+def _record_at(path: str, m: mmap.mmap, pos: int, size: int) -> Record | None:
+    if pos + _PREFIX > size:
+        return None
+    hlen, hcrc = _LENGTHS.unpack(m[pos + len(MAGIC):pos + _PREFIX])
+    start = pos + _PREFIX + hlen
+    if start > size:
+        return None
+    header = m[pos + _PREFIX:start]
+    if zlib.crc32(header) != hcrc:
+        return None
+    try:
+        h = json.loads(header)
+        dtype = plain_dtype(h["dtype"])
+        r0, r1, c0, c1 = (int(x) for x in h["region"])
+        nbytes = (r1 - r0) * (c1 - c0) * dtype.itemsize
+        rec = Record(path, pos, str(h["field"]), (r0, r1, c0, c1), bool(h["mirror"]), dtype,
+                     int(h["crc32"]), start, nbytes)
+    except (ValueError, KeyError, TypeError):
+        return None
+    if r1 < r0 or c1 < c0 or start + nbytes > size:
+        return None
+    return rec
