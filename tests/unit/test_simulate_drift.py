@@ -1,0 +1,88 @@
+"""The simulator with nodes that run apart (``simulate.Timing``) and the planner that weighs the
+ways of sharing a multi-node run (issue 57), on cases worked by hand.
+
+Why: in lockstep (one tile each in turn) nodes streaming the same columns always find the column
+at the node that loaded it; on a cluster a node that pays for takes falls behind, finds the column
+evicted there and loads it again. A run dealt in stripes of one leaf a node measured R 11.7
+where the lockstep simulation said 5.0, worse than one node (7.0)."""
+from engine.pairs.config import AllPairsConfig
+from engine.pairs.items import ItemMap
+from engine.pairs.simulate import Timing, choose_plan, share_modes, simulate
+from engine.pairs.sizing import plan_run
+from engine.pairs.space import Rectangle, Triangle
+
+EVEN = dict(t_tile=1.0, t_pair=0.0, t_load=0.0, t_ask=0.0, t_take=0.0, jitter=0.0)
+
+
+def test_tiles_of_equal_cost_run_as_in_lockstep():
+    # every tile costs one unit: the actors' clocks tie and the lowest actor goes first, which
+    # is the lockstep's turn order, so every count is the same
+    for kw in (dict(nodes=1), dict(nodes=3, l3=True, deal=True),
+               dict(nodes=2, l3=True, deal="contiguous", actors_per_node=2, in_flight=2)):
+        a = simulate(Triangle(40), 2, 8, **kw)
+        b = simulate(Triangle(40), 2, 8, timing=Timing(**EVEN), **kw)
+        assert (a.loads, a.l1_hits, a.l2_hits, a.l3_hits) == \
+            (b.loads, b.l1_hits, b.l2_hits, b.l3_hits), kw
+
+
+def test_a_node_slowed_by_its_takes_finds_the_stream_evicted_by_hand():
+    # Two row items (0, 1) against six column items (column c is item 2 + c), leaves of one,
+    # a host tier of 3, dealt: node m keeps row m and both stream the columns 0, 1, 5, 4, 3, 2
+    # (the stripe's own columns, then the rest in snake order). In lockstep node 1 takes every
+    # column from node 0: 2 + 6 = 8 loads, 6 takes.
+    kw = dict(nodes=2, l3=True, deal=True, in_flight=1)
+    lockstep = simulate(Rectangle(2, 6), 1, 3, **kw)
+    assert (lockstep.loads, lockstep.l3_hits) == (8, [6])
+    # A take costs 10 tile-times: node 0 streams all six columns (time 6) before node 1's first
+    # tile ends (time 11, it took column 0). Node 0's tier then holds the last three columns it
+    # loaded (items 6, 5, 4; its row went first, as nothing needs it any more): node 1 takes
+    # those and loads the two between (items 3, 7) from storage: 7 + 3 = 10 loads, 4 takes.
+    slow = simulate(Rectangle(2, 6), 1, 3, timing=Timing(**{**EVEN, "t_take": 10.0}), **kw)
+    assert (slow.loads, slow.l3_hits) == (10, [4])
+
+
+def test_share_modes():
+    assert share_modes(1, True, True) == ["one"]
+    assert share_modes(3, False, False) == ["shared"]
+    assert share_modes(3, False, True) == ["contiguous"]
+    assert share_modes(3, True, True) == ["dealt", "contiguous"]
+
+
+NODE = dict(node_id="n", address="127.0.0.1", cpus=1, gpus=0, object_store=80 * 2**20,
+            head=True)
+
+
+def cluster(k):
+    return [dict(NODE, node_id="head", cpus=0)] + \
+        [dict(NODE, node_id=f"w{i}", head=False) for i in range(k)]
+
+
+def test_the_planner_runs_the_way_of_sharing_it_simulated_to_load_least():
+    """Issue 57's shape (241 records in packs of 6, a host tier of 4 packs, 3 nodes): each
+    node's stripe is one pack, and the nodes' drift makes the dealt run load more than
+    contiguous shares; issue 15's (96 items, leaves of 2, 8 leaves a node, 4 nodes) has room
+    to drift and is dealt. Either way the run's shares follow the choice, and the choice is
+    the way of least simulated R, not above one node's."""
+    measured = {"t_pair": 1.1e-4, "t_parse": 5.6e-5, "item_bytes": 2.3e5}
+    cases = [(241, 6, 24, 3, True, "contiguous"), (96, 2, 16, 4, False, "dealt")]
+    for n, leaf, host, k, packable, want in cases:
+        cfg = AllPairsConfig(l3=True, leaf_items=leaf, host_cache_items=host)
+        plan = plan_run(measured, Triangle(n), None, cluster(k), cfg, items=ItemMap.shared(n),
+                        packable=packable)
+        c = plan.choice
+        assert c["shares"] == want, c["line"]
+        assert (plan.shares is not None) == (want == "dealt")
+        modes = c["modes"]
+        assert set(modes) == {"dealt", "contiguous"} and all(m["timed"] for m in modes.values())
+        assert c["expected_R"] == modes[want]["R"] == min(m["R"] for m in modes.values())
+        assert c["expected_R"] <= c["one_node_R"], c["line"]
+        assert f"{want} shares" in c["line"]
+
+
+def test_without_timing_or_l3_the_choice_is_as_before():
+    items = ItemMap.shared(60)
+    lockstep = choose_plan(Triangle(60), 2, 8, items=items, nodes=3, l3=True)
+    assert lockstep.shares == "dealt" and not any(m["timed"] for m in lockstep.modes.values())
+    off = choose_plan(Triangle(60), 2, 8, items=items, nodes=3, frontiers=True)
+    assert off.shares == "contiguous" and set(off.modes) == {"contiguous"}
+    assert choose_plan(Triangle(60), 2, 8, items=items).shares == "one"
