@@ -81,6 +81,9 @@ class Timing:
             takes * self.t_take
 
 
+CURVE_STEPS = 20  # SimResult.curve: R after each twentieth of the tiles (stealing.Course)
+
+
 @dataclass
 class SimResult:
     loads: int
@@ -90,6 +93,7 @@ class SimResult:
     tiles: int
     pairs: int
     l3_hits: list = field(default_factory=list)  # per hop: items taken from a peer's L2
+    curve: list = field(default_factory=list)  # R after each of CURVE_STEPS equal steps of tiles
 
     @property
     def R(self) -> float:
@@ -146,6 +150,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     l1 = [tier(l1_cap, policies[a // actors_per_node]) for a in range(n_actors)]
     running = [deque() for _ in range(n_actors)]
     count = {"loads": 0, "l1": 0, "l2": 0, "pairs": 0, "done": 0}
+    curve: list = []
 
     def step(a: int):
         """Actor ``a`` takes its next tile: its (pairs, loads, asks, takes), or None: done."""
@@ -167,6 +172,9 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
         running[a].append(t)
         count["pairs"] += policy.tiles[t].pairs
         count["done"] += 1
+        while len(curve) < CURVE_STEPS and \
+                count["done"] * CURVE_STEPS >= (len(curve) + 1) * len(tiles):
+            curve.append(round(count["loads"] / max(1, items.n_items), 4))
         takes = sum(l3_hits) - taken
         misses = len(policy.tile_items[t]) - got[1] - got[2]
         return policy.tiles[t].pairs, got[0], int(shards is not None and misses > 0), takes
@@ -186,7 +194,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
             if cost is not None:
                 heapq.heappush(clock, (now + timing.tile_s(*cost) * speed(a), a))
     return SimResult(count["loads"], items.n_items, count["l1"], count["l2"], count["done"],
-                     count["pairs"], l3_hits if shards is not None else [])
+                     count["pairs"], l3_hits if shards is not None else [], curve)
 
 
 def _from_peer(it: int, l3) -> bool:
@@ -280,6 +288,8 @@ class PlanChoice:
     shares: str = "one"   # one | shared | contiguous | dealt (SHARE_MODES)
     modes: dict = field(default_factory=dict)  # mode -> {"candidate", "R", "lockstep_R"}
     one_node_R: float | None = None  # one node with the same host tier (what not to exceed)
+    # what the simulation was given (leaf, host tier, L1, actors, ...): a check can replay it
+    simulated_with: dict = field(default_factory=dict)
 
     @property
     def R(self) -> float | None:
@@ -293,7 +303,8 @@ class PlanChoice:
     def to_dict(self) -> dict:
         out = {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe(),
-               "shares": self.shares, "expected_R": self.R}
+               "shares": self.shares, "expected_R": self.R,
+               "simulated_with": dict(self.simulated_with)}
         if self.modes:
             out["modes"] = {k: dict(v) for k, v in self.modes.items()}
         if self.one_node_R is not None:
@@ -459,6 +470,7 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
         def sim(c, mode, **more):
             return simulate(space, leaf, host_items, items=items, tiles=tiles, l1_items=l1,
                             plan=c[0], eviction=c[1], deal=_deal_arg(mode), **{**kw, **more})
+        given = dict(leaf=leaf, host_items=host_items, l1_items=l1)
     else:
         small, host, l1_small = _proxy(space, leaf, host_items, l1, f)
         if timing is not None:  # a block is a leaf of items: its loads and pairs scale
@@ -470,22 +482,28 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
                             deal=_deal_arg(mode), **{**kw, **more})
         note = (f"simulated on a {small.n_rows} x {small.n_cols} grid of leaf blocks "
                 f"with {host} in the host tier")
+        given = dict(leaf=1, host_items=host, l1_items=l1_small, grid=small.describe())
+    given.update(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight,
+                 window=window)
     runs = {m: {c: sim(c, m) for c in cands if m != "dealt" or c[0] == "stripe"}
             for m in modes}
     best = {m: pick({c: r.loads for c, r in rm.items()}) for m, rm in runs.items()}
-    timed = {}
+    timed, curves = {}, {m: runs[m][best[m]].curve for m in modes}
     if timing is not None and nodes > 1 and l3:
         for m in modes:
-            rs = [sim(best[m], m, timing=replace(timing, seed=k)).R for k in range(TIMED_SEEDS)]
-            timed[m] = sum(rs) / len(rs)
+            rs = [sim(best[m], m, timing=replace(timing, seed=k)) for k in range(TIMED_SEEDS)]
+            timed[m] = sum(r.R for r in rs) / len(rs)
+            curves[m] = [round(sum(c) / len(c), 4) for c in zip(*(r.curve for r in rs))]
     score = {m: timed.get(m, runs[m][best[m]].R) for m in modes}
     mode = min(modes, key=lambda m: (round(score[m], 9), modes.index(m)))
     one_R = None
     if nodes > 1:  # one node with this host tier, running either way's best candidate
         one_R = round(min(sim(c, "one", nodes=1, l3=False).R for c in set(best.values())), 4)
     info = {m: {"candidate": "/".join(best[m]), "R": round(score[m], 4),
-                "lockstep_R": round(runs[m][best[m]].R, 4), "timed": m in timed}
+                "lockstep_R": round(runs[m][best[m]].R, 4), "timed": m in timed,
+                "curve": curves[m]}
             for m in modes} if nodes > 1 else {}
     return PlanChoice(*best[mode], simulated={f"{p}/{e}": round(r.R, 4)
                                               for (p, e), r in runs[mode].items()},
-                      note=note, shares=mode, modes=info, one_node_R=one_R)
+                      note=note, shares=mode, modes=info, one_node_R=one_R,
+                      simulated_with=given)
