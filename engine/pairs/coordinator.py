@@ -88,7 +88,8 @@ class CoordinatorCore:
         with tiles of its own under way: their completions come through the very frontier
         waiting here."""
         sch = self.scheduler
-        reply = sch.refill(node, completions, want, least)
+        loads = None if sch.course is None else self.metrics.state.tiers()["source"]["loads"]
+        reply = sch.refill(node, completions, want, least, loads=loads)
         holder = f"{node}/frontier"
         if any(a == holder for a, _ in sch.in_flight.values()):
             return reply  # its own tiles are under way: their completions come from it

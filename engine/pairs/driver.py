@@ -163,7 +163,8 @@ class _Run:
         if hierarchical:  # engine/pairs/frontier.py
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
-                "seed": cfg.seed, "shares": plan.shares}
+                "seed": cfg.seed, "shares": plan.shares,
+                "fallback": plan.fallback_order, "course": plan.course}
         if self.pre.ship:  # the driver writes what the workers ship (pairs/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,

@@ -26,7 +26,7 @@ from .items import ItemMap
 from .policy import TilePolicy
 from .shipped import ShippedJournal
 from .space import Tile
-from .stealing import StealingPolicy
+from .stealing import Course, StealingPolicy
 
 
 def describe_tile(tile: Tile, row_keys, col_keys, limit: int = 6) -> str:
@@ -80,6 +80,11 @@ class Scheduler:
         self.stealing = None if hierarchical is None else StealingPolicy(
             order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or (),
             hierarchical.get("shares"))
+        # a dealt run that loads more than its simulation falls back to contiguous shares of
+        # the one plan (``stealing.Course``; ``loads`` come with the frontiers' refills)
+        h = hierarchical or {}
+        self.fallback = h.get("fallback")
+        self.course = Course(**h["course"]) if h.get("course") and self.fallback else None
         self.steal_times: list[float] = []
         self.t0 = self.clock()
         self.handout_calls = 0  # round trips to the head that hand out tiles (either mode)
@@ -143,7 +148,7 @@ class Scheduler:
         return self.request(actor, node, l1_added, l1_removed, advice, busy)
 
     def refill(self, node: str, completions: list, want: int, least: int = 1,
-               count: bool = True) -> dict:
+               count: bool = True, loads: int | None = None) -> dict:
         """A node frontier's one round trip: the completions it buffered (each
         ``(tile, actor, (entries, fields))``), then up to ``want`` tiles for it
         (``StealingPolicy.take``: its share, lost nodes' work, or stolen work). ``count``:
@@ -155,6 +160,11 @@ class Scheduler:
             return {"done": True, "error": self.error}
         if self.sealed:
             return {"tiles": [], "done": True}
+        if self.course is not None and loads is not None:
+            changed = self.course.check(self.completed / max(1, len(self.tiles)), loads)
+            if changed:
+                changed.update(tiles=self.stealing.redeal(self.fallback),
+                               t=round(self.clock() - self.t0, 3))
         before = len(self.stealing.steals)
         tiles = self.stealing.take(node, want, least, count)
         for s in self.stealing.steals[before:]:
@@ -176,6 +186,9 @@ class Scheduler:
         if self.stealing is not None:
             c = self.stealing.counters()
             out.update(steals=c["steals"], per_node=c["per_node"], steal_log=self.stealing.steals)
+            # null: no course to watch (not dealt); false: kept; else the change made
+            out["course_change"] = None if self.course is None else \
+                (self.course.changed or False)
         else:
             out.update(steals=0, per_node={}, steal_log=[])
         return out

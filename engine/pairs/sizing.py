@@ -76,6 +76,10 @@ class RunPlan:
     item_bytes: float = 0.0    # one cached item's bytes (a pack's when packed)
     l2_items: int = 0          # the host tier's item budget in cached items (packs when packed)
     holds_every_item: bool = False  # the host tier holds every item: any order loads each once
+    # dealt: the one plan's order, which what is left falls back to in contiguous shares when
+    # the run loads more than its simulation (``course``: ``stealing.Course``'s arguments)
+    fallback_order: list | None = None
+    course: dict | None = None
 
     @property
     def pack_rows(self) -> int:
@@ -337,6 +341,11 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt")
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
+    fallback, course = None, None
+    curve = (choice.modes.get("dealt") or {}).get("curve")
+    if shares is not None and curve and resume_tiles is None:
+        fallback = planner.order(tiles, items)
+        course = {"curve": curve, "units": run_items.n_items}  # R in what the caches hold
     holds_every_item = host_items_eff >= items.n_items
     if shares is None and weights is None and holds_every_item:
         order = largest_first(tiles, order)  # every order loads each item once: end small
@@ -363,7 +372,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         choice=with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat,
         silent_after_s=silent, shares=shares,
         items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
-        holds_every_item=holds_every_item)
+        holds_every_item=holds_every_item, fallback_order=fallback, course=course)
 
 
 def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,

@@ -49,6 +49,51 @@ def deal(plan, tiles, items, nodes: int, l3: bool) -> list[list[int]] | None:
     return None
 
 
+class Course:
+    """When a run dealt in stripes loads more than its simulation said, change course.
+
+    Why: the planner's simulation models the nodes' drift (``simulate.Timing``), but a cluster
+    may drift more (a busier machine, a slower network); a dealt run whose nodes are more than
+    their room apart loads every streamed column on several nodes, worse than contiguous shares
+    would (issue 57: R 11.7 against one node's 7.0). ``curve``: the simulation's R after each
+    of its equal steps of tiles (``SimResult.curve``). Once ``start`` of the tiles are done, a
+    measured R above ``margin`` times the curve at that point, plus ``slack`` items (the first
+    stripe's rows arrive in a burst), says the run drifted: the head re-deals what is left in
+    contiguous shares (``StealingPolicy.redeal``), once."""
+
+    MARGIN = 1.25
+
+    def __init__(self, curve, units: int, margin: float = MARGIN, start: float = 0.15,
+                 slack: float = 2.0):
+        self.curve = [float(r) for r in curve]
+        self.units, self.margin, self.start, self.slack = max(1, int(units)), margin, start, slack
+        self.changed: dict | None = None
+
+    def expected_R(self, done: float) -> float:
+        """The simulated R after ``done`` (a fraction) of the tiles, between its steps."""
+        if not self.curve:
+            return 0.0
+        x = min(1.0, max(0.0, done)) * len(self.curve)
+        k = int(x)
+        lo = self.curve[k - 1] if k >= 1 else 0.0
+        hi = self.curve[min(k, len(self.curve) - 1)]
+        return lo + (hi - lo) * (x - k)
+
+    def check(self, done: float, loads: int) -> dict | None:
+        """The course change (a record for summary.json), the first time the measured loads
+        after ``done`` of the tiles pass the bound; else None."""
+        if self.changed is not None or done < self.start or not self.curve:
+            return None
+        expected = self.expected_R(done)
+        R = loads / self.units
+        if R <= self.margin * expected + self.slack / self.units:
+            return None
+        self.changed = {"at_done": round(done, 4), "R": round(R, 4),
+                        "simulated_R": round(expected, 4), "margin": self.margin,
+                        "to": "contiguous"}
+        return self.changed
+
+
 class StealingPolicy:
     """Which tiles a node gets next: its share, then lost nodes' work, then stolen work.
     ``shares``: each node's tiles in order (``deal``); default: contiguous runs of ``order``."""
@@ -134,6 +179,18 @@ class StealingPolicy:
             stolen = segs.pop(big)
         self.shares[thief].append(stolen)
         self.steals.append({"thief": thief, "victim": victim, "tiles": len(stolen)})
+
+    def redeal(self, order: Sequence[int]) -> int:
+        """Change course: every node's tiles not yet granted are cut again into contiguous
+        runs of ``order`` (the one plan's), one per node in the same order of nodes, so each
+        node streams its own columns instead of sharing a stream it has drifted off. Returns
+        the tiles re-dealt."""
+        nodes = list(self.shares)
+        left = {t for n in nodes for seg in self.shares[n] for t in seg}
+        rest = [int(t) for t in order if int(t) in left]
+        for node, share in zip(nodes, contiguous_shares(rest, len(nodes))):
+            self.shares[node] = [share] if share else []
+        return len(rest)
 
     def next_uses(self, node: str, items, tile_items, horizon: int = 512) -> dict:
         """Next use of each item in ``node``'s own work not yet granted (its share, in order),

@@ -242,3 +242,56 @@ def test_a_closed_scheduler_journals_nothing_more_and_hands_out_nothing(tmp_path
         with open(os.path.join(run_dir, "journal.jsonl")) as fh:
             assert [json.loads(line)["tile"] for line in fh] == [first]
         assert sch.progress()["done"] == 1
+
+
+def test_the_course_rule_by_hand():
+    from engine.pairs.stealing import Course
+    # the simulation's R after each quarter of the tiles: 2, 3, 4, 5; 10 items
+    c = Course([2.0, 3.0, 4.0, 5.0], units=10, margin=1.25, start=0.15, slack=2)
+    assert c.expected_R(0.125) == 1.0 and c.expected_R(0.5) == 3.0
+    assert c.expected_R(0.625) == 3.5 and c.expected_R(1.0) == 5.0
+    assert c.check(0.1, 1000) is None  # before a sixth-ish of the tiles nothing is judged
+    # at half the tiles: 1.25 x 3 + 2 / 10 = 3.95 loads per item allowed
+    assert c.check(0.5, 39) is None
+    assert c.check(0.5, 40) == {"at_done": 0.5, "R": 4.0, "simulated_R": 3.0,
+                                "margin": 1.25, "to": "contiguous"}
+    assert c.check(0.75, 100) is None and c.changed["R"] == 4.0  # once
+
+
+def test_a_course_change_re_deals_what_is_left_in_contiguous_runs_of_the_one_plan():
+    p = StealingPolicy(range(12), ["a", "b", "c"],
+                       shares=[[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8, 11]])
+    assert p.take("a", 2) == [0, 3] and p.take("b", 1) == [1]
+    # left: 6, 9 | 4, 7, 10 | 2, 5, 8, 11 -> in the one plan's order, cut in three runs
+    assert p.redeal(range(12)) == 9
+    assert [s for n in "abc" for s in p.shares[n]] == [[2, 4, 5], [6, 7, 8], [9, 10, 11]]
+    granted = [0, 3, 1]
+    while p.remaining():
+        granted += [t for n in "abc" for t in p.take(n, 10)]
+    assert sorted(granted) == list(range(12))
+
+
+def test_the_scheduler_changes_course_when_loads_pass_the_simulation(tmp_path):
+    """A dealt run whose loads (carried by the frontiers' refills) pass the simulated curve by
+    the margin: what is left is re-dealt contiguously, once, and summary.json's scheduling
+    says so."""
+    from engine.pairs.scheduler import Scheduler
+    from engine.pairs.space import Triangle, leaves
+
+    tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 36 tiles
+    n = len(tiles)
+    dealt = [list(range(n))[k::2] for k in range(2)]
+    hier = {"nodes": ["node-0", "node-1"], "seed": 0, "shares": dealt,
+            "fallback": list(range(n)), "course": {"curve": [1.0] * 20, "units": 16}}
+    sch = Scheduler(str(tmp_path), tiles, list(range(16)), list(range(16)), list(range(n)),
+                    journal=False, hierarchical=hier)
+    a = sch.refill("node-0", [], 9, loads=0)["tiles"]
+    assert a == dealt[0][:9]
+    done = [(t, "node-0/dev-0", ([], None)) for t in a]
+    # 9 of 36 done (a quarter): 1.25 x 1 + 2 / 16 allowed, 1.5 loads per item measured
+    b = sch.refill("node-0", done, 4, loads=24)["tiles"]
+    change = sch.scheduling()["course_change"]
+    assert change["to"] == "contiguous" and change["tiles"] == n - 9 and change["R"] == 1.5
+    left = [t for t in range(n) if t not in a]  # node-0 now streams the front of the rest
+    assert b == left[:4]
+    assert sch.refill("node-1", [], 4, loads=24)["tiles"] == left[len(left) // 2:][:4]
