@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import zlib
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -34,6 +35,8 @@ from .tile_log import LogWriter, StagedTiles, encode_record
 #: a chunk holds about this many bytes: big enough that files and dask tasks are few, small
 #: enough that a reader's slice reads little it does not want
 CHUNK_BYTES = 8 << 20
+#: chunks a resume's verification keeps decoded (the tiles of a chunk come close together)
+CHUNKS_KEPT = 8
 
 
 def chunk_shape(n_rows: int, n_cols: int, leaf: int, itemsize: int,
@@ -68,7 +71,7 @@ class DenseMatrix(Sink):
     def __getstate__(self):
         # a copy shipped to a device actor opens its own log, and reads afresh
         state = dict(self.__dict__)
-        for key in ("_log", "_staged", "_arrays", "_written"):
+        for key in ("_log", "_staged", "_arrays", "_written", "_chunks"):
             state.pop(key, None)
         return state
 
@@ -196,7 +199,32 @@ class DenseMatrix(Sink):
             group = zarr.open_group(self.partial, mode="r+")
             self._arrays = {name: group[name] for name in self._fields()}
             self._staged = None
+            self._chunks = OrderedDict()
         return self._arrays
+
+    def _read(self, name: str, a0: int, a1: int, b0: int, b1: int) -> np.ndarray:
+        """A region of a finished array, through the last chunks read: a resume verifies a
+        chunk's tiles one after another, and reading the whole chunk again for each (zarr
+        decodes whole chunks) would read it once per tile."""
+        arr = self._open_arrays()[name]
+        rows, cols = arr.chunks
+        out = np.empty((a1 - a0, b1 - b0), dtype=arr.dtype)
+        for i in range(a0 // rows, (a1 - 1) // rows + 1):
+            for j in range(b0 // cols, (b1 - 1) // cols + 1):
+                key = (name, i, j)
+                block = self._chunks.get(key)
+                if block is None:
+                    block = arr[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
+                    self._chunks[key] = block
+                    if len(self._chunks) > CHUNKS_KEPT:
+                        self._chunks.popitem(last=False)
+                else:
+                    self._chunks.move_to_end(key)
+                r0, r1 = max(a0, i * rows), min(a1, (i + 1) * rows)
+                c0, c1 = max(b0, j * cols), min(b1, (j + 1) * cols)
+                out[r0 - a0:r1 - a0, c0 - b0:c1 - b0] = \
+                    block[r0 - i * rows:r1 - i * rows, c0 - j * cols:c1 - j * cols]
+        return out
 
     def _staged_tiles(self) -> StagedTiles:
         if getattr(self, "_staged", None) is None:
@@ -206,7 +234,7 @@ class DenseMatrix(Sink):
     def verify(self, entry):
         """Does the tile's region read back with the journaled CRC, from one of its staged
         records or else from the array?"""
-        arrays = self._open_arrays()
+        self._open_arrays()
         name = entry["location"].split("/", 1)[1]
         r0, r1, c0, c1 = entry["region"]
         staged = self._staged_tiles()
@@ -225,7 +253,7 @@ class DenseMatrix(Sink):
         crc = 0
         try:
             for a0, a1, b0, b1 in regions:
-                crc = zlib.crc32(np.ascontiguousarray(arrays[name][a0:a1, b0:b1]).tobytes(), crc)
+                crc = zlib.crc32(self._read(name, a0, a1, b0, b1).tobytes(), crc)
         except Exception:  # a chunk that no longer decodes is as corrupt as a wrong one
             return False
         return (crc & 0xFFFFFFFF) == entry["crc32"]
