@@ -55,6 +55,7 @@ SECTIONS = (
     ("stealing", "Hierarchical scheduling: steals and round trips", "stealing.py"),
     ("kernels_micro", "Kernel micro-benchmarks: k-mers and Jaccard", "kernels_micro.py"),
     ("sw_micro", "Kernel micro-benchmarks: Smith-Waterman", "sw_micro.py"),
+    ("dense_layout", "Dense results on small tiles: files and write time", "dense_layout.py"),
 )
 
 
@@ -787,6 +788,20 @@ def sec_sw_micro(d, ctx):
     return [table(["workload", "variant", "Gcells/s, one core"], rows),
             f"numpy reference: {num(d.get('reference_mcells_per_s'))} Mcells/s; traceback "
             f"{num(d.get('traceback_ms_per_globin_pair'), 'ms')} per globin pair."]
+
+
+def sec_dense_layout(d, ctx):
+    fields = sorted(d["files_per_field"])
+    return [table(["field", "files", "chunks", "dask tasks"],
+                  [[f, num(d["files_per_field"][f]), num(d["chunks_per_field"][f]),
+                    num(d["dask_tasks_per_field"][f])] for f in fields]),
+            f"The run: `{d['command']}`. "
+            f"{num(d['n'])} records, leaf {num(d['leaf'])}, {num(d['tiles'])} tiles "
+            f"({d['executor']}), chunks of {' x '.join(str(c) for c in d['chunk_shape'])}: "
+            f"the actors spent {num(d['write_s'], 's')} writing tiles against "
+            f"{num(d['compare_s'], 's')} comparing them (write share "
+            f"{num(100 * d['write_share'])} %); the driver's finalize, which writes every "
+            f"chunk, took {num(d['finalize_s'], 's')} of a {num(d['wall_s'], 's')} run."]
 
 
 # ---- the headline table (README) ----------------------------------------------------------
