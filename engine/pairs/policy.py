@@ -113,18 +113,28 @@ class StripePlan:
             yield range(s0, min(s0 + width, brows)), inside, outside
 
     def order(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        return self._order(tiles, items)[0]
+
+    def stripe_starts(self, tiles: Sequence[Tile], items: ItemMap) -> list[int]:
+        """The positions in ``order`` where a stripe begins: where contiguous shares of the
+        plan may be cut without two nodes loading one stripe's rows (``stealing``)."""
+        return self._order(tiles, items)[1]
+
+    def _order(self, tiles: Sequence[Tile], items: ItemMap) -> tuple[list[int], list[int]]:
         if not tiles:
-            return []
+            return [], []
         block, brows, bcols, h = self._grid(tiles, items)
         order: list[int] = []
+        starts: list[int] = []
         for srows, inside, outside in self._stripes(brows, bcols, h):
+            starts.append(len(order))
             # Columns inside the stripe first (only stripe items), then the stream.
             for bc in inside + outside:
                 for br in srows:
                     idx = block.get((br, bc))
                     if idx is not None:
                         order.append(idx)
-        return order
+        return order, starts
 
     def deal(self, tiles: Sequence[Tile], items: ItemMap, nodes: int) -> list[list[int]]:
         """Each node's tiles, in order, for nodes that share their host tiers through L3.

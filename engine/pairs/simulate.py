@@ -28,7 +28,7 @@ from .directory import DirectoryShard, shard_of
 from .tiers import BudgetCache, device_cache_items
 from .items import ItemMap
 from .policy import EVICTIONS, PLANS, TilePolicy, make_eviction, make_plan
-from .stealing import contiguous_shares, deal as deal_shares
+from .stealing import contiguous_shares, deal as deal_shares, stripe_starts
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
@@ -132,7 +132,7 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     order = planner.order(tiles, items)
     if deal and nodes > 1:
         shares = deal_shares(planner, tiles, items, nodes, l3 and deal != "contiguous") or \
-            contiguous_shares(order, nodes)
+            contiguous_shares(order, nodes, stripe_starts(planner, tiles, items))
         policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
                                window=window, locality=True) for share in shares]
     else:

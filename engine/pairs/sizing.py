@@ -26,7 +26,7 @@ from .items import ItemMap
 from .leaf import choose_leaf, search_leaf, with_search
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from .space import PairSpace, PairWeights, Tile, leaves, split_tail
-from .stealing import deal
+from .stealing import contiguous_shares, deal, stripe_starts
 from .tiers import device_cache_items, largest_leaf_held
 
 
@@ -341,9 +341,13 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt")
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
+    if shares is None and frontiers and weights is None and host_items_eff < items.n_items:
+        # contiguous shares of the one plan, cut where its stripes begin (as simulated)
+        starts = stripe_starts(planner, tiles, items)
+        shares = contiguous_shares(order, dealt, starts) if starts else None
     fallback, course = None, None
     curve = (choice.modes.get("dealt") or {}).get("curve")
-    if shares is not None and curve and resume_tiles is None:
+    if choice.shares == "dealt" and shares is not None and curve and resume_tiles is None:
         fallback = planner.order(tiles, items)
         course = {"curve": curve, "units": run_items.n_items}  # R in what the caches hold
     holds_every_item = host_items_eff >= items.n_items

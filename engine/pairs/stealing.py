@@ -31,10 +31,27 @@ from collections import deque
 from typing import Iterable, Sequence
 
 
-def contiguous_shares(order: Sequence[int], nodes: int) -> list[list[int]]:
-    """Equal contiguous runs of the plan's order, one per node."""
+def contiguous_shares(order: Sequence[int], nodes: int,
+                      starts: Sequence[int] = ()) -> list[list[int]]:
+    """Equal contiguous runs of the plan's order, one per node. ``starts``: positions where
+    the plan's stripes begin (``stripe_starts``); each cut then moves to the nearest of them,
+    so no stripe is split between two nodes, which would both load its rows (measured: two
+    nodes with cuts inside stripes loaded 5 % more than one node). Stealing evens out what the
+    moved cuts leave unequal."""
     order = [int(t) for t in order]
-    return [order[len(order) * i // nodes:len(order) * (i + 1) // nodes] for i in range(nodes)]
+    cuts = [len(order) * i // nodes for i in range(1, nodes)]
+    at = sorted({int(s) for s in starts if 0 < int(s) < len(order)})
+    if at:
+        moved = [min(at, key=lambda s: (abs(s - c), s)) for c in cuts]
+        if all(a < b for a, b in zip(moved, moved[1:])):  # else too few stripes: equal runs
+            cuts = moved
+    bounds = [0, *cuts, len(order)]
+    return [order[bounds[i]:bounds[i + 1]] for i in range(nodes)]
+
+
+def stripe_starts(plan, tiles, items) -> list[int]:
+    """Where the plan's stripes begin in its order (none for plans without stripes)."""
+    return plan.stripe_starts(tiles, items) if hasattr(plan, "stripe_starts") else []
 
 
 def deal(plan, tiles, items, nodes: int, l3: bool) -> list[list[int]] | None:

@@ -248,20 +248,27 @@ def test_with_l3_on_several_nodes_the_run_is_dealt_in_cluster_stripes():
     nodes = [dict(NODE, node_id="head", cpus=0)] + \
         [dict(NODE, node_id=f"w{i}", head=False, cpus=1) for i in range(3)]
     measured = {"t_pair": 0.001, "t_parse": 0.01, "item_bytes": 100.0}
-    # a host tier of 8 leaves: each node's stripe is 5 of them, room to drift (at 4 leaves it
-    # is one leaf, and the planner chooses contiguous shares: test_planner_shares)
-    cfg = AllPairsConfig(l3=True, leaf_items=2, host_cache_items=16)
+    # a host tier of 10 leaves: each node's stripe is 7 of them, room to drift (at 4 leaves it
+    # is one leaf, and the planner chooses contiguous shares: test_simulate_drift.py)
+    cfg = AllPairsConfig(l3=True, leaf_items=2, host_cache_items=20)
     plan = plan_run(measured, Triangle(60), None, nodes, cfg, items=ItemMap.shared(60))
     assert plan.plan == "stripe" and len(plan.shares) == 3   # the head runs no actor
     assert plan.choice["shares"] == "dealt"
     tiles = leaves(Triangle(60), 2)
     # spare tiles: one actor per node, two tiles under way each
-    assert plan.shares == StripePlan(16, 2).deal(tiles, ItemMap.shared(60), 3)
+    assert plan.shares == StripePlan(20, 2).deal(tiles, ItemMap.shared(60), 3)
     assert plan.order == interleave(plan.shares)
     assert sorted(plan.order) == list(range(len(plan.tiles)))
-    # off, or on one node: no shares (node frontiers cut the plan in contiguous runs)
-    assert plan_run(measured, Triangle(60), None, nodes, AllPairsConfig(
-        leaf_items=2, host_cache_items=16), items=ItemMap.shared(60)).shares is None
+    # off: contiguous runs of the one plan, cut where its stripes begin (n = 120: stripes of
+    # 504, 423, 342, ... tiles; equal thirds would cut at 610 and 1220); on one node: none
+    off = plan_run(measured, Triangle(120), None, nodes, AllPairsConfig(
+        leaf_items=2, host_cache_items=20), items=ItemMap.shared(120))
+    assert off.choice["shares"] == "contiguous" and [t for s in off.shares for t in s] == \
+        off.order and len(off.shares) == 3
+    starts = StripePlan(20, 2).stripe_starts(leaves(Triangle(120), 2), ItemMap.shared(120))
+    assert starts[:3] == [0, 504, 927] and len(off.order) == 1830
+    assert [len(s) for s in off.shares] == [504, 1269 - 504, 1830 - 1269]  # the nearest starts
+    assert 1269 in starts
     assert plan_run(measured, Triangle(60), None, [NODE], cfg,
                     items=ItemMap.shared(60)).shares is None
     # a resume: the saved tiles (tiles.json, in the first run's order) keep their ids
