@@ -33,16 +33,20 @@ def run(cfg, run_dir: str | None = None):
 
     from apps.options import runtime_options
     from engine import farm
+    cluster = cfg.get("cluster") or {}
+    chosen = {k: cluster[k] for k in ("executor", "inprocess_max_s")
+              if cluster.get(k) is not None}  # in-process or Ray: all-pairs' rule and keys
     return farm(**spec_options(cfg), run_dir=run_dir, runs_root=str(cfg.runs_root),
                 name=f"farm-{cfg.farm.name}", resume=bool(cfg.resume),
                 progress=bool(cfg.progress), config_dump=OmegaConf.to_container(cfg, resolve=True),
-                **runtime_options(cfg))
+                **runtime_options(cfg), **chosen)
 
 
 def report(result) -> str:
     s = result.summary
     lines = [f"app=farm units={s['units_done']}/{s['units_total']} records={s['records_total']} "
-             f"workers={s['workers']} nodes={s['nodes']} wall {s['wall_s']:.2f} s "
+             f"workers={s['workers']} nodes={s['nodes']} ({s.get('executor', 'ray')}) "
+             f"wall {s['wall_s']:.2f} s "
              f"(tool {s['tool_s']:.2f} s), retries={s['retries']}"]
     if s.get("resumed"):
         r = s["resumed"]

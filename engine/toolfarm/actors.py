@@ -112,17 +112,6 @@ class FarmWorker:
                                          lambda ref: ray.get(ref), self.values)
         return self.prepared
 
-    def probe(self, units: list[list[int]]) -> dict:
-        """Seconds of the tool on each of ``units`` (outputs dropped): how the driver sizes
-        ``unit_records="auto"``. ``error`` if a run failed."""
-        seconds = []
-        for unit in units:
-            res = self.run(unit)
-            if not res["ok"]:
-                return {"seconds": seconds, "error": res.get("error") or "the tool failed"}
-            seconds.append(res["seconds"])
-        return {"seconds": seconds}
-
     def exchange(self, units: list[list[int]], wait_s: float = 0.5) -> list[tuple]:
         """Queue ``units`` behind those given before; return every event since the last
         exchange: ``("ran", result)`` when the tool finished a unit (ok or not), then

@@ -1,34 +1,42 @@
 """``engine.farm(...)``: an unmodified program over every unit of its input, on every core.
 
-check the spec -> open the run directory (or resume it: same work, same cut) -> cut the input
-into units (``units.py``) -> start Ray, one writer per node and one worker per core -> hand out
-units (``dispatch.UnitQueue``) while journaling what the writers report on disk -> close the
+check the spec -> open the run directory (or resume it: same work, same cut) -> run the first
+units in this process, measuring the tool (``sizing.UnitSizer``: with ``unit_records="auto"`` a
+ladder of sizes, their outputs kept) -> cut the rest (``units.py``) -> in-process or Ray, by
+the rule small all-pairs runs follow (``engine.pairs.executor.choose`` on the measured seconds
+of work per CPU) -> hand out units (``dispatch.UnitQueue``: ``local.py`` on threads,
+``raydrive.py`` on Ray actors) while journaling what the writers report on disk -> close the
 writers, move the files to their final names -> summary.
+
+Where a cluster is named, Ray is up already, or ``executor="ray"``, Ray starts first and the
+ladder runs on its workers instead.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import dataclass, field, fields
 
 from ..errors import InputError, PairflowError
-from ..run.journal import JournalWriter, check_same_work
-from ..run.progress import Progress
-from ..run.rundir import (FARM_LOG, FARM_UNITS, JOURNAL, METRICS, JsonlWriter, RunRecorder,
-                          read_json, write_json)
-from .dispatch import UnitQueue
-from .index import journal_blocks, replay
+from ..pairs.config import AllPairsConfig
+from ..pairs.executor import choose, ray_is_up
+from ..run.journal import check_same_work
+from ..run.rundir import FARM_UNITS, JOURNAL, RunRecorder, read_json, write_json
+from .index import replay
 from .segment import fasta_stats, plan_volumes
-from .shared import file_digest
+from .shared import file_digest, prepare_node, scratch_dir
+from .sizing import UnitSizer, threads_per_worker
 from .spec import FarmSpec
-from .units import (AUTO, INPUTS_DIR, PROBE_RECORDS, UNITS_PER_WORKER, Unit,
-                    choose_unit_records, cut_units, decompressed, fit_unit_cost, read_unit,
-                    record_names, scan_records)
+from .units import (AUTO, INPUTS_DIR, Unit, cut_units, decompressed, read_unit, record_names,
+                    scan_records, take_unit)
 from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
-FALLBACK_UNIT_RECORDS = 50  # auto units when the probe cannot time the tool
+FALLBACK_UNIT_RECORDS = 50  # auto units when the ladder's first step fails
+INPROCESS_MAX_S = AllPairsConfig.inprocess_max_s  # one threshold for both engines
 
 
 @dataclass
@@ -52,6 +60,7 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
          num_cpus: int | None = None, object_store_mb: int | None = None,
          scratch: str | None = None, keep_scratch: bool = False,
          flush_bytes: int = 4 << 20, flush_s: float = 1.0, config_dump: dict | None = None,
+         executor: str = "auto", inprocess_max_s: float = INPROCESS_MAX_S,
          **spec_fields) -> FarmResult:
     """Run ``spec`` (or a spec built from the keyword arguments named as ``FarmSpec``'s
     fields: ``program=[...]``, ``inputs=[...]``, ``shared={...}`` ...) over its inputs.
@@ -62,7 +71,10 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
 
     ``scratch``: where each node keeps its copy of the shared files (default
     ``$PAIRFLOW_SCRATCH`` or the system temp directory), removed at the end unless
-    ``keep_scratch``."""
+    ``keep_scratch``. ``executor``: ``"auto"`` (in-process when the measured work per CPU is
+    at most ``inprocess_max_s`` seconds and no cluster is named), ``"inprocess"`` or
+    ``"ray"``; ``workers_per_node``: fewer workers than cores, each passing its share of the
+    cores to the tool as ``{threads}``."""
     unknown = set(spec_fields) - SPEC_FIELDS
     if unknown:
         raise PairflowError(f"farm: unknown option(s) {', '.join(sorted(unknown))}")
@@ -89,7 +101,7 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
     try:
         return _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node,
                     ray_address, num_cpus, object_store_mb, scratch, keep_scratch, flush_bytes,
-                    flush_s, name)
+                    flush_s, name, executor, inprocess_max_s)
     except KeyboardInterrupt:
         recorder.rundir.set_status("interrupted", error="interrupted")
         raise
@@ -100,10 +112,9 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
 
 
 def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node, ray_address,
-         num_cpus, object_store_mb, scratch, keep_scratch, flush_bytes, flush_s,
-         name) -> FarmResult:
+         num_cpus, object_store_mb, scratch, keep_scratch, flush_bytes, flush_s, name,
+         executor, inprocess_max_s) -> FarmResult:
     t_start = time.time()
-    resume = old_meta is not None
     phases = {"digest_s": digest_s}
     input_digests, shared_digests = digests
     farm_digest = spec.digest(input_digests, shared_digests)
@@ -113,100 +124,99 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
     # (a resume finds them there); the fingerprint keeps the files the user named
     spec.inputs = [decompressed(p, recorder.file(INPUTS_DIR)) for p in spec.inputs]
     phases["decompress_s"] = time.perf_counter() - t0
-
-    import ray
-
-    from ..run.runtime import alive_nodes, init_ray
-    started_ray = init_ray(ray_address, num_cpus, object_store_mb)
-    actors: list = []
-    writers: list = []
+    # the rule of small all-pairs runs; an estimate of 0 asks whether anything forces Ray
+    first_kind = choose(executor, ray_address, 0.0, inprocess_max_s, ray_is_up())
+    cpus = int(num_cpus or os.cpu_count() or 1)
     scratch_root = scratch or os.environ.get("PAIRFLOW_SCRATCH") or tempfile.gettempdir()
+    result_dir = recorder.rundir.result_dir
+
+    t0 = time.perf_counter()
+    plan = read_json(recorder.file(FARM_UNITS)) if old_meta is not None else None
+    attempt = int(old_meta.get("attempt", 0)) + 1 if old_meta is not None else 0
+    offsets = None
+    if plan is not None:  # the first attempt's cut (a resume refuses a changed spec)
+        records = plan["records"]
+    else:  # a fresh run, or one killed before its cut was saved
+        offsets = [scan_records(p, spec.cut, spec.pattern, spec.pattern_ends)
+                   for p in spec.inputs]
+        records = sum(len(o) - 1 for o in offsets)
+        if records == 0:
+            raise InputError(spec.inputs[0], "no records to run the tool on")
+    values = {"input_records": str(records)}
+    volumes = None
+    if spec.volumes > 1:
+        offs, letters = fasta_stats(spec.shared[spec.segment])
+        volumes = plan_volumes(offs, letters, spec.volumes)
+        values.update(db_letters=str(sum(letters)), db_records=str(len(letters)))
+    phases["cut_s"] = time.perf_counter() - t0
+
+    local, state, probed, kind = None, None, [], "ray"
     try:
-        nodes = alive_nodes()
-        per_node = [workers_per_node or max(1, n["cpus"]) for n in nodes]
-        n_workers = sum(per_node)
-
-        t0 = time.perf_counter()
-        offsets = None
-        if resume:  # the first attempt's cut (a resume refuses a changed spec)
-            plan = read_json(recorder.file(FARM_UNITS))
-            records, attempt = plan["records"], int(old_meta.get("attempt", 0)) + 1
-        else:
-            offsets = [scan_records(p, spec.cut, spec.pattern, spec.pattern_ends)
-                       for p in spec.inputs]
-            records, attempt = sum(len(o) - 1 for o in offsets), 0
-            if records == 0:
-                raise InputError(spec.inputs[0], "no records to run the tool on")
-            # auto units are cut once the workers are up: a probe of the tool sizes them
-            plan = None if spec.unit_records == AUTO and spec.cut != "file" else \
-                _cut(spec, offsets, records, spec.unit_records, n_workers, recorder)
-        values = {"input_records": str(records)}
-        result_dir = recorder.rundir.result_dir
-        volumes = None
-        if spec.volumes > 1:
-            offs, letters = fasta_stats(spec.shared[spec.segment])
-            volumes = plan_volumes(offs, letters, spec.volumes)
-            values.update(db_letters=str(sum(letters)), db_records=str(len(letters)))
-        phases["cut_s"] = time.perf_counter() - t0
-
-        # shared files: into the object store once; each node's first worker fetches them
-        t0 = time.perf_counter()
-        shared = {}
-        for n, p in spec.shared.items():
-            with open(p, "rb") as fh:
-                shared[n] = {"path": p, "digest": shared_digests[n], "ref": ray.put(fh.read())}
-        phases["put_shared_s"] = time.perf_counter() - t0
-
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from .actors import FarmWorker, NodeWriter
-        t0 = time.perf_counter()
-        workers = {}
-        for i, node in enumerate(nodes):
-            on_node = NodeAffinitySchedulingStrategy(node["node_id"], soft=False)
-            w = NodeWriter.options(scheduling_strategy=on_node).remote(
-                result_dir, list(spec.streams), f"a{attempt}-n{i}", flush_bytes, flush_s)
-            writers.append(w)
-            actors.append(w)
-            for k in range(per_node[i]):
-                wname = f"n{i}-w{k}"
-                a = FarmWorker.options(scheduling_strategy=on_node).remote(
-                    wname, spec.to_dict(), spec.inputs, [shared], volumes, scratch_root,
-                    farm_digest, values, w)
-                workers[wname] = a
-                actors.append(a)
-        writers_up = [w.ready.remote() for w in writers]
-        infos = ray.get([a.ready.remote() for a in workers.values()])
-        ray.get(writers_up)
-        phases["actors_s"] = time.perf_counter() - t0  # all up, shared files prepared
-        bad = [i for i in infos if i.get("error")]
-        if bad:
-            raise PairflowError(f"farm: {bad[0]['worker']}: {bad[0]['error']}")
-        chosen = None
-        if plan is None:  # unit_records="auto": time the tool, then cut
+        if first_kind == "inprocess":
             t0 = time.perf_counter()
-            chosen = _probe_unit_records(offsets, records, next(iter(workers.values())),
-                                         n_workers)
-            plan = _cut(spec, offsets, records, chosen["unit_records"], n_workers, recorder)
-            phases["probe_s"] = time.perf_counter() - t0
-        units = [Unit.from_list(u) for u in plan["units"]]
+            local = _prepare_here(spec, shared_digests, volumes, values, scratch_root,
+                                  farm_digest)
+            phases["prepare_s"] = time.perf_counter() - t0
+            if plan is None:
+                t0 = time.perf_counter()
+                threads = threads_per_worker(cpus, _units_at_most(spec, offsets, records),
+                                             workers_per_node)
+                plan, probed = _first_units(spec, offsets, records, threads,
+                                            _step_here(spec, local, values, threads), recorder)
+                phases["probe_s"] = time.perf_counter() - t0
+        units = [Unit.from_list(u) for u in plan["units"]] if plan is not None else None
         done, resumed = set(), None
-        if resume:
+        if old_meta is not None and units is not None and offsets is None:
             t0 = time.perf_counter()
             done, resumed = replay(recorder.file(JOURNAL), result_dir, spec.streams, len(units))
             phases["replay_s"] = time.perf_counter() - t0
+        if first_kind == "inprocess":
+            kind = choose(executor, ray_address, _work_s(plan, units, done, probed, cpus),
+                          inprocess_max_s, ray_is_up())
+        if kind == "ray":
+            from . import raydrive
+            left = len(units) - len(done) - len(probed) if units else records
+            state = raydrive.start(spec, shared_digests, volumes, values, scratch_root,
+                                   farm_digest, result_dir, attempt, left, workers_per_node,
+                                   ray_address, num_cpus, object_store_mb, flush_bytes,
+                                   flush_s)
+            phases.update(state["phases"])
+            if plan is None:  # Ray first: the ladder on its workers
+                t0 = time.perf_counter()
+                threads = list(state["threads"].values())
+                plan, probed = _first_units(spec, offsets, records, threads,
+                                            lambda step: raydrive.run_step(state, step),
+                                            recorder)
+                units = [Unit.from_list(u) for u in plan["units"]]
+                phases["probe_s"] = time.perf_counter() - t0
+            infos, nodes = state["infos"], len(state["nodes"])
+            threads = list(state["threads"].values())
+        else:
+            threads = threads_per_worker(cpus, max(1, len(units) - len(done) - len(probed)),
+                                         workers_per_node)
+            infos = [{"worker": f"n0-w{i}", "node": "local", "host": "localhost",
+                      "pid": os.getpid(), "threads": t,
+                      "fetched_bytes": local["fetched_bytes"] if i == 0 else 0}
+                     for i, t in enumerate(threads)]
+            nodes = 1
         node_bytes: dict[str, int] = {}
         for i in infos:  # what each node fetched from the object store (once per node)
-            node_bytes[i["node"]] = node_bytes.get(i["node"], 0) + i["fetched_bytes"]
+            node_bytes[i["node"]] = node_bytes.get(i["node"], 0) + i.get("fetched_bytes", 0)
         recorder.write_meta({"kind": "farm", "app": name, "program": spec.program,
                              "streams": list(spec.streams), "units_total": len(units),
                              "records_total": plan["records"], "attempt": attempt,
                              "fingerprint": fingerprint, "farm_digest": farm_digest,
-                             "workers": infos,
-                             "nodes": len(nodes), "volumes": spec.volumes,
-                             "started": t_start})
+                             "workers": infos, "executor": kind, "nodes": nodes,
+                             "volumes": spec.volumes, "started": t_start})
         recorder.running()
-        stats = _drive(spec, units, done, workers, writers, recorder, progress, attempt)
+        if kind == "ray":
+            stats = raydrive.drive(spec, units, done, probed, state, recorder, progress,
+                                   attempt)
+        else:
+            from .local import drive_local
+            stats = drive_local(spec, units, done, probed, local["paths"], local["scratch"],
+                                values, threads, result_dir, recorder, progress, attempt,
+                                flush_bytes, flush_s)
         stats["node_bytes"] = node_bytes
         t0 = time.perf_counter()
         for stream in spec.streams:  # every attempt's files, now that all are whole
@@ -227,207 +237,115 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                              for f in os.listdir(os.path.join(result_dir, s)))
                    for s in spec.streams if os.path.isdir(os.path.join(result_dir, s))}
         summary = {"kind": "farm", "wall_s": time.time() - t_start, "units_total": len(units),
-                   "records_total": plan["records"], "workers": len(workers),
-                   "nodes": len(nodes), "attempt": attempt, "resumed": resumed,
-                   "failures": failures, "units_failed": len(failures), "outputs": outputs,
-                   "phases": phases, "scratch": scratch_root,
-                   "unit_records": plan.get("unit_records"), "unit_choice": chosen, **stats}
+                   "records_total": plan["records"], "workers": len(threads),
+                   "threads": threads, "nodes": nodes, "attempt": attempt,
+                   "resumed": resumed, "failures": failures, "units_failed": len(failures),
+                   "outputs": outputs, "phases": phases, "scratch": scratch_root,
+                   "unit_records": plan.get("unit_records"),
+                   "unit_choice": plan.get("unit_choice"), **stats}
         recorder.write_summary(summary)
         recorder.finished()
         return FarmResult(recorder.path, summary, failures)
     finally:
-        if writers and not keep_scratch:  # each node's copy of the shared files goes
-            try:
-                ray.get([w.remove_scratch.remote(scratch_root, farm_digest) for w in writers],
-                        timeout=60)
-            except Exception:
-                pass
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
-        if started_ray:
-            ray.shutdown()
+        if state is not None:
+            raydrive.stop(state, scratch_root, farm_digest, keep_scratch)
+        if local is not None and not keep_scratch:
+            shutil.rmtree(local["scratch"], ignore_errors=True)
 
 
-def _cut(spec, offsets, records: int, unit_records: int, n_workers: int, recorder) -> dict:
-    """Units of ``unit_records`` (the last ones smaller), saved: a resume reuses this cut."""
-    tail = spec.tail_units if spec.tail_units is not None else 2 * n_workers
-    units = cut_units(offsets, unit_records, tail, per_file=spec.cut == "file")
-    plan = {"streams": list(spec.streams), "inputs": spec.inputs,
-            "records": records, "unit_records": unit_records,
+def _prepare_here(spec, shared_digests, volumes, values, scratch_root, farm_digest) -> dict:
+    """This machine's copy of the shared files, prepared (``makeblastdb``...) as a node's."""
+    scratch = scratch_dir(scratch_root, farm_digest, "local")
+    shared = {n: {"path": p, "digest": shared_digests[n], "ref": p}
+              for n, p in spec.shared.items()}
+
+    def read(path):
+        with open(path, "rb") as fh:
+            return fh.read()
+    prep = prepare_node(scratch, shared, spec.prepare, volumes, spec.segment, read, values)
+    return {"scratch": scratch, "paths": prep["paths"],
+            "fetched_bytes": prep.get("fetched_bytes", 0)}
+
+
+def _step_here(spec, local: dict, values: dict, threads: list[int]):
+    """The sizing ladder's step in this process: unit i on a thread of worker i, all at once."""
+    from .local import run_unit_here
+
+    def step(units: list[Unit]) -> list[dict]:
+        def one(i: int) -> dict:
+            return run_unit_here(spec, spec.inputs, units[i], local["paths"], local["scratch"],
+                                 {**values, "threads": str(threads[i])}, f"n0-w{i}")
+        with ThreadPoolExecutor(len(units)) as pool:
+            return list(pool.map(one, range(len(units))))
+    return step
+
+
+def _units_at_most(spec, offsets, records: int) -> int:
+    if spec.cut == "file":
+        return len(offsets)
+    if spec.unit_records == AUTO:
+        return records
+    return -(-records // spec.unit_records)
+
+
+def _first_units(spec, offsets, records: int, threads: list[int], run_step,
+                 recorder) -> tuple[dict, list[dict]]:
+    """Run the first units, one per worker at a time, measuring the tool: with
+    ``unit_records="auto"`` the ladder of ``sizing.UnitSizer`` until it chooses, else one
+    step of the given size (its rate says whether the run is small). Then cut the rest where
+    they end, and save the whole cut (a resume reuses it). Returns the plan and the results
+    of the units that ran (their outputs kept: units of the run)."""
+    per_file = spec.cut == "file"
+    auto = spec.unit_records == AUTO and not per_file
+    size_given = 1 if per_file else (None if auto else spec.unit_records)
+    total_bytes = sum(o[-1] - o[0] for o in offsets)
+    sizer = UnitSizer(records, len(threads), total_bytes / records)
+    pos, units, probed, error, consumed = (0, 0), [], [], None, 0
+    while True:
+        size = sizer.next_step(records - consumed) if auto else \
+            (size_given if not units else None)
+        if size is None:
+            break
+        step = []
+        for _ in threads:
+            got = take_unit(offsets, pos, len(units) + len(step), size, per_file)
+            if got is None:
+                break
+            step.append(got[0])
+            pos = got[1]
+        if not step:
+            break
+        for u, res in zip(step, run_step(step)):
+            consumed += u.records
+            if res["ok"]:
+                probed.append(res)
+                sizer.observe(size, u.records, u.end - u.start, res["seconds"])
+            elif error is None:  # run again with the rest (and reported if it fails there)
+                error = {"unit": u.uid, "error": res.get("error", "")[:500]}
+        units.extend(step)
+        if error is not None:
+            break
+    if auto:
+        n = sizer.choose() if sizer.steps else FALLBACK_UNIT_RECORDS
+    else:
+        n = size_given
+    tail = spec.tail_units if spec.tail_units is not None else 2 * len(threads)
+    units += cut_units(offsets, n, tail, per_file=per_file, start=pos, uid0=len(units))
+    rate = sizer.rate_at(n) if sizer.steps else None
+    choice = {"unit_records": n, "auto": auto, "records_per_s": rate, "error": error,
+              **({"curve": sizer.report()} if auto else {})}
+    plan = {"streams": list(spec.streams), "inputs": spec.inputs, "records": records,
+            "unit_records": n, "records_per_s": rate, "unit_choice": choice,
             "units": [u.to_list() for u in units]}
     write_json(recorder.file(FARM_UNITS), plan)
-    return plan
+    return plan, probed
 
 
-def _probe_unit_records(offsets, records: int, worker, n_workers: int) -> dict:
-    """``unit_records="auto"``: the tool timed by one worker on the first record and on the
-    first ``PROBE_RECORDS`` of the first input (the one record twice, the faster counts), then
-    ``choose_unit_records``. A probe the tool fails falls back to ``FALLBACK_UNIT_RECORDS``
-    (the run itself then reports the failing records)."""
-    import ray
-    first = offsets[0]
-    many = min(PROBE_RECORDS, len(first) - 1)
-    if many < 2:  # nothing to fit: units for balance alone
-        return {"unit_records": max(1, records // (n_workers * UNITS_PER_WORKER)),
-                "probe": None}
-    probe = [Unit(-1, 0, first[0], first[n], 0, n).to_list() for n in (1, many, 1)]
-    timed = ray.get(worker.probe.remote(probe))
-    if timed.get("error"):
-        return {"unit_records": FALLBACK_UNIT_RECORDS, "probe": None,
-                "error": timed["error"][:500]}
-    t1, tm, t1b = timed["seconds"]
-    fixed, per_record = fit_unit_cost(min(t1, t1b), tm, many)
-    n = choose_unit_records(fixed, per_record, records, n_workers)
-    return {"unit_records": n, "probe": {"records": [1, many], "seconds": timed["seconds"],
-                                         "fixed_s": fixed, "per_record_s": per_record}}
-
-
-def _drive(spec, units, done, workers, writers, recorder, progress, attempt) -> dict:
-    """Hand out units, collect results, journal what is on disk, until every unit is on disk
-    or given up."""
-    import ray
-
-    todo = [u.uid for u in units if u.uid not in done]
-    queue = UnitQueue(todo, spec.retries)
-    journal = JournalWriter(recorder.file(JOURNAL))
-    log = JsonlWriter(recorder.file(FARM_LOG))
-    metrics = JsonlWriter(recorder.file(METRICS))
-    n_total, reused = len(units), len(done)
-    journaled: dict[int, set] = {}
-    on_disk = set(done)
-    bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
-    calls: dict = {}    # each worker's outstanding exchange -> the worker
-    unwritten: dict[str, set] = {w: set() for w in workers}  # ran, append not yet answered
-    per_worker = {w: {"units": 0, "busy_s": 0.0, "failed_runs": 0} for w in workers}
-    writer_stats = []
-    t_run = time.time()
-    last_drain = last_metrics = 0.0
-    tool_s = 0.0
-
-    def drain(entries_lists) -> None:
-        for entries in entries_lists:
-            journal_blocks(journal, entries, f"attempt-{attempt}")
-            for e in entries:
-                journaled.setdefault(int(e["unit"]), set()).add(e["stream"])
-        for u, got in list(journaled.items()):
-            if len(got) == len(spec.streams):
-                on_disk.add(u)
-                del journaled[u]
-
-    def snapshot(final: bool = False) -> None:
-        metrics.write([{"t": time.time(), "elapsed": time.time() - t_run,
-                        "units_done": len(on_disk), "units_total": n_total,
-                        "units_reused": reused, "units_failed": len(queue.failures),
-                        "retries": queue.retried,
-                        "in_flight": sum(len(h) for h in queue.held.values()),
-                        "workers": per_worker, "final": final}])
-
-    def exchange(wname: str) -> None:
-        given = []
-        while (u := queue.next_for(wname, len(workers))) is not None:
-            given.append(units[u].to_list())
-        calls[workers[wname].exchange.remote(given)] = wname
-
-    def steal_for(idle: str) -> None:
-        """An idle worker, nothing pending: take queued units back from the busiest."""
-        plan = queue.steal(idle)
-        if plan is None:
-            return
-        victim, n = plan
-        try:
-            back = ray.get(workers[victim].give_back.remote(n), timeout=30)
-        except Exception:  # the victim died: its exchange says so, and its units go back
-            return
-        queue.returned(victim, [u[0] for u in back])
-
-    def write_failed(wname: str, u: int, error: str) -> None:
-        log.write([{"unit": u, "worker": wname, "ok": False, "error": error[:2000]}])
-        per_worker[wname]["failed_runs"] += 1
-        queue.failed(wname, u, {"error": error[:2000], "returncode": 0, "stderr": ""})
-
-    try:
-        for wname in workers:
-            exchange(wname)
-        while not (queue.idle() and not any(unwritten.values())):
-            ready, _ = ray.wait(list(calls), num_returns=1, timeout=0.2)
-            if ready:
-                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
-            for ref in ready:
-                wname = calls.pop(ref)
-                try:
-                    events = ray.get(ref)
-                except Exception as exc:  # the worker is gone: its units go back
-                    try:  # (and one whose exchange failed otherwise runs nothing more)
-                        ray.kill(workers[wname])
-                    except Exception:
-                        pass
-                    for u in sorted(unwritten.pop(wname)):  # its appends' answers died with it
-                        write_failed(wname, u, f"worker lost before its output was written: "
-                                               f"{exc}"[:500])
-                    for lost in queue.lost_worker(wname):
-                        log.write([{"unit": lost, "worker": wname, "ok": False,
-                                    "error": f"worker lost: {exc}"[:500]}])
-                    if workers.pop(wname, None) is not None and not workers:
-                        raise PairflowError("farm: every worker was lost") from exc
-                    continue
-                pw = per_worker[wname]
-                for kind, u_or_res, *error in events:
-                    if kind == "written":
-                        unwritten[wname].discard(u_or_res)
-                        queue.written(u_or_res)
-                        pw["units"] += 1
-                        continue
-                    if kind == "write_failed":
-                        unwritten[wname].discard(u_or_res)
-                        write_failed(wname, u_or_res, error[0])
-                        continue
-                    res = u_or_res
-                    u = res["unit"]
-                    pw["busy_s"] += res.get("seconds", 0.0)
-                    tool_s += res.get("seconds", 0.0)
-                    log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
-                               | {"attempt": queue.attempts.get(u, 1)}])
-                    if res["ok"]:
-                        queue.ran(wname, u, res["seconds"])
-                        unwritten[wname].add(u)  # finished once its append is answered
-                    else:
-                        pw["failed_runs"] += 1
-                        queue.failed(wname, u, {"error": res["error"],
-                                                "returncode": res["returncode"],
-                                                "stderr": res["stderr"]})
-            for wname in workers:  # every worker whose exchange returned: the next one
-                if wname not in calls.values():
-                    steal_for(wname)
-                    exchange(wname)
-            now = time.time()
-            if now - last_drain >= 1.0:  # the writers flush each second (flush_s)
-                last_drain = now
-                drain(ray.get([w.drain.remote() for w in writers]))
-            if now - last_metrics >= 1.0:
-                last_metrics = now
-                snapshot()
-                recorder.heartbeat()
-            bar.update(len(on_disk), failed=len(queue.failures))
-        closed = ray.get([w.close.remote() for w in writers])
-        drain([c["entries"] for c in closed])
-        writer_stats = [c["stats"] for c in closed]
-        lost = sorted(queue.finished - on_disk)
-        if lost:  # cannot happen unless a writer lost bytes it had accepted
-            raise PairflowError(f"farm: units {lost[:10]} finished but never reached the disk; "
-                                f"resume the run to rerun them")
-        snapshot(final=True)
-        bar.update(len(on_disk), final=True, failed=len(queue.failures))
-    finally:
-        bar.close()
-        journal.close()
-        log.close()
-        metrics.close()
-    wall = time.time() - t_run
-    return {"run_s": wall, "units_done": len(on_disk), "units_run": len(queue.finished),
-            "units_reused": reused, "retries": queue.retried, "stolen": queue.stolen,
-            "tool_s": tool_s,
-            "per_worker": per_worker, "writers": writer_stats,
-            "journal_s": journal.append_seconds, "failures": queue.failures}
+def _work_s(plan: dict, units, done: set, probed: list, cpus: int) -> float | None:
+    """Seconds of tool work per CPU left, at the rate the first units ran."""
+    rate = plan.get("records_per_s")
+    if not rate:
+        return None
+    ran = done | {r["unit"] for r in probed}
+    left = sum(u.records for u in units if u.uid not in ran)
+    return left / rate / max(1, cpus)

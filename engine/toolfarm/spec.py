@@ -14,6 +14,9 @@ Placeholders (Python ``str.format`` fields inside a token):
   ``{input_records}``  records in the whole input (hmmsearch ``-Z``: E-values as one search)
   ``{db_letters}``, ``{db_records}``  letters and records of the whole segmented database
                        (blastp ``-dbsize``), set when ``volumes > 1``
+  ``{threads}``        the cores the worker owns (1 unless there are fewer workers than
+                       cores: ``sizing.threads_per_worker``): the tool's own thread option,
+                       ``-num_threads {threads}``, ``--cpu {threads}``, ``--threads {threads}``
 """
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ class FarmSpec:
                 raise PairflowError(f"farm: argument names {{shared:{name}}} but no shared "
                                     f"file {name!r} is given (shared: {sorted(self.shared)})")
             if kind not in ("input", "shared", "out", "scratch", "tmp", "input_records",
-                            "db_letters", "db_records"):
+                            "db_letters", "db_records", "threads"):
                 raise PairflowError(f"farm: unknown placeholder {{{f}}} in the arguments")
         outs = {f.partition(":")[2] for t in self.program for f in placeholders(t)
                 if f.startswith("out:")}

@@ -8,19 +8,14 @@ makes each input file one unit (Clustal Omega aligns one file). Units never span
 
 The last units are cut smaller (half, then a quarter of ``unit_records``), so the run ends on
 short units and no core idles while one long unit finishes: the all-pairs engine splits its
-last tiles for the same reason.
-
-``unit_records="auto"``: every tool run pays a fixed cost (blastp loads its database and
-matrix every time, several queries' worth), so small units waste cores and one huge unit per
-core leaves no room to balance. A probe times the tool on one record and on a few
-(``fit_unit_cost``), and ``choose_unit_records`` takes units big enough that the fixed cost is
-a small share of each, yet enough of them for every worker to get several.
+last tiles for the same reason. ``unit_records="auto"`` is sized from the tool's measured
+throughput curve (``sizing.py``); the ladder's units are the run's first units, so the cut
+continues where they end (``cut_units``'s ``start``).
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
-import math
 import os
 import re
 import shutil
@@ -146,30 +141,6 @@ def unit_size(left: int, unit_records: int, tail_units: int) -> int:
 
 
 AUTO = "auto"
-FIXED_SHARE = 0.05        # auto units: the tool's fixed cost at most this share of a unit
-UNITS_PER_WORKER = 4      # and at least this many full units per worker (balance, progress)
-MAX_UNIT_S = 60.0         # and none longer than this (what a killed run loses per worker)
-PROBE_RECORDS = 16        # the probe's larger unit
-
-
-def fit_unit_cost(t_one: float, t_many: float, many: int) -> tuple[float, float]:
-    """(fixed seconds per tool run, seconds per record) from the tool timed on 1 record and on
-    ``many``: a line through the two points, the per-record cost kept above zero."""
-    per_record = max((t_many - t_one) / max(1, many - 1), 1e-6)
-    return max(0.0, t_one - per_record), per_record
-
-
-def choose_unit_records(fixed_s: float, per_record_s: float, records: int, workers: int,
-                        fixed_share: float = FIXED_SHARE,
-                        units_per_worker: int = UNITS_PER_WORKER,
-                        max_unit_s: float = MAX_UNIT_S) -> int:
-    """Records per unit: enough that the fixed cost is at most ``fixed_share`` of a unit's
-    time, but no more than leaves every worker ``units_per_worker`` units, nor a unit longer
-    than ``max_unit_s``; at least 1."""
-    want = math.ceil(fixed_s * (1 - fixed_share) / (fixed_share * per_record_s))
-    balance = records // max(1, workers * units_per_worker)
-    longest = int(max_unit_s / per_record_s)
-    return max(1, min(want, balance, longest))
 
 
 def unit_sizes(total: int, unit_records: int, tail_units: int) -> list[int]:
@@ -182,23 +153,47 @@ def unit_sizes(total: int, unit_records: int, tail_units: int) -> list[int]:
 
 
 def cut_units(offsets: list[list[int]], unit_records: int, tail_units: int,
-              per_file: bool = False) -> list[Unit]:
+              per_file: bool = False, start: tuple[int, int] = (0, 0),
+              uid0: int = 0) -> list[Unit]:
     """Units over every file's record offsets (``scan_records`` per input), in input order;
     a unit ends at its file's end, and the next starts a new one.
 
-    ``per_file``: one unit per file whatever its records (``cut="file"``)."""
+    ``start``: (file, record in that file) where the cut begins, numbering units from
+    ``uid0`` (the records before it are already in units: the ladder's). ``per_file``: one
+    unit per file whatever its records (``cut="file"``)."""
     if per_file:
-        return [Unit(i, i, 0, offs[-1], i, 1) for i, offs in enumerate(offsets)]
-    left = sum(len(o) - 1 for o in offsets)
+        return [Unit(uid0 + k, i, 0, offs[-1], i, 1)
+                for k, (i, offs) in enumerate(list(enumerate(offsets))[start[0]:])]
+    f0, r0 = start
+    first = sum(len(o) - 1 for o in offsets[:f0]) + r0
+    left = sum(len(o) - 1 for o in offsets) - first
     units: list[Unit] = []
-    first = 0
     for file, offs in enumerate(offsets):
-        rec = 0
+        if file < f0:
+            continue
+        rec = r0 if file == f0 else 0
         while rec < len(offs) - 1:
             take = min(unit_size(left, unit_records, tail_units), len(offs) - 1 - rec)
-            units.append(Unit(len(units), file, offs[rec], offs[rec + take], first, take))
+            units.append(Unit(uid0 + len(units), file, offs[rec], offs[rec + take], first, take))
             rec, first, left = rec + take, first + take, left - take
     return units
+
+
+def take_unit(offsets: list[list[int]], pos: tuple[int, int], uid: int,
+              n: int, per_file: bool = False) -> tuple[Unit, tuple[int, int]] | None:
+    """The unit of up to ``n`` records at ``pos`` (file, record), never past its file's end,
+    and the position after it; None at the end of the input (``per_file``: the next file)."""
+    f, r = pos
+    while f < len(offsets) and r >= len(offsets[f]) - 1:
+        f, r = f + 1, 0
+    if f >= len(offsets):
+        return None
+    offs = offsets[f]
+    first = sum(len(o) - 1 for o in offsets[:f]) + r
+    if per_file:
+        return Unit(uid, f, 0, offs[-1], f, 1), (f + 1, 0)
+    k = min(n, len(offs) - 1 - r)
+    return Unit(uid, f, offs[r], offs[r + k], first, k), (f, r + k)
 
 
 def read_unit(path: str, unit: Unit) -> bytes:

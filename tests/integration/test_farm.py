@@ -94,29 +94,95 @@ def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path, monke
     assert os.listdir(tmp_path / "scratch") == []  # the node's copy went with the run
 
 
-def test_auto_units_are_sized_by_a_probe_and_gather_equals_one_blastp(ray_local, data,
-                                                                       tmp_path):
-    """The blastp preset's unit_records=auto: the tool is timed, units are cut from the fit,
+def test_auto_units_follow_the_measured_curve_and_gather_equals_one_blastp(ray_local, data,
+                                                                           tmp_path):
+    """The blastp preset's unit_records=auto (Ray up: the ladder runs on its workers): the
+    ladder's units are the run's first units, the rest is cut at the size the curve chose,
     and the gathered output is still exactly one blastp over the whole input."""
     rd = str(tmp_path / "run")
     assert cli("app=farm", "farm=blastp", f"farm.queries={data['db']}", f"farm.db={data['db']}",
                f"run_dir={rd}") == 0
     assert gathered(rd) == blast_oracle(data, data["db"])
     summary = json.load(open(os.path.join(rd, "summary.json")))
-    choice, n = summary["unit_choice"], summary["unit_records"]
-    probe = choice["probe"]
-    assert probe["records"] == [1, 16] and len(probe["seconds"]) == 3
-    from engine.toolfarm.units import choose_unit_records, fit_unit_cost
-    # the fit is fit_unit_cost's (hand cases in tests/unit/test_farm_units_auto.py) of the
-    # faster of the two one-record runs and the 16-record one
-    one, many, again = probe["seconds"]
-    assert (probe["fixed_s"], probe["per_record_s"]) == fit_unit_cost(min(one, again), many, 16)
-    assert n == choose_unit_records(probe["fixed_s"], probe["per_record_s"], data["n_db"], 2)
-    # blastp pays a start-up (database, matrix) far above one query's search: units of many
-    assert 1 < n <= data["n_db"] // 8
-    cut = json.load(open(os.path.join(rd, "units.json")))
-    sizes = [u[5] for u in cut["units"]]
-    assert max(sizes) == n and sum(sizes) == data["n_db"] == summary["records_total"]
+    assert summary["executor"] == "ray"
+    curve, n = summary["unit_choice"]["curve"], summary["unit_records"]
+    units = json.load(open(os.path.join(rd, "units.json")))["units"]
+    # the wiring: a fresh UnitSizer (hand cases in tests/unit/test_farm_units_auto.py) fed
+    # the ladder's recorded timings of these units asks for the same steps and chooses the same
+    from engine.toolfarm.sizing import UnitSizer
+    sizer, k, left = UnitSizer(data["n_db"], 2, curve["mean_record_bytes"]), 0, data["n_db"]
+    for step in curve["steps"]:
+        assert sizer.next_step(left) == step["size"]
+        for seconds in step["seconds"]:
+            u = units[k]
+            assert u[5] == step["size"]  # records of the k-th unit of the run
+            sizer.observe(step["size"], u[5], u[3] - u[2], seconds)
+            k, left = k + 1, left - u[5]
+    assert sizer.next_step(left) is None and sizer.stopped == curve["stopped"]
+    assert sizer.choose() == n and k == summary["units_probed"] >= 2
+    sizes = [u[5] for u in units[k:]]
+    assert max(sizes) == n and sum(u[5] for u in units) == data["n_db"]
+
+
+INPROCESS = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {repo!r})
+    from engine import farm, gather
+    out = []
+    for kw in json.loads({runs!r}):
+        r = farm(progress=False, num_cpus=2, **kw)
+        stream = kw.get("streams", ["stdout"])[0]
+        gather(r.run_dir, stream, r.run_dir + "/gathered")
+        out.append({{k: r.summary[k] for k in ("executor", "threads", "units_done",
+                                               "units_total", "node_bytes")}})
+    print(json.dumps({{"runs": out, "ray_imported": "ray" in sys.modules}}))
+""")
+
+
+def test_small_farms_run_in_process_without_ray_and_equal_the_whole_tool(data, tmp_path):
+    """In a fresh interpreter (no Ray up): blastp with auto units, hmmsearch, and Clustal
+    Omega on one file with two cores (one worker passing --threads 2) run on threads of the
+    process, never importing Ray; each gathered output equals the tool run on the whole
+    input."""
+    for tool in ("blastp", "hmmsearch", "clustalo"):
+        need_program(tool)
+    bb = sorted(str(p) for p in need(BALIBASE).glob("BB*.tfa"))[0]
+    blast = ["blastp", "-query", "{input}", "-db", "{shared:db}", "-outfmt", "6",
+             "-num_threads", "{threads}"]
+    runs = [dict(program=blast, inputs=[data["queries"]], shared={"db": data["db"]},
+                 prepare=[["makeblastdb", "-in", "{shared:db}", "-dbtype", "prot"]],
+                 unit_records="auto", run_dir=str(tmp_path / "blastp")),
+            dict(program=["hmmsearch", "--cpu", "{threads}", "--tblout", "{out:tblout}", "-o",
+                          os.devnull, "-Z", "{input_records}", "{shared:hmm}", "{input}"],
+                 inputs=[data["db"]], shared={"hmm": data["hmm"]}, streams=["tblout"],
+                 unit_records=10, run_dir=str(tmp_path / "hmmsearch")),
+            dict(program=["clustalo", "-i", "{input}", "--threads", "{threads}"], inputs=[bb],
+                 cut="file", unit_records=1, run_dir=str(tmp_path / "clustalo"))]
+    proc = subprocess.run([sys.executable, "-c", INPROCESS.format(repo=REPO,
+                                                                  runs=json.dumps(runs))],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PAIRFLOW_SCRATCH=str(tmp_path / "scratch")))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["ray_imported"] is False
+    assert [r["executor"] for r in got["runs"]] == ["inprocess"] * 3
+    assert all(r["units_done"] == r["units_total"] for r in got["runs"])
+    blastp, hmmsearch, clustalo = got["runs"]
+    assert blastp["threads"] == [1, 1] and clustalo["threads"] == [2]
+    assert blastp["node_bytes"] == {"local": os.path.getsize(data["db"])}
+    assert os.listdir(tmp_path / "scratch") == []  # the local copy went with the run
+    assert (tmp_path / "blastp" / "gathered").read_bytes() == blast_oracle(data,
+                                                                           data["queries"])
+    want_tbl = tmp_path / "whole.tbl"
+    direct(["hmmsearch", "--cpu", "2", "--tblout", str(want_tbl), "-o", os.devnull,
+            data["hmm"], data["db"]])
+
+    def hits(b):  # comment lines (the command line, the date) differ; order is per unit
+        return sorted(x for x in b.splitlines() if not x.startswith(b"#"))
+    assert hits((tmp_path / "hmmsearch" / "gathered").read_bytes()) == \
+        hits(want_tbl.read_bytes()) and len(hits(want_tbl.read_bytes())) > 40
+    assert (tmp_path / "clustalo" / "gathered").read_bytes() == \
+        direct(["clustalo", "-i", bb, "--threads", "2"])
 
 
 def test_hmmsearch_tblout_equals_one_hmmsearch(ray_local, data, tmp_path):
@@ -269,7 +335,8 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(ray_local, data, t
     runner = threading.Thread(target=lambda: out.update(result=farm(
         program=program, inputs=[data["queries"]], shared={"db": data["db"]},
         prepare=[["makeblastdb", "-in", "{shared:db}", "-dbtype", "prot"]],
-        unit_records=1, workers_per_node=2, run_dir=str(rd), progress=False)))
+        unit_records=1, workers_per_node=2, run_dir=str(rd), progress=False,
+        executor="ray")))
     runner.start()
     victim, deadline = None, time.time() + 120
     while victim is None and time.time() < deadline:
