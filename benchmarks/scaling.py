@@ -4,6 +4,16 @@ Rocket's published R (6.7 on one node, 1.7 on sixteen).
 
     .venv/bin/python benchmarks/scaling.py            # the real sizes (a quiet machine)
     .venv/bin/python benchmarks/scaling.py --quick    # small, to prove it runs (< 2 min)
+    .venv/bin/python benchmarks/scaling.py --grid     # issue 57's grid (~20 min here)
+    .venv/bin/python benchmarks/scaling.py --grid-report benchmarks/out/scaling_grid.json
+
+Issue 57's grid (``--grid``): the exact Jaccard of 241 loci as record packs and 120 as one file
+each, host tiers of 4 and 8 leaves a node, 2 and 3 worker nodes (``--grid-nodes``), each with L3
+off and on, beside one node at the same tier and the planner's simulation of the run; targets:
+with L3 never above one node's R and within 1.25x of the simulation in every cell, the median
+R with L3 at most 0.6 of one node's at the most nodes run, storage with L3 at most half that
+without (bytes, or loads for record packs). ``--grid-report`` prints RESULTS.md's table and
+draws benchmarks/plots/scaling_grid.png from its JSON.
 
 Real nodes: one ``ray.cluster_utils.Cluster`` on this machine (a head with no CPU, worker
 nodes of one CPU each, small object stores), grown from 1 to 2 to 4 worker nodes; every run
@@ -44,11 +54,12 @@ from engine.pairs.space import Triangle  # noqa: E402
 ROCKET_R = {1: 6.7, 16: 1.7}  # Rocket's published R (its figure: one node, sixteen nodes)
 NO_SPEEDUP = ("A speedup cannot be measured on this machine: every node is a process on the "
               "same 2 cores. Loads from storage, bytes and directory hits are what it reports. "
-              "With L3 the nodes stream the same columns in step (`StripePlan.deal`); the "
-              "planner's simulation of the same run (nodes in lockstep) is beside the measured "
-              "R. The gap is the nodes' drift: four one-CPU nodes time-sliced on two cores run "
-              "a column or two apart, and a node more than its room of columns behind the one "
-              "that loaded a column loads it again.")
+              "With L3 the planner chooses between stripes dealt across the cluster "
+              "(`StripePlan.deal`: the nodes stream the same columns in step) and contiguous "
+              "shares of the one plan, simulating both with the nodes drifting apart "
+              "(`simulate.Timing`: one-CPU nodes time-sliced on two cores run columns apart, "
+              "and a node more than its room of columns behind the one that loaded a column "
+              "loads it again); its simulation of the run is beside the measured R.")
 
 
 def _scheduling(summary: dict) -> dict:
@@ -130,6 +141,198 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
     return out
 
 
+GRID_NOTE = ("Issue 57's grid, kept to a few small cells on this 2-core machine: the exact "
+             "Jaccard of Klebsiella/Acinetobacter loci, as record packs and as one file each, "
+             "host tiers of 4 and 8 leaves a node, 2 and 3 one-CPU worker nodes (and a 0-CPU "
+             "head), each with L3 off and on, beside one node (threads, one CPU) at the same "
+             "per-node tier and the planner's simulation of the plan each run ran (with the "
+             "nodes drifting apart: simulate.Timing). The planner chooses between stripes dealt "
+             "across the cluster and contiguous shares.")
+
+
+def _loci(where: str, n: int, as_files: bool) -> list[str]:
+    """The first ``n`` loci of benchmarks/dense_layout.py's set: one FASTA, or a file each."""
+    from benchmarks.dense_layout import loci_fasta
+    os.makedirs(where, exist_ok=True)
+    fasta = loci_fasta(os.path.join(where, "loci.fa"))
+    recs = open(fasta).read().split(">")[1:][:n]
+    if not as_files:
+        path = os.path.join(where, f"first{n}.fa")
+        with open(path, "w") as fh:
+            fh.writelines(">" + r for r in recs)
+        return [path]
+    os.makedirs(os.path.join(where, "files"), exist_ok=True)
+    out = []
+    for k, rec in enumerate(recs):
+        out.append(os.path.join(where, "files", f"locus{k:03d}.fa"))
+        with open(out[-1], "w") as fh:
+            fh.write(">" + rec)
+    return out
+
+
+def _cli_run(inputs: list[str], item: str, leaf: int, host: int, run_dir: str, *extra) -> dict:
+    """One ``pairflow app=jaccard`` run as a user starts it; what its summary.json says."""
+    import json
+    import subprocess
+    data = inputs[0] if item == "record" else os.path.join(os.path.dirname(inputs[0]), "*.fa")
+    cmd = [sys.executable, "-m", "apps.cli", "app=jaccard", f"data.inputs={data}",
+           f"data.item={item}", f"cache.host_cache_items={host}",
+           f"scheduler.leaf_items={leaf}", f"hydra.run.dir={run_dir}", "progress=false", *extra]
+    t0 = time.time()
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    s = json.load(open(os.path.join(run_dir, "summary.json")))
+    choice = s.get("plan_choice") or {}
+    l3 = s.get("l3") or {}
+    return {"R": s["R"], "loads": s["loads"], "units": s.get("packs") or s["n_items"],
+            "plan": s.get("plan"), "eviction": s.get("eviction"),
+            "shares": choice.get("shares"), "expected_R": choice.get("expected_R"),
+            "modes": choice.get("modes"), "one_node_sim_R": choice.get("one_node_R"),
+            "bytes_from_storage": s["tiers"]["source"]["bytes"],
+            "l3_hits": l3.get("hits", 0), "l3_misses": l3.get("misses", 0),
+            "wall_s": round(time.time() - t0, 1), "run_dir": run_dir,
+            "command": "pairflow " + " ".join(cmd[4:])}
+
+
+def _same_result(a: str, b: str) -> bool:
+    """Two runs' dense matrices equal, field by field (the one-node run is the reference)."""
+    import zarr
+    ga, gb = (zarr.open_group(os.path.join(d, "result", "matrix.zarr"), mode="r") for d in (a, b))
+    return all(np.array_equal(ga[f][:], gb[f][:]) for f, _ in ga.arrays())
+
+
+def grid_runs(cells: list[dict], workers=(2, 3)) -> list[dict]:
+    """Each cell's one-node run, then on one Cluster grown to each worker count, L3 off and on."""
+    from ray.cluster_utils import Cluster
+    tmp = tempfile.mkdtemp(prefix="pf-grid-")
+    for c in cells:
+        c["inputs"] = _loci(os.path.join(tmp, f"{c['storage']}-{c['n']}"), c["n"],
+                            c["storage"] == "files")
+        c["item"] = "file" if c["storage"] == "files" else "record"
+        c["host"] = c["tier_leaves"] * c["leaf"]
+        c["name"] = f"{c['storage']} n={c['n']} tier={c['tier_leaves']} leaves"
+        c["dir"] = f"{c['storage']}-{c['n']}-tier{c['tier_leaves']}"  # (Hydra: no '=')
+    out = []
+    for c in cells:
+        one = _cli_run(c["inputs"], c["item"], c["leaf"], c["host"],
+                       os.path.join(tmp, "runs", c["dir"], "one"),
+                       "cluster=inprocess", "cluster.num_cpus=1")
+        c["one"] = one
+        print(f"  {c['name']}: one node R {one['R']:.2f}", flush=True)
+    node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
+    cluster = Cluster(initialize_head=True, head_node_args=dict(
+        num_cpus=0, include_dashboard=False, **node))
+    try:
+        have = 0
+        for k in workers:
+            while have < k:
+                cluster.add_node(num_cpus=1, **node)
+                have += 1
+            cluster.wait_for_nodes()
+            for c in cells:
+                for l3 in (False, True):
+                    where = os.path.join(tmp, "runs", c["dir"], f"{k}-{'on' if l3 else 'off'}")
+                    r = _cli_run(c["inputs"], c["item"], c["leaf"], c["host"], where,
+                                 "cluster=ray", f"cluster.ray_address={cluster.address}",
+                                 f"cache.l3={str(l3).lower()}")
+                    r.update(cell=c["name"], storage=c["storage"], n=c["n"], leaf=c["leaf"],
+                             tier_leaves=c["tier_leaves"], nodes=k, l3=l3,
+                             one_node_R=c["one"]["R"],
+                             one_node_bytes=c["one"]["bytes_from_storage"],
+                             exact=_same_result(c["one"]["run_dir"], where))
+                    out.append(r)
+                    print(f"  {c['name']}, {k} nodes, L3 {'on ' if l3 else 'off'}: R "
+                          f"{r['R']:.2f} (expected {r['expected_R']}, {r['shares']} shares; "
+                          f"one node {r['one_node_R']:.2f}), exact {r['exact']}", flush=True)
+    finally:
+        cluster.shutdown()
+    return out
+
+
+def grid_targets(grid: list[dict]) -> dict:
+    """Issue 57's acceptance over the grid's cells."""
+    on = [r for r in grid if r["l3"]]
+    if not on:
+        return {}
+    never_worse = sum(r["R"] <= r["one_node_R"] for r in on)
+    near_sim = sum(r["expected_R"] is not None and r["R"] <= 1.25 * r["expected_R"] for r in on)
+    out = {"grid_L3_never_worse_than_one_node": {
+               "value": never_worse / len(on), "target": ">= 1.0", "met": never_worse == len(on)},
+           "grid_L3_within_1.25x_of_simulation": {
+               "value": near_sim / len(on), "target": ">= 1.0", "met": near_sim == len(on)}}
+    top = max(r["nodes"] for r in on)
+    ratios = sorted(r["R"] / r["one_node_R"] for r in on if r["nodes"] == top)
+    med = ratios[len(ratios) // 2]
+    out[f"grid_median_R_L3_over_one_node_at_{top}_nodes"] = {
+        "value": med, "target": "<= 0.6", "met": med <= 0.6}
+    pairs = {(r["cell"], r["nodes"]): r for r in grid if not r["l3"]}
+    byt = sorted(_storage_ratio(r, pairs[(r["cell"], r["nodes"])])
+                 for r in on if (r["cell"], r["nodes"]) in pairs)
+    if byt:
+        out["grid_median_storage_bytes_L3_over_off"] = {
+            "value": byt[len(byt) // 2], "target": "<= 0.5", "met": byt[len(byt) // 2] <= 0.5}
+    return out
+
+
+def _storage_ratio(on: dict, off: dict) -> float:
+    """Bytes from storage with L3 over those without; where a run counts no bytes (record
+    packs: a pack is parsed from its file's records already read), loads over loads."""
+    if off["bytes_from_storage"] and on["bytes_from_storage"]:
+        return on["bytes_from_storage"] / off["bytes_from_storage"]
+    return on["loads"] / max(1, off["loads"])
+
+
+def grid_markdown(data: dict) -> str:
+    """The grid as RESULTS.md shows it: a row per cell and node count, L3 off and on side by
+    side, beside one node and the planner's simulation of the run."""
+    rows = ["| cell | nodes | one node R | L3 off R (sim.) | L3 on R (sim.) | shares with L3 "
+            "(dealt / contiguous sim.) | on / one node | on / sim. | storage on / off | exact |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    by = {(r["cell"], r["nodes"], r["l3"]): r for r in data["grid"]}
+    for (cell, k, l3), on in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if not l3:
+            continue
+        off = by.get((cell, k, False))
+        modes = on.get("modes") or {}
+        ways = " / ".join(f"{modes[m]['R']:.2f}" if m in modes else "—"
+                          for m in ("dealt", "contiguous"))
+        sim = on["expected_R"]
+        rows.append(
+            f"| {cell} | {k} | {on['one_node_R']:.2f} | "
+            + (f"{off['R']:.2f} ({off['expected_R']:.2f})" if off else "—")
+            + f" | **{on['R']:.2f}** ({sim:.2f}) | {on['shares']} ({ways}) | "
+            f"{on['R'] / on['one_node_R']:.2f} | {on['R'] / sim:.2f} | "
+            + (f"{_storage_ratio(on, off):.2f}" if off else "—")
+            + f" | {'yes' if on['exact'] and (off or on)['exact'] else '**no**'} |")
+    return "\n".join(rows)
+
+
+def plot_grid(data: dict, path: str) -> str:
+    """Measured R with L3 against the planner's simulation and one node's R, per cell."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    on = [r for r in data["grid"] if r["l3"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = [f"{r['storage']} {r['n']}\ntier {r['tier_leaves']}\n{r['nodes']} nodes"
+              for r in on]
+    x = np.arange(len(on))
+    ax.bar(x - 0.27, [r["one_node_R"] for r in on], 0.27, label="one node")
+    ax.bar(x, [next((o["R"] for o in data["grid"] if not o["l3"] and o["cell"] == r["cell"]
+                     and o["nodes"] == r["nodes"]), 0) for r in on], 0.27, label="L3 off")
+    ax.bar(x + 0.27, [r["R"] for r in on], 0.27, label="L3 on")
+    ax.plot(x + 0.27, [r["expected_R"] for r in on], "k_", markersize=14,
+            label="planner's simulation (L3 on)")
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_ylabel("R = loads / items")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def simulated(n: int, leaf: int, host: int, nodes=(1, 16, 64)) -> list[dict]:
     out = []
     for k in nodes:
@@ -167,6 +370,12 @@ def main() -> None:
     ap.add_argument("--no-real", action="store_true", help="simulated nodes only")
     ap.add_argument("--nodes", default="1,2,4", help="real node counts (default 1,2,4)")
     ap.add_argument("--out", default=None, help="default: benchmarks/out/scaling.json")
+    ap.add_argument("--grid", action="store_true",
+                    help="issue 57's grid (loci records and files, tiers of 4 and 8 leaves, "
+                         "2 and 3 nodes) instead of the issue 15 runs")
+    ap.add_argument("--grid-nodes", default="2,3")
+    ap.add_argument("--grid-report", metavar="JSON",
+                    help="print the grid's table from a scaling_grid.json and plot it")
     args = ap.parse_args()
     started = time.time()
     print(NO_SPEEDUP)
@@ -178,6 +387,29 @@ def main() -> None:
         real_kw = dict(n=96, nbytes=200_000, host=16, leaf=2)
     sim_kw = dict(n=256, leaf=4, host=24)  # one node's R near Rocket's 6.7
     t0 = time.time()
+    if args.grid_report:
+        import json
+        data = json.load(open(args.grid_report))
+        print(grid_markdown(data))
+        print(plot_grid(data, os.path.join(ROOT, "benchmarks", "plots", "scaling_grid.png")))
+        return
+    if args.grid:
+        cells = [dict(storage="records", n=241, leaf=6, tier_leaves=4),
+                 dict(storage="records", n=241, leaf=6, tier_leaves=8),
+                 dict(storage="files", n=120, leaf=4, tier_leaves=4),
+                 dict(storage="files", n=120, leaf=4, tier_leaves=8)]
+        grid = grid_runs(cells, tuple(int(x) for x in args.grid_nodes.split(",")))
+        met = grid_targets(grid)
+        for name, t in met.items():
+            print(f"  target {name}: {t['value']:.3f} (target {t['target']}): "
+                  f"{'met' if t['met'] else 'NOT met'}")
+        write(out_path("scaling_grid.json", args.out), {
+            "note": GRID_NOTE, "grid": grid, "targets": met, "wall_s": time.time() - t0,
+            "one_node": [{k: v for k, v in c.items() if k != "inputs"} for c in cells]},
+            "scaling_grid", started=started,
+            targets=[target(n, t["value"], t["target"].split()[0], float(t["target"].split()[1]))
+                     for n, t in met.items()])
+        return
     real = [] if args.no_real else real_runs(
         **real_kw, workers=tuple(int(x) for x in args.nodes.split(",")))
     sim = simulated(**sim_kw)
