@@ -56,6 +56,7 @@ SECTIONS = (
     ("kernels_micro", "Kernel micro-benchmarks: k-mers and Jaccard", "kernels_micro.py"),
     ("sw_micro", "Kernel micro-benchmarks: Smith-Waterman", "sw_micro.py"),
     ("dense_layout", "Dense results on small tiles: files and write time", "dense_layout.py"),
+    ("dashboard", "Dashboard: a big dense result", "dashboard.py"),
 )
 
 
@@ -805,6 +806,17 @@ def sec_dense_layout(d, ctx):
 
 
 # ---- the headline table (README) ----------------------------------------------------------
+
+def sec_dashboard(d, ctx):
+    return [table(["measure", "figure"], [
+        ["dense result", f"n = {d['n']:,} items, one field, {num(d['matrix_bytes'] / 2**30)} GiB of zarr"],
+        ["server up (health check answers)", num(d["healthy_s"], "s")],
+        ["results view open: navigation to heatmap drawn", f"**{num(d['open_s'], 's')}**"],
+        ["the same, a second page on the warm server", num(d["open_warm_s"], "s")],
+        ["a 120 x 120 region typed in, drawn cell by cell", num(d["region_s"], "s")],
+        ["server's peak resident memory", f"**{num(d['server_peak_rss_mib'], 'MiB')}**"],
+        ["what the page said", f"`{d['facts']}`"]])]
+
 
 def headline(all_: dict, old_block: str = "") -> str:
     """Rows for the README: what pairflow is held to, the figure, and whether it wins, meets

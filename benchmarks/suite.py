@@ -85,6 +85,7 @@ BENCHMARKS = (
     Bench("kernels_micro", "kernels_micro.py", est_full_s=20, est_quick_s=10),
     Bench("sw_micro", "sw_micro.py", est_full_s=25, est_quick_s=10),
     Bench("dense_layout", "dense_layout.py", est_full_s=30, est_quick_s=30),
+    Bench("dashboard", "dashboard.py", est_full_s=150, est_quick_s=40),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
