@@ -124,12 +124,16 @@ class DenseMatrix(Sink):
                             "space": ctx.space.describe(), "leaf": ctx.leaf})
 
     def _reset(self) -> None:
-        """Forget what this process read or opened (after a write, or when reopened)."""
+        """Forget what this process read or opened (when reopened, or before finalize)."""
+        self._forget_staged()
+        self._arrays = None
+
+    def _forget_staged(self) -> None:
+        """Unmap the logs as last read: the next verify reads them again."""
         staged = getattr(self, "_staged", None)
         if staged is not None:
             staged.close()
         self._staged = None
-        self._arrays = None
 
     def _close_log(self) -> None:
         log = getattr(self, "_log", None)
@@ -188,7 +192,7 @@ class DenseMatrix(Sink):
             log.append(payload["blob"])
             for name, region, crc in keys:
                 written[(name, region)] = crc
-            self._staged = None  # a verify in this process reads the logs again
+            self._forget_staged()  # a verify in this process reads the logs again
         return [dict(e) for e in payload["entries"]]
 
     # -- reading back (the driver: resume and finalize) ----------------------------------------
@@ -198,7 +202,7 @@ class DenseMatrix(Sink):
         if getattr(self, "_arrays", None) is None:
             group = zarr.open_group(self.partial, mode="r+")
             self._arrays = {name: group[name] for name in self._fields()}
-            self._staged = None
+            self._forget_staged()
             self._chunks = OrderedDict()
         return self._arrays
 
