@@ -23,8 +23,8 @@ from tests.differential.drawn_app import DrawnApp
 from tests.differential.items import make_items, write_item_files, write_record_files
 from tests.differential.oracle import Expected
 
-R_FACTOR = 1.5  # measured R <= R_FACTOR * simulated R + R_SLACK_LOADS / units
-R_SLACK_LOADS = 2
+R_FACTOR = 1.5  # measured R <= R_FACTOR * simulated R + R_SLACK_LOADS * nodes / units
+R_SLACK_LOADS = 2  # per node: each node's share starts cold, a steal splits a stripe
 
 
 def note_shape(shape) -> None:
@@ -96,8 +96,9 @@ def run_shape(shape, where: str, **extra):
 
 
 def check(shape, res, resumed: bool, against_simulation: bool = True) -> None:
-    """``against_simulation``: hold R to the planner's simulation (one node; on a cluster the
-    simulator does not model the nodes' drift yet, issue "A cluster cache that never loses")."""
+    """``against_simulation``: hold R to the planner's simulation of the run (on a cluster, of
+    the way it shared the run between nodes, with L3 as the nodes drift apart: the planner's
+    ``expected_R``; issue 57 measured 0.86-1.24x of it on 2 and 3 nodes)."""
     if res is None:  # refused (run_shape checked how)
         return
     want = Expected(shape)
@@ -144,8 +145,11 @@ def check_loads(shape, summary: dict, want: Expected, resumed: bool,
     units = loads / R if R else None
     if len(want.touched) == shape.n and not resumed:
         assert R >= 1.0, f"R {R} < 1: fewer loads ({loads}) than items"
-    sim = (summary.get("plan_choice") or {}).get("simulated_R") or {}
+    choice = summary.get("plan_choice") or {}
     ran = f"{summary['plan']}/{summary['eviction']}"
-    if against_simulation and not resumed and ran in sim and units:
-        bound = R_FACTOR * sim[ran] + R_SLACK_LOADS / units
-        assert R <= bound, f"R {R} past {R_FACTOR} x the simulation's {sim[ran]} ({ran})"
+    expected = choice.get("expected_R") or (choice.get("simulated_R") or {}).get(ran)
+    nodes = max(1, len(summary.get("node_caches") or ()))
+    if against_simulation and not resumed and expected and units:
+        bound = R_FACTOR * expected + R_SLACK_LOADS * nodes / units
+        assert R <= bound, (f"R {R} past {R_FACTOR} x the simulation's {expected} ({ran}, "
+                            f"{choice.get('shares')} shares on {nodes} node(s))")
