@@ -4,11 +4,12 @@ Rocket's published R (6.7 on one node, 1.7 on sixteen).
 
     .venv/bin/python benchmarks/scaling.py            # the real sizes (a quiet machine)
     .venv/bin/python benchmarks/scaling.py --quick    # small, to prove it runs (< 2 min)
-    .venv/bin/python benchmarks/scaling.py --grid     # issue 57's grid (~20 min here)
+    .venv/bin/python benchmarks/scaling.py --grid     # issue 57's grid (~30 min here)
     .venv/bin/python benchmarks/scaling.py --grid-report benchmarks/out/scaling_grid.json
 
-Issue 57's grid (``--grid``): the exact Jaccard of 241 loci as record packs and 120 as one file
-each, host tiers of 4 and 8 leaves a node, 2 and 3 worker nodes (``--grid-nodes``), each with L3
+Issue 57's grid (``--grid``): the exact Jaccard of 241 loci as record packs (host tiers of 4, 8
+and 16 leaves a node) and 120 as one file each (4 and 8 leaves), 2, 3 and 4 worker nodes
+(``--grid-nodes``), each with L3
 off and on, beside one node at the same tier and the planner's simulation of the run; targets:
 with L3 never above one node's R and within 1.25x of the simulation in every cell, the median
 R with L3 at most 0.6 of one node's at the most nodes run, storage with L3 at most half that
@@ -373,7 +374,7 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true",
                     help="issue 57's grid (loci records and files, tiers of 4 and 8 leaves, "
                          "2 and 3 nodes) instead of the issue 15 runs")
-    ap.add_argument("--grid-nodes", default="2,3")
+    ap.add_argument("--grid-nodes", default="2,3,4")
     ap.add_argument("--grid-report", metavar="JSON",
                     help="print the grid's table from a scaling_grid.json and plot it")
     args = ap.parse_args()
@@ -396,6 +397,7 @@ def main() -> None:
     if args.grid:
         cells = [dict(storage="records", n=241, leaf=6, tier_leaves=4),
                  dict(storage="records", n=241, leaf=6, tier_leaves=8),
+                 dict(storage="records", n=241, leaf=6, tier_leaves=16),
                  dict(storage="files", n=120, leaf=4, tier_leaves=4),
                  dict(storage="files", n=120, leaf=4, tier_leaves=8)]
         grid = grid_runs(cells, tuple(int(x) for x in args.grid_nodes.split(",")))
