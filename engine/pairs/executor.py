@@ -74,11 +74,24 @@ def choose(executor: str, ray_address: str | None, estimate_s: float | None,
     return "inprocess" if estimate_s <= max_s else "ray"
 
 
-def local_node(num_cpus: int | None, object_store_mb: int | None) -> dict:
+def local_gpus(devices: str) -> int:
+    """CUDA devices an in-process run may give device actors: counted only when ``devices``
+    names cuda (torch is imported for that alone, so a CPU run never imports it), as Ray
+    counts a node's GPUs; 0 without torch or a GPU (then the actors run on the CPU, as on Ray)."""
+    if "cuda" not in str(devices):
+        return 0
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def local_node(num_cpus: int | None, object_store_mb: int | None, gpus: int = 0) -> dict:
     """This machine as a node description (the shape ``runtime.alive_nodes`` returns)."""
     from ..run.runtime import DEFAULT_OBJECT_STORE_MB
     return {"node_id": "local", "address": "127.0.0.1", "head": True,
-            "cpus": int(num_cpus or os.cpu_count() or 1), "gpus": 0,
+            "cpus": int(num_cpus or os.cpu_count() or 1), "gpus": int(gpus),
             "object_store": int((object_store_mb or DEFAULT_OBJECT_STORE_MB) * 2**20)}
 
 
@@ -201,8 +214,9 @@ class InProcessExecutor:
     can_kill = False          # a thread cannot be stopped from outside
     lost_errors: tuple = ()   # no process can die under a thread
 
-    def __init__(self, num_cpus: int | None = None, object_store_mb: int | None = None):
-        self.node = local_node(num_cpus, object_store_mb)
+    def __init__(self, num_cpus: int | None = None, object_store_mb: int | None = None,
+                 gpus: int = 0):
+        self.node = local_node(num_cpus, object_store_mb, gpus)
         self.pool = cf.ThreadPoolExecutor(max(1, self.node["cpus"]),
                                           thread_name_prefix="pairflow-load")
         self.actors: list[LocalActor] = []
@@ -442,7 +456,8 @@ class RayExecutor:
 
 
 def make_executor(kind: str, ray_address: str | None, num_cpus: int | None,
-                  object_store_mb: int | None, log_path: str | None = None):
+                  object_store_mb: int | None, log_path: str | None = None, gpus: int = 0):
+    """``gpus``: an in-process run's CUDA devices (``local_gpus``); Ray counts its own."""
     if kind == "inprocess":
-        return InProcessExecutor(num_cpus, object_store_mb)
+        return InProcessExecutor(num_cpus, object_store_mb, gpus)
     return RayExecutor(ray_address, num_cpus, object_store_mb, log_path)

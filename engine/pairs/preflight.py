@@ -28,8 +28,8 @@ from ..run.journal import check_same_work
 from ..run.runtime import shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .app import PackKey
-from .executor import (RayExecutor, choose, estimate_work_s, local_node, make_executor,
-                       ray_is_up)
+from .executor import (RayExecutor, choose, estimate_work_s, local_gpus, local_node,
+                       make_executor, ray_is_up)
 from .loading import check_items, measure_stages
 from .items import ItemMap
 from .shipped import check_sinks
@@ -143,7 +143,9 @@ class Preflight:
             self.ex = RayExecutor(*runtime, log_path=self.log_path)
         if self.ex is not None:
             self.ex.start()  # Ray starts while the inputs are measured and checked
-        local = local_node(cfg.num_cpus, cfg.object_store_mb)
+        # a run that may go in-process counts this machine's GPUs (Ray counts its own)
+        local = local_node(cfg.num_cpus, cfg.object_store_mb,
+                           local_gpus(cfg.devices) if self.ex is None else 0)
         local_plan = plan_nodes([local], cfg)[0]
         device = local_plan.device
         measure_here = True
@@ -187,7 +189,8 @@ class Preflight:
                 probe_weight if probe_weight is not None else measured.get("probe_weight"))
             kind = choose(cfg.executor, cfg.ray_address, estimate_s, cfg.inprocess_max_s,
                           ray_is_up())
-            self.ex = make_executor(kind, *runtime, log_path=self.log_path)
+            self.ex = make_executor(kind, *runtime, log_path=self.log_path,
+                                    gpus=local["gpus"])
             self.ex.start()
         ex = self.ex
         if ex.name == "inprocess":
