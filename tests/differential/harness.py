@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pandas as pd
@@ -153,3 +155,13 @@ def check_loads(shape, summary: dict, want: Expected, resumed: bool,
         bound = R_FACTOR * expected + R_SLACK_LOADS * nodes / units
         assert R <= bound, (f"R {R} past {R_FACTOR} x the simulation's {expected} ({ran}, "
                             f"{choice.get('shares')} shares on {nodes} node(s))")
+
+
+def run_and_check(shape) -> None:
+    """``run_shape`` then ``check``, in a directory of its own, removed afterwards."""
+    where = tempfile.mkdtemp(prefix="pairflow-diff-")
+    try:
+        res, resumed = run_shape(shape, where)
+        check(shape, res, resumed)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

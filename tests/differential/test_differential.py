@@ -9,13 +9,11 @@ shape, which becomes a named case of test_regressions.py.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
-from tests.differential.harness import check, note_shape, run_shape
+from tests.differential.harness import note_shape, run_and_check
 from tests.differential.shapes import run_shapes
 
 IN_PROCESS_EXAMPLES = int(os.environ.get("PAIRFLOW_DIFF_EXAMPLES", "150"))
@@ -25,20 +23,11 @@ _SETTINGS = dict(deadline=None, derandomize=SEED == 0, database=None, print_blob
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def run_and_check(shape) -> None:
-    note_shape(shape)
-    where = tempfile.mkdtemp(prefix="pairflow-diff-")
-    try:
-        res, resumed = run_shape(shape, where)
-        check(shape, res, resumed)
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-
-
 @seed(SEED)
 @settings(max_examples=IN_PROCESS_EXAMPLES, **_SETTINGS)
 @given(run_shapes(executor="inprocess"))
 def test_in_process(shape):
+    note_shape(shape)
     run_and_check(shape)
 
 
@@ -47,4 +36,5 @@ def test_in_process(shape):
 @settings(max_examples=RAY_EXAMPLES, **_SETTINGS)
 @given(shape=run_shapes(executor="ray", max_n=60))
 def test_local_ray(ray_local, shape):
+    note_shape(shape)
     run_and_check(shape)

@@ -2,13 +2,10 @@
 mechanism it pinned. The drawn ones run through the same harness and oracle."""
 from __future__ import annotations
 
-import shutil
-import tempfile
-
 import numpy as np
 import pytest
 
-from tests.differential.harness import check, run_shape
+from tests.differential.harness import run_and_check
 from tests.differential.shapes import Shape
 from tests.oracles import KLEBSIELLA, canonical_kmer_codes, jaccard_matrix_of_codes, \
     read_sequences
@@ -35,12 +32,7 @@ PACK_OF_ONE = [
 
 @pytest.mark.parametrize("shape", PACK_OF_ONE)
 def test_a_pack_of_one_record_is_not_that_record(shape):
-    where = tempfile.mkdtemp(prefix="pairflow-regress-")
-    try:
-        res, resumed = run_shape(shape, where)
-        check(shape, res, resumed)
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
+    run_and_check(shape)
 
 
 @pytest.fixture(scope="module")

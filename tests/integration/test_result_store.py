@@ -8,12 +8,12 @@ sets. A store that cannot be written fails before any compute, naming it.
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 import pytest
 
-from tests.conftest import need, need_module
+from tests.moto_s3 import s3_bucket
+from tests.conftest import need
 from tests.oracles import canonical_kmers, jaccard_matrix, read_sequences
 from tests.unit.conftest import SHARE
 
@@ -21,31 +21,10 @@ pytestmark = [pytest.mark.ray]
 O_LOCUS = SHARE / "kaptive" / "reference_database" / "Klebsiella_o_locus_primary_reference.gbk"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def s3(monkeypatch):
-    need_module("s3fs")
-    moto_server = need_module("moto.server")
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    for key, value in dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
-                           AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                           AWS_DEFAULT_REGION="us-east-1").items():
-        monkeypatch.setenv(key, value)
-    import s3fs
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                           client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}"})
-    fs.mkdir("results")
-    yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
-    server.stop()
+    with s3_bucket(monkeypatch, "results") as fs:
+        yield fs
 
 
 def _run(runs: str, **options):

@@ -18,13 +18,13 @@ import glob
 import hashlib
 import os
 import pickle
-import socket
 import struct
 
 import numpy as np
 import pytest
 
-from tests.conftest import need, need_module
+from tests.moto_s3 import s3_bucket
+from tests.conftest import need
 from tests.parse_count import CountedAlign, CountedJaccard, parsed
 from tests.unit.conftest import RAGOUT, SHARE
 
@@ -147,32 +147,11 @@ def _planted(marker: str) -> bytes:
                        hashlib.sha256(payload).digest()) + payload
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def s3(monkeypatch):
     """A moto S3 server on 127.0.0.1 with a bucket ``pairflow``; its file system."""
-    need_module("s3fs")
-    moto_server = need_module("moto.server")
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    for key, value in dict(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
-                           AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                           AWS_DEFAULT_REGION="us-east-1").items():
-        monkeypatch.setenv(key, value)
-    import s3fs
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                           client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}"})
-    fs.mkdir("pairflow")
-    yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
-    server.stop()
+    with s3_bucket(monkeypatch, "pairflow") as fs:
+        yield fs
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
