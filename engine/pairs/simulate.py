@@ -25,60 +25,12 @@ from typing import Sequence
 import numpy as np
 
 from .directory import DirectoryShard, shard_of
+from .drift import Timing  # noqa: F401 (the simulator's clock; re-exported)
 from .tiers import BudgetCache, device_cache_items
 from .items import ItemMap
 from .policy import EVICTIONS, PLANS, TilePolicy, make_eviction, make_plan
 from .stealing import contiguous_shares, deal as deal_shares, stripe_starts
 from .space import PairSpace, Rectangle, Tile, Triangle, leaves
-
-
-# What L3 costs an actor on this project's machine (4 one-CPU Ray nodes on 2 shared cores,
-# issue 57's runs): an L2 miss asks the directory (a call to a shard on another node, once per
-# tile with misses), and an item taken from a peer is a call to it and a pull of the object.
-L3_ASK_S = 0.010
-L3_TAKE_S = 0.008
-# How much one tile's time varies on an actor (its coefficient of variation): a node's share of
-# the cores, other work, Ray's own threads. Measured on the same runs: 0.6-1.3 a tile, 0.3 over
-# ten tiles in a row (so successive tiles' times are correlated: ``JITTER_RHO``).
-JITTER = 0.8
-JITTER_RHO = 0.5
-
-
-@dataclass(frozen=True)
-class Timing:
-    """What a tile costs an actor, so nodes may run apart as they do on a cluster.
-
-    Without it the simulator runs the actors in lockstep (one tile each in turn), which is
-    what a run of equal nodes sharing nothing does; with L3 it is not. A node that takes an
-    item from a peer pays a lookup, a call and a pull, one that loads pays a parse, and every
-    node's speed wanders (``jitter``): the nodes drift apart, and a node more than its room of
-    streamed columns behind the one that loaded a column finds it evicted there and loads it
-    again (issue 57: a dealt run measured R 11.7 where the lockstep simulation said 5.0)."""
-
-    t_tile: float = 0.02        # a tile's fixed cost (hand-out, write: config.tile_overhead_s)
-    t_pair: float = 1e-4        # compare, per pair
-    t_load: float = 1e-3        # a load from storage, per item (read and parse)
-    t_ask: float = L3_ASK_S     # an L3 lookup, per tile with L2 misses
-    t_take: float = L3_TAKE_S   # an item taken from a peer
-    jitter: float = JITTER      # the coefficient of variation of a tile's time on an actor
-    rho: float = JITTER_RHO     # how much of one tile's deviation the next keeps
-    seed: int = 0
-
-    def noise(self, n_actors: int):
-        """Each actor's next speed factor (mean 1): correlated log-normal draws."""
-        rng = random.Random(self.seed)
-        sigma = math.sqrt(math.log(1.0 + self.jitter ** 2))
-        z = [rng.gauss(0.0, 1.0) for _ in range(n_actors)]
-        fresh = math.sqrt(max(0.0, 1.0 - self.rho ** 2))
-
-        def draw(a: int) -> float:
-            z[a] = self.rho * z[a] + fresh * rng.gauss(0.0, 1.0)
-            return math.exp(sigma * z[a] - sigma * sigma / 2)
-        return draw
-
-    def tile_s(self, pairs: int, loads: int, asks: int, takes: int) -> float:
-        return self.t_tile + pairs * self.t_pair + loads * self.t_load + asks * self.t_ask + \
-            takes * self.t_take
 
 
 CURVE_STEPS = 20  # SimResult.curve: R after each twentieth of the tiles (stealing.Course)
@@ -116,7 +68,8 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
 
     ``deal``: the run is dealt to the nodes as the hierarchical scheduler deals it
     (``stealing.deal``: contiguous runs of the plan, or with L3 stripes as wide as every host tier
-    together; ``deal="contiguous"``: always the former), each share handed out by a
+    together; ``deal="contiguous"``: always the former, ``"stripes"``: contiguous runs cut where
+    the plan's stripes begin), each share handed out by a
     ``TilePolicy`` of its own (without stealing), instead of one plan every node pulls from.
 
     ``timing``: actors take tiles when their own clock says they are free (``Timing``: each
@@ -131,8 +84,9 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     planner = make_plan(plan, host_items, spare)
     order = planner.order(tiles, items)
     if deal and nodes > 1:
-        shares = deal_shares(planner, tiles, items, nodes, l3 and deal != "contiguous") or \
-            contiguous_shares(order, nodes, stripe_starts(planner, tiles, items))
+        dealt = deal is True and deal_shares(planner, tiles, items, nodes, l3)
+        shares = dealt or contiguous_shares(
+            order, nodes, stripe_starts(planner, tiles, items) if deal == "stripes" else ())
         policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
                                window=window, locality=True) for share in shares]
     else:
@@ -315,7 +269,8 @@ class PlanChoice:
         """One line for the console: the choice, and what it beat."""
         head = f"plan: {self.plan} with {self.eviction} eviction"
         if self.shares in ("contiguous", "dealt"):
-            head += f", {self.shares} shares"
+            cut = self.modes.get(self.shares, {}).get("cuts") == "stripes"
+            head += f", {self.shares} shares" + (" cut at stripes" if cut else "")
         if not self.simulated:
             return f"{head} ({self.note})" if self.note else head
         chosen = f"{self.plan}/{self.eviction}"
@@ -356,7 +311,8 @@ def share_modes(nodes: int, l3: bool, frontiers: bool) -> list[str]:
 
 
 def _deal_arg(mode: str):
-    return {"one": False, "shared": False, "contiguous": "contiguous", "dealt": True}[mode]
+    return {"one": False, "shared": False, "contiguous": "contiguous", "dealt": True,
+            "stripes": "stripes"}[mode]
 
 
 def candidates(plan: str, eviction: str, weighted: bool = False) -> list[tuple[str, str]]:
@@ -494,6 +450,26 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
             rs = [sim(best[m], m, timing=replace(timing, seed=k)) for k in range(TIMED_SEEDS)]
             timed[m] = sum(r.R for r in rs) / len(rs)
             curves[m] = [round(sum(c) / len(c), 4) for c in zip(*(r.curve for r in rs))]
+    cuts = "equal"
+    if "contiguous" in modes and best["contiguous"][0] == "stripe":
+        # contiguous runs cut where stripes begin (no stripe's rows loaded by two nodes), or
+        # in equal runs (the triangle's stripes are unequal: cut at them, the shares are too,
+        # and steals split stripes anyway): whichever the simulation finds loads less
+        c = best["contiguous"]
+        alt = sim(c, "stripes")
+        if "contiguous" in timed:
+            alt_timed = [sim(c, "stripes", timing=replace(timing, seed=k))
+                         for k in range(TIMED_SEEDS)]
+            alt_R = sum(r.R for r in alt_timed) / len(alt_timed)
+        else:
+            alt_timed, alt_R = [alt], alt.R
+        if alt_R < timed.get("contiguous", runs["contiguous"][c].R):
+            cuts = "stripes"
+            runs["contiguous"][c] = alt
+            curves["contiguous"] = [round(sum(v) / len(v), 4)
+                                    for v in zip(*(r.curve for r in alt_timed))]
+            if "contiguous" in timed:
+                timed["contiguous"] = alt_R
     score = {m: timed.get(m, runs[m][best[m]].R) for m in modes}
     mode = min(modes, key=lambda m: (round(score[m], 9), modes.index(m)))
     one_R = None
@@ -501,7 +477,7 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
         one_R = round(min(sim(c, "one", nodes=1, l3=False).R for c in set(best.values())), 4)
     info = {m: {"candidate": "/".join(best[m]), "R": round(score[m], 4),
                 "lockstep_R": round(runs[m][best[m]].R, 4), "timed": m in timed,
-                "curve": curves[m]}
+                "curve": curves[m], **({"cuts": cuts} if m == "contiguous" else {})}
             for m in modes} if nodes > 1 else {}
     return PlanChoice(*best[mode], simulated={f"{p}/{e}": round(r.R, 4)
                                               for (p, e), r in runs[mode].items()},

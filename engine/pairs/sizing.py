@@ -341,10 +341,11 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt")
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
-    if shares is None and frontiers and weights is None and host_items_eff < items.n_items:
-        # contiguous shares of the one plan, cut where its stripes begin (as simulated)
-        starts = stripe_starts(planner, tiles, items)
-        shares = contiguous_shares(order, dealt, starts) if starts else None
+    cuts = (choice.modes.get("contiguous") or {}).get("cuts")
+    if shares is None and frontiers and cuts == "stripes":
+        # contiguous shares of the one plan cut where its stripes begin, as simulated
+        # (else the frontiers' policy cuts equal runs)
+        shares = contiguous_shares(order, dealt, stripe_starts(planner, tiles, items))
     fallback, course = None, None
     curve = (choice.modes.get("dealt") or {}).get("curve")
     if choice.shares == "dealt" and shares is not None and curve and resume_tiles is None:
