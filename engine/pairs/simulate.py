@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections import deque
 import heapq
 import math
-import random
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
