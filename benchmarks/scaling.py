@@ -58,7 +58,7 @@ NO_SPEEDUP = ("A speedup cannot be measured on this machine: every node is a pro
               "With L3 the planner chooses between stripes dealt across the cluster "
               "(`StripePlan.deal`: the nodes stream the same columns in step) and contiguous "
               "shares of the one plan, simulating both with the nodes drifting apart "
-              "(`simulate.Timing`: one-CPU nodes time-sliced on two cores run columns apart, "
+              "(`drift.Timing`: one-CPU nodes time-sliced on two cores run columns apart, "
               "and a node more than its room of columns behind the one that loaded a column "
               "loads it again); its simulation of the run is beside the measured R.")
 
@@ -147,7 +147,7 @@ GRID_NOTE = ("Issue 57's grid, kept to a few small cells on this 2-core machine:
              "host tiers of 4 and 8 leaves a node, 2 and 3 one-CPU worker nodes (and a 0-CPU "
              "head), each with L3 off and on, beside one node (threads, one CPU) at the same "
              "per-node tier and the planner's simulation of the plan each run ran (with the "
-             "nodes drifting apart: simulate.Timing). The planner chooses between stripes dealt "
+             "nodes drifting apart: drift.Timing). The planner chooses between stripes dealt "
              "across the cluster and contiguous shares.")
 
 
