@@ -94,3 +94,17 @@ def test_without_timing_or_l3_the_choice_is_as_before():
     off = choose_plan(Triangle(60), 2, 8, items=items, nodes=3, frontiers=True)
     assert off.shares == "contiguous" and set(off.modes) == {"contiguous"}
     assert choose_plan(Triangle(60), 2, 8, items=items).shares == "one"
+
+
+def test_an_actors_speed_wanders_with_the_stated_variation():
+    # correlated log-normal factors of mean 1 and the stated coefficient of variation, drawn
+    # reproducibly from the seed (20,000 draws: the sample's mean and CV within a few %)
+    import statistics
+    for jitter, rho in ((0.8, 0.5), (0.3, 0.0)):
+        draw = Timing(jitter=jitter, rho=rho, seed=3).noise(2)
+        xs = [draw(0) for _ in range(20_000)]
+        assert abs(statistics.fmean(xs) - 1) < 0.05
+        assert abs(statistics.pstdev(xs) / statistics.fmean(xs) - jitter) < 0.08 * jitter
+        again = Timing(jitter=jitter, rho=rho, seed=3).noise(2)
+        assert [again(0) for _ in range(5)] == xs[:5]
+    assert Timing(jitter=0.0).noise(1)(0) == 1.0
