@@ -329,10 +329,12 @@ def _first_units(spec, offsets, records: int, threads: list[int], run_step,
         n = sizer.choose() if sizer.steps else FALLBACK_UNIT_RECORDS
     else:
         n = size_given
-    tail = spec.tail_units if spec.tail_units is not None else 2 * len(threads)
+    tail = spec.tail_units if spec.tail_units is not None else \
+        sizer.tail_units(n, 2 * len(threads)) if auto else 2 * len(threads)
     units += cut_units(offsets, n, tail, per_file=per_file, start=pos, uid0=len(units))
     rate = sizer.rate_at(n) if sizer.steps else None
     choice = {"unit_records": n, "auto": auto, "records_per_s": rate, "error": error,
+              "tail_units": tail,
               **({"curve": sizer.report()} if auto else {})}
     plan = {"streams": list(spec.streams), "inputs": spec.inputs, "records": records,
             "unit_records": n, "records_per_s": rate, "unit_choice": choice,

@@ -24,6 +24,11 @@ when the ladder stopped (larger units are then faster still); never a unit longe
 decides between in-process and Ray (``engine.pairs.executor.choose``, the one rule both
 engines follow).
 
+``tail_units``: the last units of a run are cut smaller so no core idles long behind the
+last one (``units.unit_size``); where a unit takes less than ``TAIL_MIN_S`` that idle is short
+already, and smaller units would pay the tool's fixed cost again (on a small input every unit
+is in the tail: 50 queries became 16 units of 3 records), so they are not cut.
+
 ``threads_per_worker``: a node's cores split over its workers; a worker owning several passes
 the tool's own thread option (``{threads}``: ``-num_threads``, ``--cpu``, ``--threads``). There
 are never more workers than units, so one Clustal Omega file on two cores is one worker with
@@ -33,9 +38,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-UNITS_PER_WORKER = 4      # every worker gets at least this many full units (balance, progress)
+UNITS_PER_WORKER = 2      # every worker gets at least this many full units (balance, progress)
 MAX_UNIT_S = 60.0         # and no unit runs longer (what a killed run loses per worker)
-FIRST = 2                 # the ladder's first size, records
+TAIL_MIN_S = 2.0          # units shorter than this are not cut smaller at the end of the run
+FIRST = 8                 # the ladder's first size, records
 FACTOR = 4                # each step this many times the last
 GAIN = 0.10               # a step gaining less than this over the last: the knee, stop
 TOLERANCE = 0.05          # sizes within this of the best rate count as the best
@@ -133,6 +139,12 @@ class UnitSizer:
             size = min(s for r, s in rates if r >= (1 - self.tolerance) * best)
             rate = best
         return max(1, min(size, bound, self.longest(rate)))
+
+    def tail_units(self, size: int, default: int) -> int:
+        """How many of the last units' worth of records are cut smaller: ``default``, or none
+        where a unit of ``size`` takes less than ``TAIL_MIN_S`` at the measured rate."""
+        rate = self.rate_at(size) if self.steps else 0.0
+        return 0 if rate > 0 and size / rate < TAIL_MIN_S else default
 
     def rate_at(self, size: int) -> float:
         """Records per second per worker at ``size``: the measured step at or below it."""

@@ -22,6 +22,13 @@ def ladder(sizer: UnitSizer, seconds, records: int) -> list[int]:
     return sizes
 
 
+def sizer(records: int, workers: int, record_bytes: float = RECORD_BYTES) -> UnitSizer:
+    """The hand cases' knobs, stated here (the defaults may move): a ladder from 2 records,
+    x4 a step, 4 units per worker, units of at most 60 s, the knee at +10 %, 5 % tolerance."""
+    return UnitSizer(records, workers, record_bytes, units_per_worker=4, max_unit_s=60.0,
+                     first=2, factor=4, gain=0.10, tolerance=0.05)
+
+
 def line(fixed, per):
     return lambda n: fixed + per * n
 
@@ -31,7 +38,7 @@ def test_the_ladder_stops_at_the_knee_and_takes_the_smallest_size_near_the_best(
     #   2: 2/0.07 = 28.6   8: 8/0.13 = 61.5   32: 32/0.37 = 86.5   128: 128/1.33 = 96.2
     #   512: 512/5.17 = 99.0 (+2.9 % over 128 < 10 %: the knee)
     # best 99.0; within 5 %: >= 94.1 -> 128 is the smallest such size
-    s = UnitSizer(10_000, 2, RECORD_BYTES)
+    s = sizer(10_000, 2, RECORD_BYTES)
     assert s.bound() == 10_000 // 8 == 1250
     assert ladder(s, line(0.05, 0.01), 10_000) == [2, 8, 32, 128, 512]
     assert s.stopped == "knee"
@@ -42,7 +49,7 @@ def test_the_ladder_stops_at_the_knee_and_takes_the_smallest_size_near_the_best(
 def test_a_curve_still_rising_at_the_bound_takes_the_bound():
     # 100 records, 2 workers x 4 units: bound 12; 2: 28.6, 8: 61.5, 12: 12/0.17 = 70.6
     # (+14.7 %): still rising when the bound stops the ladder -> units of 12
-    s = UnitSizer(100, 2, RECORD_BYTES)
+    s = sizer(100, 2, RECORD_BYTES)
     assert ladder(s, line(0.05, 0.01), 100) == [2, 8, 12]
     assert s.stopped == "bound" and s.choose() == 12
 
@@ -51,7 +58,7 @@ def test_no_unit_runs_past_the_longest_allowed():
     # 1 s a run + 2 s a record: 2 -> 5 s (0.400/s), 8 -> 17 s (0.471/s, +17.6 %);
     # 32 records at 8's rate would take 68 s > 60 s: the ladder stops; 60 s x 0.471/s = 28
     # records (at the last measured rate, which larger units only beat: t(28) = 57 s)
-    s = UnitSizer(10**6, 2, RECORD_BYTES)
+    s = sizer(10**6, 2, RECORD_BYTES)
     assert ladder(s, line(1.0, 2.0), 10**6) == [2, 8]
     assert s.stopped == "max_unit_s" and s.choose() == 28
     assert line(1.0, 2.0)(28) <= 60
@@ -61,29 +68,40 @@ def test_a_curve_that_falls_again_keeps_the_best_size():
     # records per second 2: 50, 8: 100, 32: 80 (a tool slower per record on big units):
     # 80 < 1.1 x 100 stops the ladder; the best measured size is 8
     rate = {2: 50.0, 8: 100.0, 32: 80.0}
-    s = UnitSizer(10_000, 2, RECORD_BYTES)
+    s = sizer(10_000, 2, RECORD_BYTES)
     assert ladder(s, lambda n: n / rate[n], 10_000) == [2, 8, 32]
     assert s.stopped == "knee" and s.choose() == 8
 
 
 def test_too_few_records_for_a_step_cut_for_balance_alone():
     # 20 records, 2 workers: bound 20 // 8 = 2; one step of 2, then the bound ends it
-    s = UnitSizer(20, 2, RECORD_BYTES)
+    s = sizer(20, 2, RECORD_BYTES)
     assert ladder(s, line(0.05, 0.01), 20) == [2]
     assert s.stopped == "bound" and s.choose() == 2
     # 3 records on 2 workers: bound 1, a step of 1 record each, then the bound
-    s = UnitSizer(3, 2, RECORD_BYTES)
+    s = sizer(3, 2, RECORD_BYTES)
     assert ladder(s, line(0.05, 0.01), 3) == [1] and s.choose() == 1
     # 1 record on 2 workers: no step fits (2 x 1 > 1): nothing measured, no estimate
-    s = UnitSizer(1, 2, RECORD_BYTES)
+    s = sizer(1, 2, RECORD_BYTES)
     assert s.next_step(1) is None and s.stopped == "records" and s.choose() == 1
     assert s.work_s(1, 2, 1) is None
+
+
+def test_short_units_are_not_cut_smaller_at_the_end():
+    # 50 ms + 10 ms a record: a unit of 128 takes 1.33 s < 2 s -> no tail; at 0.25 s a
+    # record a unit of 128 takes 32 s -> the default tail
+    s = sizer(10_000, 2)
+    ladder(s, line(0.05, 0.01), 10_000)
+    assert s.tail_units(128, 4) == 0
+    s = sizer(10_000, 2)
+    ladder(s, line(0.05, 0.25), 10_000)
+    assert s.tail_units(s.choose(), 4) == 4 and s.choose() / s.rate_at(s.choose()) >= 2.0
 
 
 def test_rates_count_bytes_so_long_records_weigh_more():
     # mean record 200 bytes; one unit of 2 records, 600 bytes, in 1 s, another of 2 records,
     # 200 bytes, in 1 s: 800 bytes / 2 s = 400 B/s = 2 records/s at the mean record
-    s = UnitSizer(1000, 2, 200)
+    s = sizer(1000, 2, 200)
     s.observe(2, 2, 600, 1.0)
     s.observe(2, 2, 200, 1.0)
     assert s.rate(s.steps[0]) == pytest.approx(2.0)
