@@ -146,7 +146,7 @@ def view_hits(res: Path) -> None:
     st.markdown(f"`hits shown: {len(sel)}`")
     if len(sel):
         row = sel.iloc[0]
-        st.markdown("`first row: " + " · ".join(f"{c}={row[c]}" for c in ("qseqid", "sseqid", "evalue", "bitscore")
+        st.markdown("`first row: " + ", ".join(f"{c}={row[c]}" for c in ("qseqid", "sseqid", "evalue", "bitscore")
                                                  if c in sel.columns) + "`")
     st.dataframe(sel[cols], hide_index=True, width="stretch", key="hits_df")
     if "evalue" in hits and len(hits):

@@ -9,7 +9,8 @@ are finished. The rules:
   missing (NaN), whatever the array holds there (its fill value, 0 for an integer field). Cells
   outside every tile (a 1x1 diagonal block of a triangle) hold what the sink wrote at start.
 * **Big matrices by blocks.** Above ``max_side`` items a side, the heatmap shows the mean of
-  f x f blocks (dask's ``coarsen``, NaN-aware), f = ceil(n / max_side); a region zoomed to at most
+  f x f blocks of the finished cells, f = ceil(n / max_side) (one dask task per stored chunk
+  sums and counts its cells by block: ``_chunk_sums``); a region zoomed to at most
   ``max_side`` items a side is read cell by cell. The block grid is kept per field and factor and
   only the blocks that newly finished tiles touch are read again, so a live run's refresh reads
   what changed, not the matrix.
@@ -29,6 +30,7 @@ import numpy as np
 
 from dashboard.rundir import JsonlTailer
 
+DEFAULT_SIDE = 120  # heatmap cells a side unless the page asks for another
 CLUSTER_MAX = 3000  # items a side clustered cell by cell; beyond, the block grid is clustered
 HIST_BINS = 60
 
@@ -226,20 +228,29 @@ class DenseResult:
         return x.map_blocks(mask_block, dtype=np.float64)
 
     def _block_means(self, name: str, f: int, bi0: int, bi1: int, bj0: int, bj1: int) -> np.ndarray:
-        """Means of blocks [bi0, bi1) x [bj0, bj1) of side f, through dask."""
-        import dask.array as da
+        """Means of blocks [bi0, bi1) x [bj0, bj1) of side f: each chunk of the array (as zarr
+        stores it, however it is cut) is reduced to its blocks' sums and counts by one dask
+        task, and the parts are added up (no rechunking to the blocks, which copied the matrix)."""
+        import dask
         n_rows, n_cols = self.shape
         a0, a1 = bi0 * f, min(bi1 * f, n_rows)
         b0, b1 = bj0 * f, min(bj1 * f, n_cols)
-        x = self._masked(self._dask(name)[a0:a1, b0:b1], a0, b0)
-        pad = ((0, (bi1 - bi0) * f - (a1 - a0)), (0, (bj1 - bj0) * f - (b1 - b0)))
-        if pad[0][1] or pad[1][1]:
-            x = da.pad(x, pad, mode="constant", constant_values=np.nan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks: NaN, as meant
-            if f == 1:
-                return x.compute(scheduler="threads")
-            return da.coarsen(np.nanmean, x, {0: f, 1: f}).compute(scheduler="threads")
+        x = self._dask(name)[a0:a1, b0:b1]
+        if x.npartitions > 4096:  # many small chunks: fewer, larger tasks
+            x = x.rechunk((max(x.chunks[0][0], (a1 - a0) // 32 + 1), max(x.chunks[1][0], (b1 - b0) // 32 + 1)))
+        regs = self._unfinished_regions()
+        r_off = np.concatenate([[0], np.cumsum(x.chunks[0])]) + a0
+        c_off = np.concatenate([[0], np.cumsum(x.chunks[1])]) + b0
+        blocks = x.to_delayed()
+        tasks = [dask.delayed(_chunk_sums)(blocks[i, j], int(r_off[i]), int(c_off[j]), f, regs)
+                 for i in range(blocks.shape[0]) for j in range(blocks.shape[1])]
+        sums = np.zeros((bi1 - bi0, bj1 - bj0))
+        counts = np.zeros((bi1 - bi0, bj1 - bj0))
+        for (i0, j0, s, k) in dask.compute(*tasks, scheduler="threads"):
+            sums[i0 - bi0:i0 - bi0 + s.shape[0], j0 - bj0:j0 - bj0 + s.shape[1]] += s
+            counts[i0 - bi0:i0 - bi0 + s.shape[0], j0 - bj0:j0 - bj0 + s.shape[1]] += k
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
     def block_grid(self, name: str, f: int) -> np.ndarray:
         """Block means of side ``f`` over the whole field in item order, refreshed where tiles
@@ -251,13 +262,14 @@ class DenseResult:
             if cache is None:
                 cache = self._blocks[(name, f)] = _BlockCache(self._block_means(name, f, 0, gr, 0, gc))
                 return cache.values
-            stale, cache.stale = cache.stale, set()
+            stale = set(cache.stale)  # cleared only once read: a chunk caught mid-write is read again
             if len(stale) > 0.25 * gr * gc:
                 cache.values = self._block_means(name, f, 0, gr, 0, gc)
             else:
                 for bi, bj in stale:
                     if bi < gr and bj < gc:
                         cache.values[bi, bj] = self._block_means(name, f, bi, bi + 1, bj, bj + 1)[0, 0]
+            cache.stale -= stale
             return cache.values
 
     def cells(self, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -347,6 +359,11 @@ class DenseResult:
             [np.arange(b * f, min((b + 1) * f, n)) for b in order])
         return expand(ro, n_rows), expand(co, n_cols)
 
+    @property
+    def large(self) -> bool:
+        """Too many items a side to read the field whole on every view (block means instead)."""
+        return max(self.shape) > CLUSTER_MAX
+
     def histogram(self, name: str, bins: int = HIST_BINS) -> tuple[np.ndarray, np.ndarray, int]:
         """(edges, counts, cells counted) of the finished cells' values (non-finite left out)."""
         return self._memoised(("hist", name, bins), lambda: self._histogram(name, bins))
@@ -372,6 +389,40 @@ class DenseResult:
         # missing cells moved below the range: np.histogram leaves values outside it out
         counts, edges = da.histogram(da.nan_to_num(x, nan=lo - 1.0), bins=bins, range=(lo, hi))
         return np.asarray(edges), np.asarray(counts.compute(scheduler="threads")), int(n)
+
+
+def warm(run_dir: str | Path, plan: list[dict] | None, space: dict | None, final: bool) -> None:
+    """The first field's heatmap at the default size, computed while the server starts
+    (dashboard/serve.py), so the results view of a big matrix opens without reading it."""
+    d = shared_dense(run_dir)
+    if d.refresh(plan, space, final) and d.fields:
+        n = max(d.shape)
+        if n > DEFAULT_SIDE:
+            d.block_grid(d.fields[0], math.ceil(n / DEFAULT_SIDE))
+
+
+def _chunk_sums(c: np.ndarray, r0: int, c0: int, f: int, regs: np.ndarray):
+    """(first block row, first block column, sums, counts) of the finite cells of chunk ``c``
+    (top-left cell (r0, c0)) per block of side f it overlaps; cells of unfinished tiles
+    (``regs``) left out."""
+    c = np.asarray(c, dtype=np.float64)
+    h, w = c.shape
+    hit = regs[(regs[:, 0] < r0 + h) & (regs[:, 1] > r0) & (regs[:, 2] < c0 + w) & (regs[:, 3] > c0)] \
+        if len(regs) else regs
+    if len(hit):
+        c = c.copy()
+        for g0, g1, e0, e1 in hit:
+            c[max(g0, r0) - r0:min(g1, r0 + h) - r0, max(e0, c0) - c0:min(e1, c0 + w) - c0] = np.nan
+    ri = np.unique(np.r_[0, np.arange((r0 // f + 1) * f, r0 + h, f) - r0])
+    ci = np.unique(np.r_[0, np.arange((c0 // f + 1) * f, c0 + w, f) - c0])
+    finite = np.isfinite(c)
+    if finite.all():
+        sums = np.add.reduceat(np.add.reduceat(c, ri, axis=0), ci, axis=1)
+        counts = np.outer(np.diff(np.r_[ri, h]), np.diff(np.r_[ci, w])).astype(np.float64)
+    else:
+        sums = np.add.reduceat(np.add.reduceat(np.where(finite, c, 0.0), ri, axis=0), ci, axis=1)
+        counts = np.add.reduceat(np.add.reduceat(finite.astype(np.float64), ri, axis=0), ci, axis=1)
+    return r0 // f, c0 // f, sums, counts
 
 
 def _leaf_order(x: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import streamlit as st
 from dashboard import results_apps as apps
 from dashboard import results_files as rf
 from dashboard.export import export_buttons
-from dashboard.results_dense import Grid, shared_dense
+from dashboard.results_dense import DEFAULT_SIDE, Grid, shared_dense
 
 MISSING = "#cfd8dc"
 
@@ -90,7 +90,7 @@ def view_matrix(dense) -> None:
     name = c1.selectbox("field", fields, key="mx_field")
     order = c2.radio("order", ["items", "clustered"], horizontal=True, key="mx_order",
                      help="clustered: average linkage of the rows' (and columns') profiles")
-    side = int(c3.number_input("cells a side", min_value=10, max_value=400, value=120, step=10,
+    side = int(c3.number_input("cells a side", min_value=10, max_value=400, value=DEFAULT_SIDE, step=10,
                                key="mx_side", help="above this many items a side: means of blocks"))
     k = _region_keys()
     limits = (max(0, n_rows - 1), max(1, n_rows), max(0, n_cols - 1), max(1, n_cols))
@@ -115,14 +115,21 @@ def view_matrix(dense) -> None:
     facts(field=name, items=f"{n_rows} × {n_cols}", tiles_finished=f"{done} / {planned}",
           missing_cells=dense.missing_cells(), shown=f"{grid.values.shape[0]} × {grid.values.shape[1]} {shown}",
           order=order)
-    df = grid_frame(grid, row_keys, col_keys)
-    chart = heatmap(df, name, grid, order)
+    df, names = grid_frame(grid, row_keys, col_keys)
+    chart = heatmap(df, names, name, grid, order)
     st.altair_chart(chart, key="mx_heat", on_select=_on_brush(n_rows, n_cols), selection_mode=["zoom"],
                     width="content")
     st.caption("drag a box on the heatmap to show that region (cell by cell once it fits); grey: "
                "missing (its tile has not finished)")
-    export_buttons(f"heatmap-{name}", heatmap(df, name, grid, order, brush=False), df, key="mx")
+    cells = df.merge(names[0], on="ri").merge(names[1], on="ci").drop(columns=["ri", "ci"])
+    export_buttons(f"heatmap-{name}", heatmap(df, names, name, grid, order, brush=False), cells, key="mx")
     cell_lookup(dense, name, row_keys, col_keys)
+    if dense.large and not st.toggle("value distribution (reads the whole field once)", key="mx_hist_on"):
+        return
+    value_distribution(dense, name)
+
+
+def value_distribution(dense, name: str) -> None:
     edges, counts, n = dense.histogram(name)
     hist = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "cells": counts})
     st.markdown(f"`value distribution: {n} cells`")
@@ -139,21 +146,26 @@ def _span(keys: list[str], idx: np.ndarray, a: int, b: int) -> str:
     return f"{keys[idx[a]]} … {keys[idx[b - 1]]} ({b - a})"
 
 
-def grid_frame(grid: Grid, row_keys: list[str], col_keys: list[str]) -> pd.DataFrame:
-    """One row per heatmap cell: its position range, value (None = missing) and names."""
+def grid_frame(grid: Grid, row_keys: list[str], col_keys: list[str]):
+    """The heatmap's data: one row per cell (its block indices ri, ci, position range and value,
+    None where missing), and the rows' and columns' names once each (joined in the browser, so
+    a big grid does not carry a name per cell)."""
     gr, gc = grid.values.shape
     ri, ci = np.meshgrid(np.arange(gr), np.arange(gc), indexing="ij")
     ri, ci = ri.ravel(), ci.ravel()
     vals = grid.values.ravel()
-    rnames = [_span(row_keys, grid.rows, grid.r_edges[i], grid.r_edges[i + 1]) for i in range(gr)]
-    cnames = [_span(col_keys, grid.cols, grid.c_edges[j], grid.c_edges[j + 1]) for j in range(gc)]
-    return pd.DataFrame({
+    rows = pd.DataFrame({"ri": np.arange(gr), "row": [
+        _span(row_keys, grid.rows, grid.r_edges[i], grid.r_edges[i + 1]) for i in range(gr)]})
+    cols = pd.DataFrame({"ci": np.arange(gc), "column": [
+        _span(col_keys, grid.cols, grid.c_edges[j], grid.c_edges[j + 1]) for j in range(gc)]})
+    cells = pd.DataFrame({
+        "ri": ri, "ci": ci,
         "r0": grid.r_edges[ri], "r1": grid.r_edges[ri + 1], "c0": grid.c_edges[ci], "c1": grid.c_edges[ci + 1],
-        "value": [None if not np.isfinite(v) else float(v) for v in vals],
-        "row": [rnames[i] for i in ri], "column": [cnames[j] for j in ci]})
+        "value": [None if not np.isfinite(v) else float(v) for v in vals]})
+    return cells, (rows, cols)
 
 
-def heatmap(df: pd.DataFrame, name: str, grid: Grid, order: str, brush: bool = True):
+def heatmap(df: pd.DataFrame, names, name: str, grid: Grid, order: str, brush: bool = True):
     n_r = grid.r_edges[-1] - grid.r_edges[0]
     n_c = grid.c_edges[-1] - grid.c_edges[0]
     width = 620
@@ -162,17 +174,20 @@ def heatmap(df: pd.DataFrame, name: str, grid: Grid, order: str, brush: bool = T
     xs = alt.Scale(domain=[float(grid.c_edges[0]), float(grid.c_edges[-1])], nice=False, zero=False)
     ys = alt.Scale(domain=[float(grid.r_edges[0]), float(grid.r_edges[-1])], nice=False, zero=False,
                    reverse=True)
-    c = alt.Chart(df, title=f"{name}").mark_rect().encode(
+    c = alt.Chart(df, title=f"{name}").transform_lookup(
+        lookup="ri", from_=alt.LookupData(names[0], "ri", ["row"])).transform_lookup(
+        lookup="ci", from_=alt.LookupData(names[1], "ci", ["column"])).transform_calculate(
+        shown="isValid(datum.value) ? format(datum.value, '.6g') : 'none'",
+    ).mark_rect(invalid="show").encode(  # missing cells drawn (grey), not left out
         x=alt.X("c0:Q", title=f"column{pos}", scale=xs), x2="c1:Q",
         y=alt.Y("r0:Q", title=f"row{pos}", scale=ys), y2="r1:Q",
-        color=alt.condition("isValid(datum.value)", alt.Color("value:Q", title=name,
-                                                              scale=alt.Scale(scheme="viridis")),
-                            alt.value(MISSING)),
-        tooltip=["row", "column", alt.Tooltip("value:Q", format=".6g")],
+        color=alt.Color("value:Q", title=name, scale=alt.Scale(scheme="viridis")),
+        tooltip=["row:N", "column:N", alt.Tooltip("shown:N", title="value")],
     ).properties(width=width, height=height)
     if brush:
         c = c.add_params(alt.selection_interval(name="zoom", encodings=["x", "y"]))
-    return c
+    # a missing value's colour (Vega-Lite 6: a condition on isValid does not reach it)
+    return c.configure_scale(invalid={"color": {"value": MISSING}})
 
 
 def cell_lookup(dense, name: str, row_keys: list[str], col_keys: list[str]) -> None:
@@ -202,7 +217,7 @@ def first_row(df: pd.DataFrame, cols: list[str]) -> None:
     """The table's first row as text (the grid itself is drawn on a canvas)."""
     if len(df):
         row = df.iloc[0]
-        st.markdown("`first row: " + " · ".join(f"{c}={row[c]}" for c in cols if c in df.columns) + "`")
+        st.markdown("`first row: " + ", ".join(f"{c}={row[c]}" for c in cols if c in df.columns) + "`")
 
 
 def view_pairs(run_dir) -> None:

@@ -2,8 +2,9 @@
 
 The same as ``python -m streamlit run dashboard/app.py [streamlit options] -- RUN_DIR``, except that
 while the server starts, a background thread imports what the app needs (pandas, altair, pyarrow)
-and reads the run directory once into the shared :class:`~dashboard.rundir.RunView`, so the first
-page a browser opens does not wait for them.  ``pairflow dashboard`` runs this.
+and reads the run directory once into the shared :class:`~dashboard.rundir.RunView` (and a dense
+result's first heatmap, :func:`dashboard.results_dense.warm`), so the first page a browser opens
+does not wait for them.  ``pairflow dashboard`` runs this.
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ def warm(run_dir: str | None) -> None:
         from dashboard.rundir import shared_view
 
         if run_dir:
-            shared_view(run_dir).refresh().overview()
+            view = shared_view(run_dir).refresh()
+            ov = view.overview()
         import pyarrow.parquet  # noqa: F401  (only needed for trace.parquet)
+        if run_dir:  # a big dense result's heatmap (the results view)
+            from dashboard.results_dense import warm as warm_results
+            plan = view.tiles_plan()
+            warm_results(run_dir, plan.to_dict("records") if not plan.empty else None, ov.get("space"),
+                         ov["state"] in ("finished", "failed", "interrupted"))
     except Exception:  # noqa: BLE001 - warming is an optimisation; the app reports real problems
         pass
 

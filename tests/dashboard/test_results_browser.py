@@ -1,0 +1,345 @@
+"""The results view in a real browser (Streamlit on 127.0.0.1, Debian's Chromium through Playwright)
+on run directories written by real runs: Jaccard dense (``engine_runs``) and top-k, phylogeny,
+forensics, align and hep (tests/dashboard/results_runs.py, the ``pairflow`` command), and a live
+Jaccard run on Ray whose heatmap fills in while the page is open.
+
+Each view's numbers are held against the run's own files read here (zarr, Parquet, CSV, JSON,
+Newick through dendropy), never through the dashboard's code. Screenshots go to
+tests/artifacts/dashboard/results-*.png (docs/img/ holds copies).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need_module, need_program
+from tests.dashboard import test_dashboard_browser as b
+from tests.dashboard.results_runs import make
+
+playwright_sync = need_module("playwright.sync_api")
+zarr = need_module("zarr")
+pd = need_module("pandas")
+
+pytestmark = pytest.mark.browser
+need_program(b.CHROMIUM)
+
+# the browser fixtures of the other browser tests (imported by name: their tests are not)
+serve, browser, context, page = b.serve, b.browser, b.context, b.page
+
+
+@pytest.fixture(scope="module")
+def result_runs(tmp_path_factory) -> dict[str, Path]:
+    return make(tmp_path_factory.mktemp("result-runs"))
+
+
+def _copy(run_dir: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run_dir, tmp_path / run_dir.name))
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def fact(page, key: str, timeout: float = 30) -> str:
+    """The value of ``key: value`` in the view's facts lines (waits for it to appear)."""
+    deadline = time.time() + timeout
+    while True:
+        m = re.search(rf"(?:^|[\s·]){re.escape(key)}: ([^·\n]+)", main_text(page))
+        if m:
+            return m.group(1).strip()
+        if time.time() > deadline:
+            raise AssertionError(f"no '{key}:' on the page:\n{main_text(page)[:2000]}")
+        time.sleep(0.1)
+
+
+def open_results(page, server, part: str | None = None) -> None:
+    page.goto(server.url + "?view=results")
+    page.locator("h3").filter(has_text=re.compile(r"^\s*results\s*$")).first.wait_for()
+    if part:
+        page.locator('[data-testid="stMain"] label').filter(
+            has_text=re.compile(rf"^\s*{re.escape(part)}\s*$")).first.click()
+    wait_drawn(page)
+
+
+def wait_drawn(page) -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.vega-embed')].every(e => e.querySelector('canvas, svg'))",
+        timeout=30_000)
+    page.wait_for_timeout(300)
+    b.assert_no_exception(page)
+
+
+def shot(page, artifacts: Path, name: str) -> None:
+    page.screenshot(path=str(artifacts / f"results-{name}.png"))
+
+
+def download(page, label: str, nth: int = 0) -> bytes:
+    with page.expect_download() as d:
+        page.locator('[data-testid="stDownloadButton"] button').filter(
+            has_text=re.compile(rf"^\s*{label}\s*$")).nth(nth).click()
+    return Path(d.value.path()).read_bytes()
+
+
+def hover_cell(page, k: int) -> dict:
+    """Hover the k-th cell of the heatmap (the first chart's rect marks, in data order) and
+    read its tooltip."""
+    cell = page.locator(".vega-embed").first.locator("g.mark-rect.marks path").nth(k)
+    page.mouse.move(0, 0)  # off the chart: the tooltip goes
+    page.wait_for_timeout(200)
+    cell.scroll_into_view_if_needed()
+    box = cell.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    tip = page.locator("#vg-tooltip-element")
+    tip.wait_for(state="visible")
+    page.wait_for_timeout(200)
+    return dict(re.findall(r"(row|column|value)\s+([^\n]+)", tip.inner_text()))
+
+
+def assert_shown(text: str, value) -> None:
+    """A tooltip's value (6 significant digits, "none" for a cell without one) is the stored one."""
+    import math
+    if text == "none":
+        assert math.isnan(float(value))
+    else:
+        assert float(text) == pytest.approx(float(value), rel=1e-5, abs=1e-12)
+
+
+def _zarr_field(run_dir: Path, field: str):
+    g = zarr.open_group(str(run_dir / "result" / "matrix.zarr"), mode="r")
+    return g[field][:], list(g.attrs["row_keys"]), list(g.attrs["col_keys"])
+
+
+# --------------------------------------------------------------------------- dense
+
+
+@pytest.mark.timeout(900)
+def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir):
+    server = serve(finished_run)
+    open_results(page, server)
+    meta = json.loads((finished_run / "meta.json").read_text())
+    n = meta["n_items"]
+    field = fact(page, "field")
+    m, rows, cols = _zarr_field(finished_run, field)
+    assert fact(page, "items") == f"{n} × {n}" and m.shape == (n, n)
+    assert fact(page, "tiles finished") == f"{meta['tiles_total']} / {meta['tiles_total']}"
+    assert fact(page, "missing cells") == "0"
+    assert fact(page, "shown") == f"{n} × {n} cells"
+    # a cell by name: the first row item against the last column item
+    fact(page, "cell")  # (drawn after the heatmap)
+    cell = re.search(r"cell: (\w+)\[(.+?), (.+?)\] = (\S+)", main_text(page))
+    assert cell and cell.group(1) == field
+    i, j = rows.index(cell.group(2)), cols.index(cell.group(3))
+    assert float(cell.group(4)) == float(m[i, j])
+    # hover: the tooltip of a cell names its items and holds its value
+    for k in (0, 5 * n + 17, n * n - 1):
+        tip = hover_cell(page, k)
+        r, c = divmod(k, n)
+        assert (tip["row"], tip["column"]) == (rows[r], cols[c])
+        assert_shown(tip["value"], m[r, c])
+    shot(page, artifacts_dir, "matrix")
+    # exports: the picture as PNG and SVG, the cells as CSV (the field's values)
+    assert download(page, "PNG").startswith(b"\x89PNG")
+    assert b"<svg" in download(page, "SVG")[:400]
+    csv = pd.read_csv(__import__("io").BytesIO(download(page, "CSV")))
+    assert len(csv) == n * n
+    for row in csv.sample(10, random_state=0).itertuples():
+        assert row.value == pytest.approx(float(m[row.r0, row.c0]), rel=1e-12, nan_ok=True)
+    # a region: rows 2-9 x columns 4-20, cell by cell
+    for label, v in (("rows from", 2), ("rows to", 9), ("columns from", 4), ("columns to", 20)):
+        box = page.get_by_label(label, exact=True)
+        box.fill(str(v))
+        box.press("Enter")
+        page.wait_for_timeout(400)
+    deadline = time.time() + 30
+    while fact(page, "shown") != "7 × 16 cells" and time.time() < deadline:
+        time.sleep(0.2)
+    assert fact(page, "shown") == "7 × 16 cells"
+    wait_drawn(page)
+    tip = hover_cell(page, 0)
+    assert (tip["row"], tip["column"]) == (rows[2], cols[4])
+    # clustered order: the same cells, permuted
+    page.get_by_role("button", name="whole matrix").click()
+    page.locator('[data-testid="stMain"] label').filter(has_text=re.compile(r"^\s*clustered\s*$")).first.click()
+    deadline = time.time() + 30
+    while fact(page, "order") != "clustered" and time.time() < deadline:
+        time.sleep(0.2)
+    wait_drawn(page)
+    tip = hover_cell(page, 3 * n + 11)
+    assert_shown(tip["value"], m[rows.index(tip["row"]), cols.index(tip["column"])])
+    shot(page, artifacts_dir, "matrix-clustered")
+
+
+@pytest.mark.timeout(900)
+def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
+    """A Jaccard run on Ray, held slow until the page has shown it part done twice. The journal
+    is append-only, so what the page has taken in at any moment is a prefix of the final
+    journal: each (tiles finished, missing cells) the page showed is checked, after the run,
+    against the cells the first that many journaled tiles leave missing. The end shows every
+    tile and no missing cell."""
+    run_dir = tmp_path / "live"
+    handle = producer(run_dir, n_records=120, leaf_items=4, hold=True)
+    server = serve(run_dir)
+    page.goto(server.url + "?view=results")
+    page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first.wait_for(timeout=300_000)
+    shown: list[tuple[int, int]] = []
+    deadline = time.time() + 300
+    while len({d for d, _ in shown if 0 < d}) < 2 and time.time() < deadline:
+        m = re.search(r"tiles finished: (\d+) / (\d+) · missing cells: (\d+)", main_text(page))
+        if m:
+            done, planned, missing = map(int, m.groups())
+            assert not shown or done >= shown[-1][0], "finished tiles went backwards"
+            if 0 < done < planned and done not in {d for d, _ in shown}:
+                wait_drawn(page)
+                if not shown or shown[-1][0] == 0:
+                    page.locator(".vega-embed g.mark-rect.marks path").first.wait_for()
+                    page.wait_for_timeout(1000)  # (a refresh redraws the chart)
+                    shot(page, artifacts_dir, "matrix-live")
+            shown.append((done, missing))
+        time.sleep(0.3)
+    handle.release()
+    assert len({d for d, _ in shown if d > 0}) >= 2, f"the heatmap never showed the run part done twice ({shown})"
+    assert handle.wait(300), "producer did not finish"
+    assert handle.error is None, handle.error
+    meta = json.loads((run_dir / "meta.json").read_text())
+    deadline = time.time() + 60
+    while fact(page, "tiles finished") != f"{meta['tiles_total']} / {meta['tiles_total']}":
+        assert time.time() < deadline, fact(page, "tiles finished")
+        time.sleep(0.3)
+    assert fact(page, "missing cells") == "0"
+    order = _journal_order(run_dir)
+    assert len(order) == meta["tiles_total"]
+    for done, missing in shown:
+        if done < meta["tiles_total"]:  # (a partial last line is not a finished tile)
+            assert missing == _missing_after(run_dir, order[:done]), (done, missing)
+
+
+def _journal_order(run_dir: Path) -> list[str]:
+    """Tile ids in the order the journal first names them."""
+    order, seen = [], set()
+    for ln in (run_dir / "journal.jsonl").read_text().splitlines():
+        tid = str(json.loads(ln)["tile"])
+        if tid not in seen:
+            seen.add(tid)
+            order.append(tid)
+    return order
+
+
+def _missing_after(run_dir: Path, done: list[str]) -> int:
+    """Cells of planned tiles (and their mirrors: a triangle) not among ``done``."""
+    import numpy as np
+    plan = json.loads((run_dir / "tiles.json").read_text())
+    n = json.loads((run_dir / "meta.json").read_text())["n_items"]
+    mask = np.zeros((n, n), bool)
+    finished = set(done)
+    for t in plan:
+        if str(t["id"]) not in finished:
+            mask[t["r0"]:t["r1"], t["c0"]:t["c1"]] = True
+            mask[t["c0"]:t["c1"], t["r0"]:t["r1"]] = True
+    return int(mask.sum())
+
+
+# --------------------------------------------------------------------------- tables, tree, apps
+
+
+@pytest.mark.timeout(900)
+def test_topk_table(result_runs, tmp_path, serve, page, artifacts_dir):
+    run_dir = _copy(result_runs["topk"], tmp_path)
+    df = pd.read_parquet(run_dir / "result" / "topk.parquet")
+    server = serve(run_dir)
+    open_results(page, server)
+    assert fact(page, "rows") == str(len(df))
+    strongest = df.sort_values("score", ascending=False, kind="mergesort").iloc[0]
+    first = fact(page, "first row")
+    assert f"query={strongest['query']}" in first and f"target={strongest['target']}" in first
+    assert float(re.search(r"score=([^,\s]+)", first).group(1)) == pytest.approx(strongest["score"])
+    shot(page, artifacts_dir, "pairs")
+    # one item's neighbours
+    item = df["query"].iloc[7]
+    page.get_by_role("combobox", name="neighbours of").click()
+    page.keyboard.type(item)
+    page.keyboard.press("Enter")
+    want = int(((df["query"] == item) | (df["target"] == item)).sum())
+    deadline = time.time() + 30
+    while fact(page, "matching") != str(want) and time.time() < deadline:
+        time.sleep(0.2)
+    assert fact(page, "matching") == str(want)
+    csv = pd.read_csv(__import__("io").BytesIO(download(page, "CSV")))
+    assert len(csv) == want and set(csv["query"]) | set(csv["target"]) >= {item}
+
+
+@pytest.mark.timeout(900)
+def test_tree(result_runs, tmp_path, serve, page, artifacts_dir):
+    dendropy = need_module("dendropy")
+    run_dir = _copy(result_runs["phylogeny"], tmp_path)
+    tree = dendropy.Tree.get(path=str(run_dir / "result" / "tree.nwk"), schema="newick", preserve_underscores=True)
+    leaves = len(tree.leaf_nodes())
+    server = serve(run_dir)
+    open_results(page, server, "tree")
+    assert fact(page, "leaves") == str(leaves) == str(json.loads((run_dir / "meta.json").read_text())["n_items"])
+    assert fact(page, "shown leaves") == str(leaves)
+    texts = page.locator(".vega-embed").first.locator("g.mark-text.role-mark text")
+    texts.first.wait_for()  # (the part's chart replaces the matrix's)
+    labels = texts.all_text_contents()
+    assert sorted(labels) == sorted(n.taxon.label for n in tree.leaf_nodes())
+    shot(page, artifacts_dir, "tree")
+    # collapse a clade: its k leaves become one
+    page.get_by_role("combobox", name="collapse clades").click()
+    option = page.locator('[role="option"]').nth(1)
+    k = int(re.search(r"\((\d+)\)\s*$", option.inner_text()).group(1))
+    option.click()
+    page.keyboard.press("Escape")
+    deadline = time.time() + 30
+    while fact(page, "shown leaves") != str(leaves - k + 1) and time.time() < deadline:
+        time.sleep(0.2)
+    assert fact(page, "shown leaves") == str(leaves - k + 1)
+
+
+@pytest.mark.timeout(900)
+def test_forensics_clusters_against_truth(result_runs, tmp_path, serve, page, artifacts_dir):
+    run_dir = _copy(result_runs["forensics"], tmp_path)
+    clusters = pd.read_csv(run_dir / "result" / "clusters.csv")
+    server = serve(run_dir)
+    open_results(page, server, "clusters")
+    truth = pd.read_csv(fact(page, "truth"))
+    truth["image"] = truth["file"].str.replace(r"\.jpg$", "", regex=True)
+    assert fact(page, "clusters") == str(clusters["camera"].nunique())
+    assert fact(page, "true groups") == str(truth["camera"].nunique())
+    m = clusters.merge(truth, on="image", suffixes=("_found", "_true"))
+    same = {frozenset(g["image"]) for _, g in m.groupby("camera_found")} == \
+        {frozenset(g["image"]) for _, g in m.groupby("camera_true")}
+    assert (fact(page, "adjusted Rand") == "1.000") == same
+    shot(page, artifacts_dir, "clusters")
+
+
+@pytest.mark.timeout(900)
+def test_align_hits(result_runs, tmp_path, serve, page, artifacts_dir):
+    run_dir = _copy(result_runs["align"], tmp_path)
+    hits = pd.read_parquet(run_dir / "result" / "hits.parquet")
+    server = serve(run_dir)
+    open_results(page, server, "hits")
+    assert fact(page, "hits") == str(len(hits))
+    first = fact(page, "first row")
+    assert f"qseqid={hits['qseqid'].iloc[0]}" in first and f"sseqid={hits['sseqid'].iloc[0]}" in first
+    assert float(re.search(r"evalue=([^,\s]+)", first).group(1)) == pytest.approx(hits["evalue"].iloc[0])
+    shot(page, artifacts_dir, "hits")
+
+
+@pytest.mark.timeout(900)
+def test_hep_cutflow_and_histograms(result_runs, tmp_path, serve, page, artifacts_dir):
+    run_dir = _copy(result_runs["hep"], tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    server = serve(run_dir)
+    open_results(page, server)
+    assert fact(page, "records in") == str(summary["records_in"])
+    assert fact(page, "selected") == str(summary["records_selected"])
+    for p in sorted((run_dir / "result").glob("hist-*.json")):
+        h = json.loads(p.read_text())
+        shown = re.search(rf"histogram {h['name']}: entries (\d+) · sum of weights (\S+)", main_text(page))
+        assert shown and int(shown.group(1)) == h["entries"]
+        assert float(shown.group(2)) == pytest.approx(sum(h["counts"]), rel=1e-5)
+    shot(page, artifacts_dir, "cutflow")
