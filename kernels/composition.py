@@ -95,11 +95,11 @@ def _sorted_unique_counts(xp, codes):
     in code order, which every lookup after it relies on."""
     n = codes.shape[0]
     if n == 0:
-        return codes, xp.zeros(0, dtype=xp.int64)
+        return codes, xp.zeros(0, dtype=xp.int64, device=codes.device)
     s = xp.sort(codes)
-    starts = xp.concat([xp.ones(1, dtype=xp.bool), s[1:] != s[:-1]])
+    starts = xp.concat([xp.ones(1, dtype=xp.bool, device=s.device), s[1:] != s[:-1]])
     first = xp.nonzero(starts)[0]
-    ends = xp.concat([first[1:], xp.asarray([n], dtype=first.dtype)])
+    ends = xp.concat([first[1:], xp.asarray([n], dtype=first.dtype, device=first.device)])
     return xp.take(s, first), xp.astype(ends - first, xp.int64)
 
 
@@ -108,7 +108,8 @@ def _breaks(xp, residues):
     clean word of any length needs, computed once per proteome."""
     r = xp.astype(residues, xp.int64)
     bad = xp.astype(r < 0, xp.int64)
-    return r, xp.concat([xp.zeros(1, dtype=xp.int64), xp.cumulative_sum(bad)])
+    return r, xp.concat([xp.zeros(1, dtype=xp.int64, device=r.device),
+                         xp.cumulative_sum(bad)])
 
 
 def word_counts(xp, residues, length: int, breaks=None):
@@ -116,10 +117,11 @@ def word_counts(xp, residues, length: int, breaks=None):
     ``breaks``: ``_breaks`` of these residues, when the caller has it."""
     n = residues.shape[0] - length + 1
     if n <= 0:
-        return xp.zeros(0, dtype=xp.int64), xp.zeros(0, dtype=xp.int64)
+        none = xp.zeros(0, dtype=xp.int64, device=residues.device)
+        return none, none
     r, bad_before = breaks if breaks is not None else _breaks(xp, residues)
     clean = (bad_before[length:] - bad_before[:n]) == 0
-    codes = xp.zeros(n, dtype=xp.int64)
+    codes = xp.zeros(n, dtype=xp.int64, device=r.device)
     for t in range(length):  # Horner over the word's letters: k ≤ 7 array passes
         codes = codes * ALPHABET + r[t:t + n]
     return _sorted_unique_counts(xp, codes[clean])
@@ -170,7 +172,7 @@ def _member(xp, sorted_set, x, universe: int):
     ``universe``): on numpy a table lookup for small universes, else a merge (``_merge_member``);
     elsewhere ``searchsorted``, which the array API standard has."""
     if sorted_set.shape[0] == 0:
-        return xp.zeros(x.shape, dtype=xp.bool)
+        return xp.zeros(x.shape, dtype=xp.bool, device=x.device)
     if is_numpy_namespace(xp):
         if universe <= _TABLE_RANGE:
             return np.isin(x, sorted_set, kind="table")
@@ -265,7 +267,8 @@ def composition_vector(xp, residues, k: int) -> CompositionVector:
         k1, counts1 = word_counts(xp, residues, k - 1, breaks)
         k2, counts2 = word_counts(xp, residues, k - 2, breaks)
     if words.shape[0] == 0:
-        return CompositionVector(k, words, xp.zeros(0, dtype=xp.float64), k1, 0.0, 0)
+        return CompositionVector(k, words, xp.zeros(0, dtype=xp.float64, device=words.device),
+                                 k1, 0.0, 0)
     freq = xp.astype(counts, xp.float64) / float(xp.sum(counts))
     freq1 = xp.astype(counts1, xp.float64) / float(xp.sum(counts1))
     freq2 = xp.astype(counts2, xp.float64) / float(xp.sum(counts2))

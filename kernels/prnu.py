@@ -118,10 +118,11 @@ def _box_means(xp, x, windows: Sequence[int]):
     The cumulative sums, made once per window, were the residual's largest cost."""
     pad = max(windows) // 2
     h, wd = x.shape
-    z = xp.concat([xp.zeros((pad + 1, wd), dtype=x.dtype), x,
-                   xp.zeros((pad, wd), dtype=x.dtype)], axis=0)
-    z = xp.concat([xp.zeros((z.shape[0], pad + 1), dtype=x.dtype), z,
-                   xp.zeros((z.shape[0], pad), dtype=x.dtype)], axis=1)
+    dev = x.device  # (every array made here on the input's device: a GPU's, not the host)
+    z = xp.concat([xp.zeros((pad + 1, wd), dtype=x.dtype, device=dev), x,
+                   xp.zeros((pad, wd), dtype=x.dtype, device=dev)], axis=0)
+    z = xp.concat([xp.zeros((z.shape[0], pad + 1), dtype=x.dtype, device=dev), z,
+                   xp.zeros((z.shape[0], pad), dtype=x.dtype, device=dev)], axis=1)
     s = xp.cumulative_sum(xp.cumulative_sum(z, axis=0), axis=1)
     for w in windows:
         r = w // 2

@@ -57,7 +57,7 @@ def overlap(xp, a, b, theta, tx, ty, scale: float):
 
 
 def self_overlap(xp, a, scale: float) -> float:
-    zero = xp.zeros(1, dtype=a.dtype)
+    zero = xp.zeros(1, dtype=a.dtype, device=a.device)
     return float(overlap(xp, a, a, zero, zero, zero, scale)[0])
 
 
@@ -96,15 +96,18 @@ def register(xp, a, b, scale: float, self_a: float | None = None,
         return _register_compiled(np.ascontiguousarray(a, np.float64),
                                   np.ascontiguousarray(b, np.float64), float(scale),
                                   float(self_a), float(self_b))
-    grid = xp.asarray(np.arange(COARSE_ANGLES) * (2 * math.pi / COARSE_ANGLES))
-    zeros = xp.zeros(COARSE_ANGLES, dtype=grid.dtype)
+    # (on the clouds' device: a GPU's arrays and the host's do not mix)
+    grid = xp.asarray(np.arange(COARSE_ANGLES) * (2 * math.pi / COARSE_ANGLES),
+                      device=a.device)
+    zeros = xp.zeros(COARSE_ANGLES, dtype=grid.dtype, device=a.device)
     coarse = overlap(xp, a, b, grid, zeros, zeros, ANNEAL[0] * scale)
     # the best grid angles that are local maxima on the circle, best first
     left, right = xp.roll(coarse, 1), xp.roll(coarse, -1)
     peaks = xp.where((coarse >= left) & (coarse >= right), coarse, xp.full_like(coarse, -1.0))
     order = xp.argsort(-peaks)[:CANDIDATES]
-    state = xp.stack([xp.take(grid, order), xp.zeros(CANDIDATES, dtype=grid.dtype),
-                      xp.zeros(CANDIDATES, dtype=grid.dtype)], axis=1)   # (C, 3)
+    state = xp.stack([xp.take(grid, order),
+                      xp.zeros(CANDIDATES, dtype=grid.dtype, device=a.device),
+                      xp.zeros(CANDIDATES, dtype=grid.dtype, device=a.device)], axis=1)
     theta, shift = state[:, 0], state[:, 1:]
     for factor in ANNEAL:
         for _ in range(STEPS_PER_SCALE):
