@@ -19,6 +19,7 @@ then, in one call of the device tool:
 
 and keep what came back: ``cp <files_at>/gpu.json benchmarks/out/gpu.json`` (the log beside it,
 ``gpu_check.log``, says what ran and any traceback). Give the machine back unless rerunning.
+``python scripts/gpu_report.py benchmarks/out/gpu.json`` prints RESULTS.md's GPU section.
 
 What it writes to ``--out``: ``gpu.json`` (rewritten after every part, so a run stopped at its
 limit leaves what it had) and ``gpu_check.log``; nothing else there (run directories go to a

@@ -205,7 +205,7 @@ def camera_images(n: int, side: int, cameras: int = 4, seed: int = 1) -> list[np
     """``n`` noise images, shot ``i`` by camera ``i % cameras`` (a faint shared pattern)."""
     rng = np.random.default_rng(seed)
     patterns = [rng.normal(size=(side, side)) for _ in range(cameras)]
-    return [0.08 * patterns[i % cameras] + rng.normal(size=(side, side)) for i in range(n)]
+    return [0.3 * patterns[i % cameras] + rng.normal(size=(side, side)) for i in range(n)]
 
 
 def forensics(device: str, n: int, side: int, lim: dict, threads: int, leaf: int) -> dict:

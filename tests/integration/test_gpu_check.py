@@ -2,7 +2,8 @@
 pure-Python bundle built by scripts/gpu_bundle.sh is what it imports, the packages the GPU
 machine lacks are refused, and its JSON says every device path equals its numpy oracle, the
 engine's in-process run on the device equals the CPU run (top-k, R, tier counters, evictions
-under the L1 budget) and the throughput parts ran."""
+under the L1 budget) and the throughput parts ran; scripts/gpu_report.py makes RESULTS.md's
+section of it."""
 from __future__ import annotations
 
 import json
@@ -61,3 +62,11 @@ def test_the_device_check_runs_green_on_the_cpu(tmp_path):
     assert forensics["pairs"] == 12 * 11 // 2
     assert report["ok"] is True and run.returncode == 0
     assert "ok: True" in (out / "gpu_check.log").read_text()
+
+    # RESULTS.md's section from the JSON: every kernel's row, the verdict, the engine's runs
+    text = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_report.py"),
+                           str(out / "gpu.json")], check=True, capture_output=True,
+                          text=True).stdout
+    assert "All comparisons equal: yes" in text and "**no**" not in text
+    assert all(f"| {kernel} | torch-cpu |" in text for kernel in KERNELS)
+    assert "| device | torch-cpu | 1 | 1 |" in text
