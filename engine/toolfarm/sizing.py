@@ -14,7 +14,10 @@ is measured in input bytes per second (records differ in length; bytes are what 
 reads), read as records per second at the input's mean record size. The ladder stops at the
 knee (a step gains less than ``gain`` over the one before), at the load-balance bound (every
 worker keeps ``units_per_worker`` units of the whole input, ``bound()``), at a step that would
-run longer than ``max_unit_s``, or when the records left cannot fill a step.
+run longer than ``max_unit_s``, when the records left cannot fill a step, or when what is left
+is short (under ``TAIL_MIN_S`` a worker at the last rate): then there is nothing left to
+balance, and the rest is one unit per worker (a worker has had its ladder units already), so
+50 queries run as 2 rounds of blastp, not 4 of ever smaller units.
 
 ``choose()`` then takes the size that maximises records per second per worker within the
 bound: the smallest measured size within ``tolerance`` of the best measured rate (as fast, and
@@ -75,6 +78,7 @@ class UnitSizer:
         self.first, self.factor, self.gain, self.tolerance = first, factor, gain, tolerance
         self.steps: list[Step] = []
         self.stopped: str | None = None     # why the ladder ended
+        self.left = 0                        # records left when it ended "short"
 
     def bound(self) -> int:
         """The largest unit that leaves every worker ``units_per_worker`` units."""
@@ -116,6 +120,9 @@ class UnitSizer:
             size = min(last.size * self.factor, bound)
             if size > self.longest(self.rate(last)):
                 return self._stop("max_unit_s")
+        if self.steps and left / self.rate(self.steps[-1]) / self.workers < TAIL_MIN_S:
+            self.left = left
+            return self._stop("short")
         if left < size * self.workers:
             return self._stop("records")
         return size
@@ -129,6 +136,8 @@ class UnitSizer:
         bound = self.bound()
         if not self.steps:  # nothing measured (too few records for a step): balance alone
             return bound
+        if self.stopped == "short":  # one unit per worker for what is left
+            return max(1, -(-self.left // self.workers))
         rates = [(self.rate(s), s.size) for s in self.steps]
         best = max(r for r, _ in rates)
         rising = len(rates) < 2 or rates[-1][0] >= (1 + self.gain) * rates[-2][0]

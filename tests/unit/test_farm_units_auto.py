@@ -47,11 +47,29 @@ def test_the_ladder_stops_at_the_knee_and_takes_the_smallest_size_near_the_best(
 
 
 def test_a_curve_still_rising_at_the_bound_takes_the_bound():
-    # 100 records, 2 workers x 4 units: bound 12; 2: 28.6, 8: 61.5, 12: 12/0.17 = 70.6
-    # (+14.7 %): still rising when the bound stops the ladder -> units of 12
+    # 500 records, 2 workers x 4 units: bound 62. 0.2 s a run + 0.1 s a record:
+    #   2: 5.0/s   8: 8.0/s   32: 9.41/s   62: 62/6.4 = 9.69/s (+3 %: the knee)
+    # best 9.69; within 5 %: >= 9.20 -> 32
+    s = sizer(500, 2, RECORD_BYTES)
+    assert ladder(s, line(0.2, 0.1), 500) == [2, 8, 32, 62]
+    assert s.stopped == "knee" and s.choose() == 32
+    # a tool still 31 % faster per record at 62 (62 / 5.0 s = 12.4/s): the bound ends the
+    # ladder while the curve rises -> units of the bound
+    s = sizer(500, 2, RECORD_BYTES)
+    assert ladder(s, {2: 0.4, 8: 1.0, 32: 3.4, 62: 5.0}.get, 500) == [2, 8, 32, 62]
+    assert s.stopped == "bound" and s.choose() == 62
+
+
+def test_a_short_rest_is_one_unit_per_worker():
+    # 100 records, 50 ms a run + 10 ms a record: after the step of 2 (28.6/s) 96 records are
+    # left: 96 / 28.6 / 2 = 1.68 s a worker < 2 s -> stop; 48 records a unit
     s = sizer(100, 2, RECORD_BYTES)
-    assert ladder(s, line(0.05, 0.01), 100) == [2, 8, 12]
-    assert s.stopped == "bound" and s.choose() == 12
+    assert ladder(s, line(0.05, 0.01), 100) == [2]
+    assert s.stopped == "short" and s.choose() == 48
+    # 10 x slower a record: 96 / 8.0 / 2 = 6 s left a worker: the ladder goes on (8: 9.41/s,
+    # 80 / 9.41 / 2 = 4.3 s; 12: 9.6/s, +2 %: the knee)
+    s = sizer(100, 2, RECORD_BYTES)
+    assert ladder(s, line(0.05, 0.1), 100) == [2, 8, 12]
 
 
 def test_no_unit_runs_past_the_longest_allowed():
