@@ -13,9 +13,10 @@ it from a copy of the working tree. Here, first build the one pure-Python packag
 
 then, in one call of the device tool:
 
-    run(command="PYTHONUNBUFFERED=1 python3 scripts/gpu_check.py --device cuda --out $OUT"
-                " --bundle .gpu_bundle --budget-s 420",
-        carry=[".gpu_bundle"], timeout_s=540)
+    command    PYTHONUNBUFFERED=1 python3 scripts/gpu_check.py --device cuda --out $OUT
+               --bundle .gpu_bundle --budget-s 420                  (as one line)
+    carry      [".gpu_bundle"]
+    timeout_s  540
 
 and keep what came back: ``cp <files_at>/gpu.json benchmarks/out/gpu.json`` (the log beside it,
 ``gpu_check.log``, says what ran and any traceback). Give the machine back unless rerunning.
