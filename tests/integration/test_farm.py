@@ -362,12 +362,14 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(ray_local, data, t
 
 
 def test_an_idle_worker_takes_back_queued_units_from_a_busy_one(ray_local, tmp_path):
-    """The first unit takes 1.5 s, the others milliseconds: the worker stuck on it still has
-    units queued when the other runs out, and the idle one takes them back. The output is
-    still every record once, in input order (oracle: the input file itself, through cat)."""
+    """The first unit handed out (unit 2: units 0 and 1 are the first step, one a worker,
+    timed before the rest is cut) takes 1.5 s, the others milliseconds: the worker stuck on it
+    still has units queued when the other runs out, and the idle one takes them back. The
+    output is still every record once, in input order (oracle: the input file itself, through
+    cat)."""
     need_program("bash")
     from engine import farm
-    records = [f">r{i}\n{'SLOW' if i == 0 else 'MKV'}\n" for i in range(16)]
+    records = [f">r{i}\n{'SLOW' if i == 2 else 'MKV'}\n" for i in range(16)]
     queries = tmp_path / "q.fa"
     queries.write_text("".join(records))
     program = ["bash", "-c", 'if grep -q SLOW "$0"; then sleep 1.5; fi; cat "$0"', "{input}"]
@@ -377,9 +379,9 @@ def test_an_idle_worker_takes_back_queued_units_from_a_busy_one(ray_local, tmp_p
     assert s["units_done"] == 16 and not result.failures
     assert s["stolen"] >= 1
     ran = [json.loads(x) for x in (tmp_path / "run" / "farm.jsonl").read_text().splitlines()]
-    slow_worker = next(e["worker"] for e in ran if e["unit"] == 0)
-    # units 1 and 2 were queued behind the slow one; at least one ran elsewhere
-    assert any(e["worker"] != slow_worker for e in ran if e["unit"] in (1, 2))
+    slow_worker = next(e["worker"] for e in ran if e["unit"] == 2)
+    # units 3 and 4 were queued behind the slow one; at least one ran elsewhere
+    assert any(e["worker"] != slow_worker for e in ran if e["unit"] in (3, 4))
     assert gathered(result.run_dir) == queries.read_bytes()
 
 
