@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dashboard.results_staged import StagedTiles
 from dashboard.rundir import JsonlTailer
 
 DEFAULT_SIDE = 120  # heatmap cells a side unless the page asks for another
@@ -74,6 +75,7 @@ class DenseResult:
         self._plan: dict = {}  # tile id -> (r0, r1, c0, c1)
         self._plan_version = None
         self._path: Path | None = None
+        self._staged: StagedTiles | None = None  # a live run's tiles (the chunks are written at the end)
         self._group = None
         self._blocks: dict = {}  # (field, factor) -> _BlockCache
         self._memo: dict = {}  # small derived results keyed by what they depend on
@@ -90,6 +92,8 @@ class DenseResult:
             path = find_matrix(self.run_dir / "result")
             if path != self._path:
                 self._path, self._group = path, None
+                self._staged = StagedTiles(path.with_name(path.name[:-len(".partial")] + ".tiles.partial")) \
+                    if path is not None and path.name.endswith(".partial") else None
                 self._blocks.clear()
                 self._memo.clear()
                 self.generation += 1
@@ -105,6 +109,8 @@ class DenseResult:
                               for t in plan if all(k in t for k in ("id", "r0", "r1", "c0", "c1"))}
                 self._mark_all_stale()
             recs = self._journal.poll(final=final)
+            if self._staged is not None:  # after the journal: a journaled tile is staged already
+                self._staged.poll()
             if self._journal.resets != self._resets:  # journal replaced: a new run here
                 self._resets = self._journal.resets
                 self._finished.clear()
@@ -242,7 +248,8 @@ class DenseResult:
         r_off = np.concatenate([[0], np.cumsum(x.chunks[0])]) + a0
         c_off = np.concatenate([[0], np.cumsum(x.chunks[1])]) + b0
         blocks = x.to_delayed()
-        tasks = [dask.delayed(_chunk_sums)(blocks[i, j], int(r_off[i]), int(c_off[j]), f, regs)
+        staged = (self._staged, name) if self._staged is not None else None
+        tasks = [dask.delayed(_chunk_sums)(blocks[i, j], int(r_off[i]), int(c_off[j]), f, regs, staged)
                  for i in range(blocks.shape[0]) for j in range(blocks.shape[1])]
         sums = np.zeros((bi1 - bi0, bj1 - bj0))
         counts = np.zeros((bi1 - bi0, bj1 - bj0))
@@ -284,6 +291,8 @@ class DenseResult:
                 got = np.asarray(arr.get_orthogonal_selection((rows[ro], cols[co])), dtype=np.float64)
                 out = np.empty_like(got)
                 out[np.ix_(ro, co)] = got
+            if self._staged is not None:
+                self._staged.overlay(name, out, rows, cols)
             for r0, r1, c0, c1 in self._unfinished_regions():
                 ri = (rows >= r0) & (rows < r1)
                 ci = (cols >= c0) & (cols < c1)
@@ -401,16 +410,17 @@ def warm(run_dir: str | Path, plan: list[dict] | None, space: dict | None, final
             d.block_grid(d.fields[0], math.ceil(n / DEFAULT_SIDE))
 
 
-def _chunk_sums(c: np.ndarray, r0: int, c0: int, f: int, regs: np.ndarray):
+def _chunk_sums(c: np.ndarray, r0: int, c0: int, f: int, regs: np.ndarray, staged=None):
     """(first block row, first block column, sums, counts) of the finite cells of chunk ``c``
     (top-left cell (r0, c0)) per block of side f it overlaps; cells of unfinished tiles
-    (``regs``) left out."""
-    c = np.asarray(c, dtype=np.float64)
+    (``regs``) left out; a live run's staged tiles (``staged``: (StagedTiles, field)) put in."""
+    c = np.array(c, dtype=np.float64)
     h, w = c.shape
+    if staged is not None:
+        staged[0].overlay(staged[1], c, np.arange(r0, r0 + h), np.arange(c0, c0 + w))
     hit = regs[(regs[:, 0] < r0 + h) & (regs[:, 1] > r0) & (regs[:, 2] < c0 + w) & (regs[:, 3] > c0)] \
         if len(regs) else regs
     if len(hit):
-        c = c.copy()
         for g0, g1, e0, e1 in hit:
             c[max(g0, r0) - r0:min(g1, r0 + h) - r0, max(e0, c0) - c0:min(e1, c0 + w) - c0] = np.nan
     ri = np.unique(np.r_[0, np.arange((r0 // f + 1) * f, r0 + h, f) - r0])

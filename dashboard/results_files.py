@@ -141,7 +141,6 @@ class TreeLayout:
 
 
 def read_tree(path: Path):
-    from Bio import Phylo
     return cached_read(path, _newick)
 
 

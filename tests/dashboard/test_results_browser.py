@@ -187,6 +187,7 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     page.goto(server.url + "?view=results")
     page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first.wait_for(timeout=300_000)
     shown: list[tuple[int, int]] = []
+    hovered: list[tuple[int, int, str]] = []
     deadline = time.time() + 300
     while len({d for d, _ in shown if 0 < d}) < 2 and time.time() < deadline:
         m = re.search(r"tiles finished: (\d+) / (\d+) · missing cells: (\d+)", main_text(page))
@@ -195,6 +196,13 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
             assert not shown or done >= shown[-1][0], "finished tiles went backwards"
             if 0 < done < planned and done not in {d for d, _ in shown}:
                 wait_drawn(page)
+                if not hovered:  # a finished tile's cell shows its value while the run goes on
+                    first = _journal_order(run_dir)[0]
+                    t = next(t for t in json.loads((run_dir / "tiles.json").read_text()) if str(t["id"]) == first)
+                    n = json.loads((run_dir / "meta.json").read_text())["n_items"]
+                    r, c = t["r0"], t["c1"] - 1
+                    tip = hover_cell(page, r * n + c)
+                    hovered.append((r, c, tip["value"]))
                 if not shown or shown[-1][0] == 0:
                     page.locator(".vega-embed g.mark-rect.marks path").first.wait_for()
                     page.wait_for_timeout(1000)  # (a refresh redraws the chart)
@@ -213,6 +221,10 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     assert fact(page, "missing cells") == "0"
     order = _journal_order(run_dir)
     assert len(order) == meta["tiles_total"]
+    m = zarr.open_group(str(run_dir / "result" / "matrix.zarr"), mode="r")[fact(page, "field")][:]
+    assert hovered and all(v != "none" for _, _, v in hovered)
+    for r, c, v in hovered:
+        assert_shown(v, m[r, c])
     for done, missing in shown:
         if done < meta["tiles_total"]:  # (a partial last line is not a finished tile)
             assert missing == _missing_after(run_dir, order[:done]), (done, missing)
