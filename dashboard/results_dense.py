@@ -318,12 +318,20 @@ class DenseResult:
         if max(r1 - r0, c1 - c0) <= max_side:
             vals = self.cells(name, rows[r0:r1], cols[c0:c1])
             return Grid(vals, 1, np.arange(r0, r1 + 1), np.arange(c0, c1 + 1), rows, cols)
+        if order == "items":  # blocks of the region's own size, on the grid of the whole field
+            f = math.ceil(max(r1 - r0, c1 - c0) / max_side)
+            bi0, bi1, bj0, bj1 = r0 // f, math.ceil(r1 / f), c0 // f, math.ceil(c1 / f)
+            if region is None:  # kept and refreshed where tiles finish
+                vals = self.block_grid(name, f)
+            else:  # only the chunks the region touches are read
+                vals = self._memoised(("region", name, f, bi0, bi1, bj0, bj1),
+                                      lambda: self._block_means(name, f, bi0, bi1, bj0, bj1))
+            r_edges = np.minimum(np.arange(bi0 * f, bi1 * f + 1, f), n_rows)
+            c_edges = np.minimum(np.arange(bj0 * f, bj1 * f + 1, f), n_cols)
+            return Grid(vals, f, r_edges, c_edges, rows, cols)
         f = math.ceil(max(n_rows, n_cols) / max_side)
-        if region is None and order == "items":
-            vals = self.block_grid(name, f)
-        else:  # a region or an order: block means of what is shown, read for this view
-            vals = self._memoised(("grid", name, f, order, r0, r1, c0, c1),
-                                  lambda: self._shown_blocks(name, f, rows[r0:r1], cols[c0:c1]))
+        vals = self._memoised(("grid", name, f, order, r0, r1, c0, c1),  # an order: read for this view
+                              lambda: self._shown_blocks(name, f, rows[r0:r1], cols[c0:c1]))
         r_edges = np.minimum(np.arange(r0, r1 + f, f), r1)[: vals.shape[0] + 1]
         c_edges = np.minimum(np.arange(c0, c1 + f, f), c1)[: vals.shape[1] + 1]
         return Grid(vals, f, r_edges, c_edges, rows, cols)

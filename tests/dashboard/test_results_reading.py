@@ -112,6 +112,11 @@ def test_cells_blocks_and_missing_match_the_files(engine_runs, tmp_path, keep, c
             f = math.ceil(n / side)
             assert g.factor == f
             np.testing.assert_allclose(g.values, block_means(want, f), equal_nan=True)
+        # a region larger than max_side: blocks of its size on the whole field's block grid
+        g = d.grid(field, max_side=5, region=(3, 20, 5, 22))
+        f = math.ceil(17 / 5)
+        assert g.factor == f and g.r_edges[0] == 0 and g.c_edges[0] == f
+        np.testing.assert_allclose(g.values, block_means(want, f)[0:5, 1:6], equal_nan=True)
         i, j = 3, n - 2
         got_cell = d.cell(field, i, j)
         assert (np.isnan(got_cell) and np.isnan(want[i, j])) or got_cell == want[i, j]
