@@ -46,8 +46,8 @@ MAX_UNIT_S = 60.0         # and no unit runs longer (what a killed run loses per
 TAIL_MIN_S = 2.0          # units shorter than this are not cut smaller at the end of the run
 FIRST = 8                 # the ladder's first size, records
 FACTOR = 4                # each step this many times the last
-GAIN = 0.10               # a step gaining less than this over the last: the knee, stop
-TOLERANCE = 0.05          # sizes within this of the best rate count as the best
+GAIN = 0.05               # a step gaining less than this over the last: the knee, stop
+TOLERANCE = 0.02          # sizes within this of the best rate count as the best
 
 
 @dataclass
