@@ -91,7 +91,7 @@ def view_clusters(run_dir: Path) -> None:
     table = got["table"]
     long = table.reset_index().melt(id_vars="cluster", var_name="truth", value_name="images")
     long["cluster"], long["truth"] = long["cluster"].astype(str), long["truth"].astype(str)
-    chart = (alt.Chart(long, title="clusters found (rows) against truth.csv (columns)").mark_rect().encode(
+    chart = (alt.Chart(long, title="found vs truth.csv").mark_rect().encode(
         x=alt.X("truth:N", title="true camera"), y=alt.Y("cluster:N", title="cluster found"),
         color=alt.Color("images:Q", scale=alt.Scale(scheme="blues")), tooltip=["cluster", "truth", "images"])
         + alt.Chart(long).mark_text().encode(x="truth:N", y="cluster:N", text="images:Q")

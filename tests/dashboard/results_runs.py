@@ -6,7 +6,7 @@ command as a user runs it (small inputs, in-process: no Ray).
 ``topk``: exact Jaccard of the 162 Klebsiella capsule loci, top 3 per locus; ``phylogeny``: the
 16 proteomes' composition-vector tree; ``forensics``: 24 camera shots; ``align``: the 45 globins
 all-vs-all, top 5; ``hep``: the ttH selection over 2,421 events (64 draws a reconstruction, to
-keep it short). The dense Jaccard run is ``engine_runs["allpairs"]`` (tests/dashboard/conftest.py).
+keep it short); ``microscopy``: 40 particles fused; ``farm``: blastp of the 45 globins. The dense Jaccard run is ``engine_runs["allpairs"]`` (tests/dashboard/conftest.py).
 """
 from __future__ import annotations
 
@@ -25,7 +25,11 @@ RUNS = {
     "forensics": ["app=forensics"],
     "align": ["app=align"],
     "hep": ["app=hep", "hep.reco_draws=64"],
+    # (tests/dashboard/test_results_app.py, without a browser)
+    "microscopy": ["app=microscopy"],
+    "farm": ["app=farm"],
 }
+BROWSER = ("topk", "phylogeny", "forensics", "align", "hep")
 
 
 def pairflow() -> list[str]:

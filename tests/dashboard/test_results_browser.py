@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import need_module, need_program
 from tests.dashboard import test_dashboard_browser as b
-from tests.dashboard.results_runs import make
+from tests.dashboard.results_runs import BROWSER, make
 
 playwright_sync = need_module("playwright.sync_api")
 zarr = need_module("zarr")
@@ -34,7 +34,7 @@ serve, browser, context, page = b.serve, b.browser, b.context, b.page
 
 @pytest.fixture(scope="module")
 def result_runs(tmp_path_factory) -> dict[str, Path]:
-    return make(tmp_path_factory.mktemp("result-runs"))
+    return make(tmp_path_factory.mktemp("result-runs"), BROWSER)
 
 
 def _copy(run_dir: Path, tmp_path: Path) -> Path:
@@ -75,6 +75,7 @@ def wait_drawn(page) -> None:
 
 
 def shot(page, artifacts: Path, name: str) -> None:
+    page.wait_for_timeout(1500)  # the previous part's elements go once the rerun has finished
     page.screenshot(path=str(artifacts / f"results-{name}.png"))
 
 
