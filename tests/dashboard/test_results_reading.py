@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
-zarr = pytest.importorskip("zarr")
-
-from dashboard.results_dense import DenseResult  # noqa: E402
+from dashboard.results_dense import DenseResult
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:
