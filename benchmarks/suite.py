@@ -68,7 +68,8 @@ BENCHMARKS = (
     Bench("startup", "startup.py", est_full_s=135, est_quick_s=30),
     Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a"),
           est_full_s=300, est_quick_s=25, cut="medians of 2 repetitions, not 3"),
-    Bench("farm", "farm.py", est_full_s=190, est_quick_s=15),
+    Bench("farm", "farm.py", full=("--reps", "3"), est_full_s=600, est_quick_s=120,
+          cut="the 50-record cases and clustalo 3 repetitions, not 5"),
     Bench("cluster", "cluster.py", full=("--n", "150", "--t-cmp", "0.001"), est_full_s=210,
           quick=("--quick", "--mode", "wait"), est_quick_s=20,
           cut="n = 150 items at 1 ms per compare in both modes, not 300 at 1 ms (wait) and "
