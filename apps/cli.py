@@ -252,9 +252,9 @@ def _fail(exc: BaseException, verbose: bool) -> None:
         import traceback
 
         from engine import elsewhere_traceback
-        traceback.print_exception(exc)
+        traceback.print_exception(exc)  # with a WorkerError's note: the worker's traceback
         remote = elsewhere_traceback(exc)
-        if remote:
+        if remote and not getattr(exc, "__notes__", None):
             print(f"\nwhere it happened, in the worker:\n{remote.rstrip()}", file=sys.stderr)
     from hydra.errors import HydraException
     expected = isinstance(exc, (InputError, PairflowError, ValueError, HydraException))

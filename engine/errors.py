@@ -14,6 +14,9 @@ class PairflowError(RuntimeError):
     """A run could not complete; the message says why."""
 
 
+WORKER_NOTE = "where it happened, in the worker:"
+
+
 class WorkerError(PairflowError):
     """A worker failed: the message is the one line the user sees (the actor, the stage, the
     tile and its items), ``worker_traceback`` the worker's own traceback as text."""
@@ -21,6 +24,8 @@ class WorkerError(PairflowError):
     def __init__(self, message: str, worker_traceback: str | None = None):
         super().__init__(message)
         self.worker_traceback = worker_traceback
+        if worker_traceback:  # Python prints it after the driver's traceback (REPL, pytest)
+            self.add_note(f"{WORKER_NOTE}\n{worker_traceback.rstrip()}")
 
     def __reduce__(self):  # keep the traceback across Ray's pickling
         return (type(self), (str(self), self.worker_traceback))
