@@ -79,16 +79,36 @@ def shot(page, artifacts: Path, name: str) -> None:
     page.screenshot(path=str(artifacts / f"results-{name}.png"))
 
 
+def redrawn(action, tries: int = 4):
+    """``action()`` again when the view's live refresh redrew what it held between finding an
+    element and using it (on a loaded machine: 'not attached to the DOM', a download
+    cancelled by the rerun); any other error, or the last try's, is the test's."""
+    from playwright.sync_api import Error
+    for attempt in range(tries):
+        try:
+            return action()
+        except Error as err:
+            if attempt == tries - 1 or not any(
+                    s in str(err) for s in ("not attached to the DOM", "canceled")):
+                raise
+
+
 def download(page, label: str, nth: int = 0) -> bytes:
-    with page.expect_download() as d:
-        page.locator('[data-testid="stDownloadButton"] button').filter(
-            has_text=re.compile(rf"^\s*{label}\s*$")).nth(nth).click()
-    return Path(d.value.path()).read_bytes()
+    def once():
+        with page.expect_download() as d:
+            page.locator('[data-testid="stDownloadButton"] button').filter(
+                has_text=re.compile(rf"^\s*{label}\s*$")).nth(nth).click()
+        return Path(d.value.path()).read_bytes()
+    return redrawn(once)
 
 
 def hover_cell(page, k: int) -> dict:
     """Hover the k-th cell of the heatmap (the first chart's rect marks, in data order) and
     read its tooltip."""
+    return redrawn(lambda: _hover_cell(page, k))
+
+
+def _hover_cell(page, k: int) -> dict:
     cell = page.locator(".vega-embed").first.locator("g.mark-rect.marks path").nth(k)
     page.mouse.move(0, 0)  # off the chart: the tooltip goes
     page.wait_for_timeout(200)
