@@ -204,7 +204,29 @@ class _LoadThreads:
                                         self.spec.inline_bytes, True, None,
                                         store=getattr(self.spec, "store", None),
                                         parsed=self.parsed))
-        return [ref] * len(batch), ref  # a failed load's error travels in every item
+        return _item_refs(ref, len(batch)), ref
+
+
+def _item_refs(batch: LocalRef, n: int) -> list[LocalRef]:
+    """One handle per item of an in-process load, resolving to the item itself (the load
+    returns every item inside its info): a handle that reaches a device actor before its
+    entry became a value gives the item, never the load's list of infos (seen once by the
+    differential harness as a compare of dicts, on a loaded machine). A failed load's error
+    travels in every item."""
+    futures = [cf.Future() for _ in range(n)]
+
+    def settle(done: cf.Future) -> None:
+        try:
+            infos = done.result()
+        except BaseException as exc:
+            for f in futures:
+                f.set_exception(exc)
+            return
+        for f, info in zip(futures, infos):
+            f.set_result(info["value"])
+
+    batch.future.add_done_callback(settle)
+    return [LocalRef(f) for f in futures]
 
 
 class InProcessExecutor:

@@ -96,8 +96,8 @@ class NodeCache:
             waiting = [i for i in waiting if i not in settled]
         for item in items:
             # a small item is a value now, even if the tier evicted it the moment its load was
-            # accounted (its handle is then the load's info list, not the item); a failed
-            # load keeps its handle, which raises the load's error where it is resolved
+            # accounted (on Ray its handle is then the load's info list, not the item); a
+            # failed load keeps its handle, which raises the load's error where it is resolved
             entry = settled.get(item) or self.cache.peek(item)
             if entry is not None:
                 out[item] = entry

@@ -105,6 +105,28 @@ def test_a_second_request_waits_for_the_load_under_way(pool):
     assert cache.cache.stats.misses == 3 and cache.cache.stats.hits == 1
 
 
+def test_every_handle_of_a_load_resolves_to_its_own_item(pool):
+    """A load's handles, read before the node cache has made its entries values, are the
+    items (not the load's infos), in the batch's order; a failed load raises in each."""
+    async def main():
+        app = ItemsApp()
+        app.delay = 0.05
+        handles, infos = _LoadThreads(Spec(app), pool)([7, 3, 9])
+        got = [await h for h in handles]
+        app.fail = {5}
+        bad, _ = _LoadThreads(Spec(app), pool)([4, 5])
+        errors = []
+        for h in bad:
+            with pytest.raises(OSError, match="key-5"):
+                await h
+            errors.append(True)
+        return got, [i["value"] for i in await infos], errors
+
+    got, values, errors = asyncio.run(main())
+    assert got == values == ["item-7", "item-3", "item-9"]
+    assert errors == [True, True]
+
+
 def test_a_failed_load_reaches_its_reader_and_is_loaded_again(pool):
     async def main():
         cache, app, _ = make(pool, 10)
