@@ -29,6 +29,36 @@ def journal_blocks(journal: JournalWriter, entries: list[dict], actor: str) -> N
         journal.append(unit, actor, lines)
 
 
+class UnitLedger:
+    """Which units are safely on disk, for a farm's driver (in-process or on Ray): a unit is
+    once the journal holds a block of each of its streams (its writers drain them apart)."""
+
+    def __init__(self, journal: JournalWriter, streams: int, done):
+        self.journal, self.streams = journal, streams
+        self.on_disk = set(done)
+        self._partial: dict[int, set] = {}  # unit -> its streams journaled so far
+
+    def journal_entries(self, entries: list[dict], actor: str) -> None:
+        journal_blocks(self.journal, entries, actor)
+        for e in entries:
+            self._partial.setdefault(int(e["unit"]), set()).add(e["stream"])
+        for unit, got in list(self._partial.items()):
+            if len(got) == self.streams:
+                self.on_disk.add(unit)
+                del self._partial[unit]
+
+    def metrics_row(self, t_run: float, n_total: int, reused: int, queue, workers: dict,
+                    final: bool = False) -> dict:
+        """One line of the farm's metrics.jsonl."""
+        import time
+        return {"t": time.time(), "elapsed": time.time() - t_run,
+                "units_done": len(self.on_disk), "units_total": n_total,
+                "units_reused": reused, "units_failed": len(queue.failures),
+                "retries": queue.retried,
+                "in_flight": sum(len(h) for h in queue.held.values()),
+                "workers": workers, "final": final}
+
+
 def stream_path(result_dir: str, stream: str, location: str) -> str:
     """A block's file: its final name, or ``.partial`` while (or if) the run has not finished."""
     path = os.path.join(result_dir, stream, location)

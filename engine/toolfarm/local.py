@@ -20,7 +20,7 @@ from ..run.journal import JournalWriter
 from ..run.progress import Progress
 from ..run.rundir import FARM_LOG, JOURNAL, METRICS, JsonlWriter
 from .dispatch import UnitQueue
-from .index import journal_blocks
+from .index import UnitLedger
 from .tool import run_unit
 from .units import read_unit
 from .writer import BlockWriter
@@ -65,8 +65,8 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
     metrics = JsonlWriter(recorder.file(METRICS))
     n_total, reused = len(units), len(done)
     per_worker = {w: {"units": 0, "busy_s": 0.0, "failed_runs": 0} for w in names}
-    journaled: dict[int, set] = {}
-    on_disk = set(done)
+    ledger = UnitLedger(journal, len(spec.streams), done)
+    on_disk = ledger.on_disk
     lock = threading.Condition()
     errors: list[BaseException] = []
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
@@ -128,21 +128,10 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
                 lock.notify_all()
 
     def drain(entries) -> None:
-        journal_blocks(journal, entries, f"attempt-{attempt}")
-        for e in entries:
-            journaled.setdefault(int(e["unit"]), set()).add(e["stream"])
-        for u, got in list(journaled.items()):
-            if len(got) == len(spec.streams):
-                on_disk.add(u)
-                del journaled[u]
+        ledger.journal_entries(entries, f"attempt-{attempt}")
 
     def snapshot(final: bool = False) -> None:
-        metrics.write([{"t": time.time(), "elapsed": time.time() - t_run,
-                        "units_done": len(on_disk), "units_total": n_total,
-                        "units_reused": reused, "units_failed": len(queue.failures),
-                        "retries": queue.retried,
-                        "in_flight": sum(len(h) for h in queue.held.values()),
-                        "workers": per_worker, "final": final}])
+        metrics.write([ledger.metrics_row(t_run, n_total, reused, queue, per_worker, final)])
 
     open_writers = writers
     pool = [threading.Thread(target=work, args=(i,), name=f"farm-{names[i]}", daemon=True)

@@ -13,7 +13,7 @@ from ..run.journal import JournalWriter
 from ..run.progress import Progress
 from ..run.rundir import FARM_LOG, JOURNAL, METRICS, JsonlWriter
 from .dispatch import UnitQueue
-from .index import journal_blocks
+from .index import UnitLedger
 from .sizing import threads_per_worker
 
 
@@ -106,8 +106,8 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
     log = JsonlWriter(recorder.file(FARM_LOG))
     metrics = JsonlWriter(recorder.file(METRICS))
     n_total, reused = len(units), len(done)
-    journaled: dict[int, set] = {}
-    on_disk = set(done)
+    ledger = UnitLedger(journal, len(spec.streams), done)
+    on_disk = ledger.on_disk
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
     calls: dict = {}    # each worker's outstanding exchange -> the worker
     unwritten: dict[str, set] = {w: set() for w in workers}  # ran, append not yet answered
@@ -119,21 +119,10 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
 
     def drain(entries_lists) -> None:
         for entries in entries_lists:
-            journal_blocks(journal, entries, f"attempt-{attempt}")
-            for e in entries:
-                journaled.setdefault(int(e["unit"]), set()).add(e["stream"])
-        for u, got in list(journaled.items()):
-            if len(got) == len(spec.streams):
-                on_disk.add(u)
-                del journaled[u]
+            ledger.journal_entries(entries, f"attempt-{attempt}")
 
     def snapshot(final: bool = False) -> None:
-        metrics.write([{"t": time.time(), "elapsed": time.time() - t_run,
-                        "units_done": len(on_disk), "units_total": n_total,
-                        "units_reused": reused, "units_failed": len(queue.failures),
-                        "retries": queue.retried,
-                        "in_flight": sum(len(h) for h in queue.held.values()),
-                        "workers": per_worker, "final": final}])
+        metrics.write([ledger.metrics_row(t_run, n_total, reused, queue, per_worker, final)])
 
     def exchange(wname: str) -> None:
         given = []
