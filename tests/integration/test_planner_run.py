@@ -51,13 +51,14 @@ def test_sixteen_genomes_with_four_in_the_host_tier_never_lose_to_the_baseline(
         assert r == round(loads / 16, 4), (name, r, loads)
     chosen = choice["simulated_R"][f"{s['plan']}/{s['eviction']}"]
     assert chosen == min(choice["simulated_R"].values())
-    # the run as measured: no more loads than the baseline's simulation, and within 20 % of
-    # its own plan's (the actors' timing decides which actor asks first, where the simulation
-    # takes turns; measured: 2.06 against 2.0625, 2.31 against 2.1875, 2.56 against 2.4375 in
-    # benchmarks/RESULTS.md's planner (b), 2.125 against 2.4375 here, 13 % below, on
-    # 2026-12-05 with an L1 of fewer items)
+    # the run as measured: no more loads than the baseline's simulation, and at most 20 %
+    # above its own plan's (the actors' timing decides which actor asks first, where the
+    # simulation takes turns; measured: 2.06 against 2.0625, 2.31 against 2.1875, 2.56 against
+    # 2.4375 in benchmarks/RESULTS.md's planner (b); below it too, by chance of timing: 2.125
+    # and, in a loaded CI run, 1.94 against 2.4375 here on 2026-12-05); more than once per
+    # item, since the host tier holds 4 of the 16
     assert s["R"] <= choice["simulated_R"]["zorder/lru"], (s["R"], choice["line"])
-    assert abs(s["R"] / chosen - 1) <= 0.20, (s["R"], chosen, choice["line"])
+    assert 1.0 < s["R"] <= 1.2 * chosen, (s["R"], chosen, choice["line"])
     # reported: on the console, in summary.json and meta.json
     assert f"[pairflow] plan: {s['plan']} with {s['eviction']} eviction" in capfd.readouterr().err
     with open(os.path.join(res.run_dir, "summary.json")) as f:
