@@ -373,7 +373,11 @@ def test_hep_cutflow_and_histograms(result_runs, tmp_path, serve, page, artifact
     assert fact(page, "selected") == str(summary["records_selected"])
     for p in sorted((run_dir / "result").glob("hist-*.json")):
         h = json.loads(p.read_text())
-        shown = re.search(rf"histogram {h['name']}: entries (\d+) · sum of weights (\S+)", main_text(page))
+        pattern = rf"histogram {h['name']}: entries (\d+) · sum of weights (\S+)"
+        deadline = time.time() + 30  # a wait for the page to draw it, not a speed check
+        while not re.search(pattern, main_text(page)) and time.time() < deadline:
+            time.sleep(0.2)
+        shown = re.search(pattern, main_text(page))
         assert shown and int(shown.group(1)) == h["entries"]
         assert float(shown.group(2)) == pytest.approx(sum(h["counts"]), rel=1e-5)
     shot(page, artifacts_dir, "cutflow")
