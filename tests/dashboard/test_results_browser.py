@@ -82,14 +82,15 @@ def shot(page, artifacts: Path, name: str) -> None:
 def redrawn(action, tries: int = 4):
     """``action()`` again when the view's live refresh redrew what it held between finding an
     element and using it (on a loaded machine: 'not attached to the DOM', a download
-    cancelled by the rerun); any other error, or the last try's, is the test's."""
+    cancelled by the rerun, a cell not found in the chart being redrawn); any other error, or
+    the last try's, is the test's."""
     from playwright.sync_api import Error
     for attempt in range(tries):
         try:
             return action()
         except Error as err:
             if attempt == tries - 1 or not any(
-                    s in str(err) for s in ("not attached to the DOM", "canceled")):
+                    s in str(err) for s in ("not attached to the DOM", "canceled", "Timeout")):
                 raise
 
 
@@ -112,7 +113,7 @@ def _hover_cell(page, k: int) -> dict:
     cell = page.locator(".vega-embed").first.locator("g.mark-rect.marks path").nth(k)
     page.mouse.move(0, 0)  # off the chart: the tooltip goes
     page.wait_for_timeout(200)
-    cell.scroll_into_view_if_needed()
+    cell.scroll_into_view_if_needed(timeout=15_000)  # a redrawn chart: found again by the retry
     box = cell.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     tip = page.locator("#vg-tooltip-element")
