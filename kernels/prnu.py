@@ -42,6 +42,20 @@ WIENER_WINDOWS = (3, 5, 7, 9)
 _WINDOWS = np.asarray(WIENER_WINDOWS, dtype=np.int64)  # as the compiled loop takes them
 
 
+def check_spectra(left: list, right: list, width: int) -> tuple[int, int]:
+    """(rows, half width) of a tile's half spectra, all of one shape, from residuals ``width``
+    pixels wide and no smaller than the peak's neighbourhood; else a ValueError saying which."""
+    h, half = left[0].shape
+    if width // 2 + 1 != half or min(h, width) < PEAK_NEIGHBOURHOOD:
+        raise ValueError(f"half spectra of {h}x{half} do not come from residuals {width} wide, or "
+                         f"are smaller than the peak's {PEAK_NEIGHBOURHOOD}x"
+                         f"{PEAK_NEIGHBOURHOOD} neighbourhood")
+    odd = [tuple(x.shape) for x in left + right if tuple(x.shape) != (h, half)]
+    if odd:
+        raise ValueError(f"half spectra of {odd[0][0]}x{odd[0][1]} and {h}x{half} in one tile")
+    return h, half
+
+
 def _compiled_path(a) -> bool:
     """Does ``a`` take this module's compiled loops (a 2-D float64 numpy array)? They keep the
     array code's operations in the same order, without its full-size temporaries."""
@@ -312,14 +326,7 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
     its dense sink never read; a pair outside every span comes out 0."""
     left, right = list(left), list(right)
     r = PEAK_NEIGHBOURHOOD // 2
-    h, half = left[0].shape
-    if width // 2 + 1 != half or min(h, width) < PEAK_NEIGHBOURHOOD:
-        raise ValueError(f"half spectra of {h}x{half} do not come from residuals {width} wide, or "
-                         f"are smaller than the peak's {PEAK_NEIGHBOURHOOD}x"
-                         f"{PEAK_NEIGHBOURHOOD} neighbourhood")
-    odd = [tuple(x.shape) for x in left + right if tuple(x.shape) != (h, half)]
-    if odd:
-        raise ValueError(f"half spectra of {odd[0][0]}x{odd[0][1]} and {h}x{half} in one tile")
+    h, half = check_spectra(left, right, width)
     dev = getattr(left[0], "device", None)
     n, s = float(h * width), 2 * r + 1
     weight = _half_weights(width)

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .backend import fft_of, is_numpy_namespace
-from .prnu import PEAK_NEIGHBOURHOOD
+from .prnu import PEAK_NEIGHBOURHOOD, check_spectra
 
 __all__ = ["ncc_pce_fft"]
 
@@ -45,15 +45,8 @@ def ncc_pce_fft(xp, left: Sequence, right: Sequence, width: int, mask=None,
     the right items is skipped (its row stays 0); the pairs of a computed row are all computed.
     The maps are of the spectra's precision (complex128 -> float64, complex64 -> float32)."""
     left, right = list(left), list(right)
-    h, half = left[0].shape
+    h, half = check_spectra(left, right, width)
     r = PEAK_NEIGHBOURHOOD // 2
-    if width // 2 + 1 != half or min(h, width) < PEAK_NEIGHBOURHOOD:
-        raise ValueError(f"half spectra of {h}x{half} do not come from residuals {width} wide, or "
-                         f"are smaller than the peak's {PEAK_NEIGHBOURHOOD}x"
-                         f"{PEAK_NEIGHBOURHOOD} neighbourhood")
-    odd = [tuple(x.shape) for x in left + right if tuple(x.shape) != (h, half)]
-    if odd:
-        raise ValueError(f"half spectra of {odd[0][0]}x{odd[0][1]} and {h}x{half} in one tile")
     nl, nr = len(left), len(right)
     dev = getattr(left[0], "device", None)
     fft = fft_of(xp)
