@@ -3,7 +3,7 @@
 Every app module exposes ``build(cfg) -> (app, sinks)`` (an all-pairs run) or its own
 ``run(cfg, run_dir) -> result`` (e.g. a pipeline), and ``report(result) -> str``.
 """
-APPS = {"jaccard": "apps.jaccard", "align": "apps.align", "hep": "apps.hep",
-        "jaccard_filtered": "apps.jaccard_filtered", "synthetic": "apps.synthetic",
-        "phylogeny": "apps.phylogeny", "forensics": "apps.forensics",
-        "microscopy": "apps.microscopy", "farm": "apps.farm"}
+APPS = {"jaccard": "pairflow.apps.jaccard", "align": "pairflow.apps.align", "hep": "pairflow.apps.hep",
+        "jaccard_filtered": "pairflow.apps.jaccard_filtered", "synthetic": "pairflow.apps.synthetic",
+        "phylogeny": "pairflow.apps.phylogeny", "forensics": "pairflow.apps.forensics",
+        "microscopy": "pairflow.apps.microscopy", "farm": "pairflow.apps.farm"}

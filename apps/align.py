@@ -60,12 +60,12 @@ from typing import Sequence
 
 import numpy as np
 
-from engine import (BasePairApp, Filter, InputError, PairflowError, PairWeights, Rectangle,
+from pairflow.engine import (BasePairApp, Filter, InputError, PairflowError, PairWeights, Rectangle,
                     Triangle, map_chunks, prefilter, read_json, url_digest, write_json)
-from kernels import karlin, opal
-from kernels.scoring import Scoring, detect_alphabet, validate
-from kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
-from operators.sequences import SequenceCatalog
+from pairflow.kernels import karlin, opal
+from pairflow.kernels.scoring import Scoring, detect_alphabet, validate
+from pairflow.kernels.smith_waterman import Alignment, rescore, sw_scores, sw_traceback
+from pairflow.operators.sequences import SequenceCatalog
 
 ALPHABETS = ("auto", "protein", "dna")
 MODES = ("topk", "rbh")
@@ -582,7 +582,7 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
     trace_s = time.time() - t0
     checked = 0
     if validate_hits and len(jobs):
-        from kernels.smith_waterman import sw_reference
+        from pairflow.kernels.smith_waterman import sw_reference
         rng = np.random.default_rng(seed)
         for i in rng.choice(len(jobs), min(int(validate_hits), len(jobs)), replace=False):
             q, t, s = jobs[int(i)]
@@ -748,7 +748,7 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
     DataFrame), ``.align`` (the summary) and ``.orthologs`` (a DataFrame for ``mode="rbh"``,
     else None) attached.
     """
-    from engine import allpairs
+    from pairflow.engine import allpairs
     options.setdefault("target_tile_s", TARGET_TILE_S)
     app = AlignApp(queries, targets, top_k=top_k, matrix=matrix, gap_open=gap_open,
                    gap_extend=gap_extend, convention=convention, alphabet=alphabet,
@@ -772,7 +772,7 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
 def hit_sinks(app: AlignApp) -> list:
     """The k best targets per query; for ``mode=rbh`` of two sets also the best query per
     target (all-vs-all's top-k already has both directions)."""
-    from engine import TopK
+    from pairflow.engine import TopK
     sinks = [TopK(app.top_k, field="score")]
     if app.mode == "rbh" and not app.all_vs_all:
         sinks.append(TopK(1, field="score", per="col"))
@@ -878,7 +878,7 @@ def watch(run_dir: str, app: AlignApp):
 # ------------------------------------------------------------------------------- Hydra
 
 def _urls(value) -> list[str] | None:
-    from apps.data import expand_inputs
+    from pairflow.apps.data import expand_inputs
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str):
@@ -888,7 +888,7 @@ def _urls(value) -> list[str] | None:
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=align``)."""
-    from engine import DenseMatrix, Threshold
+    from pairflow.engine import DenseMatrix, Threshold
     a, d = cfg.align, cfg.data
     sink_cfg = dict(cfg.sink)
     kind = sink_cfg.pop("type", "topk")

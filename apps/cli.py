@@ -18,22 +18,28 @@ import os
 import signal
 import sys
 import threading
-from apps.resolvers import register_resolvers
-from apps.resume import wants_resume
-from engine import InputError, PairflowError
+from pairflow.apps.resolvers import register_resolvers
+from pairflow.apps.resume import wants_resume
+from pairflow.engine import InputError, PairflowError
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def _apps_registry() -> dict[str, str]:
+    """The apps by name (``pairflow.apps.APPS``: app name -> its module)."""
+    from pairflow.apps import APPS
+    return APPS
 
 
 def run_config(cfg, run_dir: str | None = None):
     """Run the app a config names; returns the result (used by the CLI and by tests)."""
     from omegaconf import OmegaConf
 
-    from apps.options import allpairs_options, check_sinks
+    from pairflow.apps.options import allpairs_options, check_sinks
     name = cfg.app.name
-    if name not in __import__("apps").APPS:
-        raise PairflowError(f"unknown app {name!r}; known: {sorted(__import__('apps').APPS)}")
-    module = importlib.import_module(__import__("apps").APPS[name])
+    if name not in _apps_registry():
+        raise PairflowError(f"unknown app {name!r}; known: {sorted(_apps_registry())}")
+    module = importlib.import_module(_apps_registry()[name])
     if hasattr(module, "run"):  # an app that is not an all-pairs run (e.g. a pipeline)
         if cfg.get("sink") is not None:  # its config takes none (sink: null): one was chosen
             raise PairflowError(f"app={name} writes no all-pairs sink: sink="
@@ -43,7 +49,7 @@ def run_config(cfg, run_dir: str | None = None):
     app, sinks = module.build(cfg)
     check_sinks(name, cfg.get("sink"), sinks)  # before any compute
     options = allpairs_options(cfg)
-    from engine import allpairs  # imports Ray: only once there is a run to start
+    from pairflow.engine import allpairs  # imports Ray: only once there is a run to start
     # optional app hooks: extra engine options, its own progress display, a step after the run
     options.update(getattr(module, "options", lambda c: {})(cfg))
     watch = getattr(module, "watch", None) if cfg.progress else None
@@ -231,7 +237,7 @@ def _interrupted(run_dir: str | None) -> None:
     import shlex
     status = os.path.join(run_dir, "status.json") if run_dir else None
     if status and os.path.exists(status):
-        from engine import RunDir, read_json
+        from pairflow.engine import RunDir, read_json
         if (read_json(status, {}) or {}).get("state") != "interrupted":
             RunDir(run_dir).set_status("interrupted", error=None)
         if os.path.exists(os.path.join(run_dir, "meta.json")):
@@ -251,7 +257,7 @@ def _fail(exc: BaseException, verbose: bool) -> None:
     if verbose:
         import traceback
 
-        from engine import elsewhere_traceback
+        from pairflow.engine import elsewhere_traceback
         traceback.print_exception(exc)  # with a WorkerError's note: the worker's traceback
         remote = elsewhere_traceback(exc)
         if remote and not getattr(exc, "__notes__", None):
@@ -268,7 +274,7 @@ def _fail(exc: BaseException, verbose: bool) -> None:
 
 def _run_and_report(cfg, run_dir: str | None, verbose: bool) -> int:
     """Run a composed config, print the app's report (and what a resume did); the exit code."""
-    from apps.resume import resume_line
+    from pairflow.apps.resume import resume_line
     try:
         module, result = run_config(cfg, run_dir)
     except KeyboardInterrupt:
@@ -303,7 +309,7 @@ def _hydra_main(argv: list[str], verbose: bool = False) -> int:
     """Hydra's own entry point: for its commands (``--cfg``, ``-m``, ``--hydra-help`` ...)."""
     import hydra
 
-    from apps.sweeps import in_multirun, job_failed
+    from pairflow.apps.sweeps import in_multirun, job_failed
     register_resolvers()
     outcome = {"code": 0}
 
@@ -381,11 +387,11 @@ def run_composed(hydra, cfg, verbose: bool) -> int:
 def _resume(argv: list[str], verbose: bool) -> int:
     """``resume=true``: the run's saved configuration, without Hydra composing (or creating)
     anything; a refused resume writes nothing."""
-    from apps.resume import resume_config
+    from pairflow.apps.resume import resume_config
     try:
         register_resolvers()
         cfg, run_dir = resume_config(argv, CONFIG_DIR)
-        module = importlib.import_module(__import__("apps").APPS[cfg.app.name])
+        module = importlib.import_module(_apps_registry()[cfg.app.name])
         # an app with its own run() resumes only if it says so (``resumes = True``)
         if hasattr(module, "run") and not getattr(module, "resumes", False):
             raise PairflowError(f"cannot resume {run_dir}: app={cfg.app.name} runs on its own "
@@ -424,10 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if argv and argv[0] == "dashboard":
-        from dashboard.cli import main as dashboard_main
+        from pairflow.dashboard.cli import main as dashboard_main
         return dashboard_main(argv[1:])
     if argv and argv[0] == "gather":
-        from apps.farm import gather_main
+        from pairflow.apps.farm import gather_main
         return gather_main(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
@@ -446,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                                             for a in argv)
     plain = not resume and _plain_run(argv)
     try:
-        from apps.sweeps import refuse_old_launcher
+        from pairflow.apps.sweeps import refuse_old_launcher
         refuse_old_launcher(argv)
         if plain:
             composed = compose_run(argv)
@@ -500,5 +506,5 @@ if __name__ == "__main__":
     # `python -m apps.cli`: run the importable module's main, not this __main__ copy's, so a
     # launcher that ships the job to another process (hydra/launcher=pairflow) pickles functions
     # by reference to apps.cli instead of by value with this module's state
-    from apps.cli import console as _console
+    from pairflow.apps.cli import console as _console
     _console()

@@ -27,7 +27,7 @@ def data_path(rel: str) -> str:
 def expand_inputs(patterns: str | Iterable[str]) -> list[str]:
     """Expand globs / lists / directories into sorted URLs; an unmatched pattern is an error."""
     import fsspec
-    from engine import InputError
+    from pairflow.engine import InputError
     if patterns is None:
         raise InputError("inputs", "no input given (set data.inputs, or data.queries for align)")
     if isinstance(patterns, str):

@@ -17,7 +17,7 @@ def spec_options(cfg) -> dict:
     """``engine.farm``'s spec keywords from the ``farm`` group."""
     from omegaconf import OmegaConf
 
-    from apps.data import expand_inputs
+    from pairflow.apps.data import expand_inputs
     f = OmegaConf.to_container(cfg.farm, resolve=True)
     program = list(f["command"]) + [str(a) for a in f.get("args") or []] + \
         list(f.get("positionals") or [])
@@ -31,8 +31,8 @@ def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=farm farm=...``)."""
     from omegaconf import OmegaConf
 
-    from apps.options import runtime_options
-    from engine import farm
+    from pairflow.apps.options import runtime_options
+    from pairflow.engine import farm
     cluster = cfg.get("cluster") or {}
     chosen = {k: cluster[k] for k in ("executor", "inprocess_max_s")
               if cluster.get(k) is not None}  # in-process or Ray: all-pairs' rule and keys
@@ -70,7 +70,7 @@ def gather_main(argv: list[str]) -> int:
     """``pairflow gather RUN_DIR STREAM [-o FILE]``."""
     import argparse
 
-    from engine import PairflowError, gather
+    from pairflow.engine import PairflowError, gather
     parser = argparse.ArgumentParser(
         prog="pairflow gather",
         description="Write one output stream of a farm run in input order, checking every "

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from engine import InputError
-from engine import BasePairApp
+from pairflow.engine import InputError
+from pairflow.engine import BasePairApp
 
 
 def base_name(url: str) -> str:

@@ -24,9 +24,9 @@ import os
 
 import numpy as np
 
-from engine import InputError
-from apps.file_items import FileItemsApp
-from kernels.prnu import ncc_pce, noise_residual, prepare
+from pairflow.engine import InputError
+from pairflow.apps.file_items import FileItemsApp
+from pairflow.kernels.prnu import ncc_pce, noise_residual, prepare
 
 LEVELS = 4  # wavelet levels: sides are cropped to a multiple of 2**LEVELS
 
@@ -94,13 +94,13 @@ class ForensicsApp(FileItemsApp):
         return noise_residual(np, grey, sigma=self.sigma, levels=LEVELS)
 
     def preprocess(self, key, residual, device):
-        from kernels.backend import namespace_for, to_device
+        from pairflow.kernels.backend import namespace_for, to_device
         device = "cpu" if device == "host" else device
         xp = namespace_for(device)
         return prepare(xp, to_device(xp, residual, device))
 
     def compare(self, left, right, mask, device):
-        from kernels.backend import namespace_for, to_numpy
+        from pairflow.kernels.backend import namespace_for, to_numpy
         xp = namespace_for("cpu" if device == "host" else device)
         ncc, pce = ncc_pce(xp, left, right, self.crop[1], mask=mask)
         return {"ncc": np.where(mask, to_numpy(ncc), np.nan),
@@ -114,7 +114,7 @@ class ForensicsApp(FileItemsApp):
                 "n_inputs": len(self.urls), "crop": list(self.crop)}
 
     def fingerprint(self):
-        from engine import url_digest
+        from pairflow.engine import url_digest
         return {"app": self.name, "sigma": self.sigma, "crop": list(self.crop),
                 "inputs": {u: url_digest(u) for u in self.urls}}
 
@@ -153,13 +153,13 @@ def write_clusters(result, threshold: float) -> str:
 
 
 def _sink():
-    from engine import DenseMatrix
+    from pairflow.engine import DenseMatrix
     return DenseMatrix(fields=["ncc", "pce"], diagonal={"ncc": 1.0})
 
 
 def forensics(urls, sigma: float = 3.0, threshold: float = 30.0, **options):
     """The Python form of ``pairflow app=forensics``; ``result.labels`` are the cameras."""
-    from engine import allpairs
+    from pairflow.engine import allpairs
     app = ForensicsApp(list(urls), sigma=sigma, threshold=threshold)
     result = allpairs(app=app, sinks=[_sink()], wait=True, **options)
     write_clusters(result, app.threshold)
@@ -168,7 +168,7 @@ def forensics(urls, sigma: float = 3.0, threshold: float = 30.0, **options):
 
 def build(cfg):
     """The app and its sink from the Hydra config (``app=forensics``)."""
-    from apps.data import expand_inputs
+    from pairflow.apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
         raise ValueError(f"app=forensics needs the dense sink, not sink={cfg.sink.type}: "
                          "clustering reads every PCE")

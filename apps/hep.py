@@ -31,9 +31,9 @@ import os
 
 import numpy as np
 
-from engine import Filter, Map, Pipeline
-from operators.histogram import Histogram
-from operators.parquet import ParquetSink
+from pairflow.engine import Filter, Map, Pipeline
+from pairflow.operators.histogram import Histogram
+from pairflow.operators.parquet import ParquetSink
 
 FILES = ("uproot-HZZ.root", "uproot-HZZ-zlib.root", "uproot-HZZ-lzma.root",
          "uproot-HZZ-lz4.root", "uproot-HZZ-zstd.root", "uproot-HZZ-uncompressed.root")
@@ -344,7 +344,7 @@ def hep_pipeline(file: str = "uproot-HZZ.root", order: str | list = "written",
     """The selection as a Pipeline (``.run()`` it). ``options`` are PipelineConfig fields.
     ``branches="all"`` reads every branch (MC truth included), ``keep_open=False`` reopens the
     file for every batch: both make reading heavier (the read-heavy benchmark variant)."""
-    from operators.root import RootSource
+    from pairflow.operators.root import RootSource
     files = [data_file(f) for f in ([file] if isinstance(file, str) else file)]
     if branches not in ("used", "all"):
         raise ValueError(f"branches must be 'used' or 'all', got {branches!r}")
@@ -364,7 +364,7 @@ def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=hep``)."""
     from omegaconf import OmegaConf
 
-    from apps.options import runtime_options
+    from pairflow.apps.options import runtime_options
     d, h = cfg.data, cfg.hep
     options = dict(OmegaConf.to_container(cfg.get("pipeline", {}) or {}, resolve=True))
     options = {k: v for k, v in options.items() if v is not None}

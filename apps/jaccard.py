@@ -27,11 +27,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from engine import (BasePairApp, InputError, ThresholdReduction, TileCandidates, TopKReduction,
+from pairflow.engine import (BasePairApp, InputError, ThresholdReduction, TileCandidates, TopKReduction,
                     url_digest)
-from kernels.jaccard import intersection_counts, jaccard_from_counts
-from kernels.kmers import MAX_BITSET_K, canonical_kmers, record_kmer_sets
-from operators.sequences import SequenceCatalog
+from pairflow.kernels.jaccard import intersection_counts, jaccard_from_counts
+from pairflow.kernels.kmers import MAX_BITSET_K, canonical_kmers, record_kmer_sets
+from pairflow.operators.sequences import SequenceCatalog
 
 class _OnFirstUse:
     """A module imported on its first attribute: ``kernels.bitset`` loads numba at import, which
@@ -45,7 +45,7 @@ class _OnFirstUse:
         return getattr(importlib.import_module(self._name), attr)
 
 
-_bits = _OnFirstUse("kernels.bitset")
+_bits = _OnFirstUse("pairflow.kernels.bitset")
 
 _ACGT = np.zeros(256, bool)
 _ACGT[list(b"ACGTacgt")] = True
@@ -232,8 +232,8 @@ class JaccardApp(BasePairApp):
         host = device == "host"
         device = "cpu" if host else device
         if not self._small_inputs():
-            from kernels.lazyjit import compile_now
-            compile_now("kernels.kmers", "kernels.jaccard")
+            from pairflow.kernels.lazyjit import compile_now
+            compile_now("pairflow.kernels.kmers", "pairflow.kernels.jaccard")
         seq = [b"ACGTACGTAC" * 4]
         if self.kernel == "bitset":
             one = _bits.kmer_bitsets(seq, self.k, self.canonical)[0]
@@ -265,7 +265,7 @@ class JaccardApp(BasePairApp):
         """Every input an uncompressed local file, all of them together at most ``SMALL_BASES``
         bytes (so no item has more bases than the numpy path takes)."""
         import os
-        from kernels.kmers import SMALL_BASES
+        from pairflow.kernels.kmers import SMALL_BASES
         if any("://" in u or not os.path.isfile(u) or u.endswith((".gz", ".bz2", ".xz"))
                for u in self.urls):
             return False
@@ -323,7 +323,7 @@ class JaccardApp(BasePairApp):
             item = item["bits" if "bits" in item else "kmers"]
         if device == "cpu":
             return item
-        from kernels.backend import namespace_for, to_device
+        from pairflow.kernels.backend import namespace_for, to_device
         xp = namespace_for(device)
         if isinstance(item, list):  # a pack of k-mer arrays
             return [to_device(xp, x.view(np.int64), device) for x in item]
@@ -332,7 +332,7 @@ class JaccardApp(BasePairApp):
     def compare(self, left, right, mask, device):
         xp = None
         if device != "cpu":
-            from kernels.backend import namespace_for
+            from pairflow.kernels.backend import namespace_for
             xp = namespace_for(device)
         if self.kernel == "bitset" and xp is None:
             inter, sim = _bits.bitset_jaccard(left, right, mask)
@@ -431,15 +431,15 @@ class _Fields(Mapping):
 def _bitset_sizes(rows) -> np.ndarray:
     if isinstance(rows, np.ndarray):
         return _bits.bitset_sizes(rows)
-    from kernels.backend import to_numpy
+    from pairflow.kernels.backend import to_numpy
     return _bits.bitset_sizes(np.stack([to_numpy(r) for r in rows]) if isinstance(rows, list)
                         else to_numpy(rows))
 
 
 def build(cfg):
     """The app and its sinks from the Hydra config (``app=jaccard``)."""
-    from apps.data import expand_inputs
-    from engine import DenseMatrix, make_sink
+    from pairflow.apps.data import expand_inputs
+    from pairflow.engine import DenseMatrix, make_sink
     urls = expand_inputs(cfg.data.inputs)
     opts = cfg.get("jaccard") or {}
     app = JaccardApp(urls, k=int(cfg.data.k), item=str(cfg.data.item),

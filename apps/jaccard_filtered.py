@@ -12,7 +12,7 @@ The surviving pairs become a ``PairList`` space and the exact ``JaccardApp`` run
 ``Threshold(t)`` sink, so it reports exactly the pairs >= t that a full run reports, having
 compared only the candidates.
 
-    from apps.jaccard_filtered import threshold_jaccard
+    from pairflow.apps.jaccard_filtered import threshold_jaccard
     result = threshold_jaccard(urls, t=0.2, item="record")
     result.edges, result.summary["prefilter"]
 
@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from apps.jaccard import JaccardApp
-from apps.options import RUNTIME_KEYS
-from engine import Filter, PairList, Triangle, map_chunks, prefilter
-from kernels.sketch import bottom_k, length_ratio, may_reach, pair_shared
+from pairflow.apps.jaccard import JaccardApp
+from pairflow.apps.options import RUNTIME_KEYS
+from pairflow.engine import Filter, PairList, Triangle, map_chunks, prefilter
+from pairflow.kernels.sketch import bottom_k, length_ratio, may_reach, pair_shared
 
 
 class FilteredJaccardApp(JaccardApp):
@@ -109,7 +109,7 @@ def threshold_jaccard(urls, t: float, k: int = 21, item: str = "file", sketch_si
     """Pairs with exact Jaccard >= t (a ``Threshold(t)`` edge list), comparing only the pairs
     the sketch pre-pass cannot rule out. Returns the all-pairs result; its summary holds
     ``prefilter`` (candidates, pairs skipped, filter order and stats, timings)."""
-    from engine import Threshold, allpairs
+    from pairflow.engine import Threshold, allpairs
     if not 0.0 < t <= 1.0:
         raise ValueError(f"t must be in (0, 1], got {t}")
     base = JaccardApp(urls, k=k, item=item, kernel="merge")
@@ -159,8 +159,8 @@ class _EmptyResult:
 def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=jaccard_filtered``)."""
     from omegaconf import OmegaConf
-    from apps.data import expand_inputs
-    from apps.options import runtime_options
+    from pairflow.apps.data import expand_inputs
+    from pairflow.apps.options import runtime_options
     urls = expand_inputs(cfg.data.inputs)
     f = cfg.filter
     return threshold_jaccard(urls, t=float(f.t), k=int(cfg.data.k), item=str(cfg.data.item),

@@ -27,9 +27,9 @@ import os
 
 import numpy as np
 
-from engine import InputError
-from apps.file_items import FileItemsApp
-from kernels.registration import center, fuse, register, self_overlap, synchronize
+from pairflow.engine import InputError
+from pairflow.apps.file_items import FileItemsApp
+from pairflow.kernels.registration import center, fuse, register, self_overlap, synchronize
 
 MIN_POINTS = 3
 
@@ -83,14 +83,14 @@ class MicroscopyApp(FileItemsApp):
         self.compare([left], [right], np.ones((1, 1), bool), device)
 
     def preprocess(self, key, points, device):
-        from kernels.backend import namespace_for, to_device
+        from pairflow.kernels.backend import namespace_for, to_device
         device = "cpu" if device == "host" else device
         xp = namespace_for(device)
         moved = to_device(xp, points, device)
         return moved, self_overlap(xp, moved, self.scale)
 
     def compare(self, left, right, mask, device):
-        from kernels.backend import namespace_for
+        from pairflow.kernels.backend import namespace_for
         xp = namespace_for("cpu" if device == "host" else device)
         out = {name: np.full(mask.shape, np.nan) for name in self.fields()}
         for i, j in zip(*np.nonzero(mask)):
@@ -107,7 +107,7 @@ class MicroscopyApp(FileItemsApp):
         return {"app": self.name, "scale": self.scale, "n_inputs": len(self.urls)}
 
     def fingerprint(self):
-        from engine import url_digest
+        from pairflow.engine import url_digest
         return {"app": self.name, "scale": self.scale,
                 "inputs": {u: url_digest(u) for u in self.urls}}
 
@@ -151,14 +151,14 @@ def _write_csv(path: str, header: str, rows) -> None:
 
 
 def _sink():
-    from engine import DenseMatrix
+    from pairflow.engine import DenseMatrix
     return DenseMatrix(fields=["score", "rotation", "tx", "ty"],
                        diagonal={"score": 1.0, "rotation": 0.0, "tx": 0.0, "ty": 0.0})
 
 
 def microscopy(urls, scale: float = 3.0, **options):
     """The Python form of ``pairflow app=microscopy``; ``result.fused`` is the fused cloud."""
-    from engine import allpairs
+    from pairflow.engine import allpairs
     app = MicroscopyApp(list(urls), scale=scale)
     result = allpairs(app=app, sinks=[_sink()], wait=True, **options)
     fuse_run(app, result)
@@ -167,7 +167,7 @@ def microscopy(urls, scale: float = 3.0, **options):
 
 def build(cfg):
     """The app and its sink from the Hydra config (``app=microscopy``)."""
-    from apps.data import expand_inputs
+    from pairflow.apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
         raise ValueError(f"app=microscopy needs the dense sink, not sink={cfg.sink.type}: "
                          "fusion reads every pair")

@@ -28,7 +28,7 @@ def allpairs_options(cfg) -> dict:
     ``scheduler`` groups and the run-wide keys (progress, resume, validate ...)."""
     from dataclasses import fields
 
-    from engine import AllPairsConfig, PairflowError
+    from pairflow.engine import AllPairsConfig, PairflowError
     known = {f.name for f in fields(AllPairsConfig)}
     options = {}
     for name in ("cluster", "cache", "scheduler"):
@@ -53,7 +53,7 @@ def check_sinks(app: str, sink_cfg, sinks: list) -> None:
     sink=topk`` wrote a dense matrix, n^2 cells nobody asked for)."""
     import inspect
 
-    from engine import PairflowError
+    from pairflow.engine import PairflowError
     if not sink_cfg:
         return
     settings = dict(sink_cfg)

@@ -20,11 +20,11 @@ import os
 
 import numpy as np
 
-from engine import InputError
-from apps.file_items import FileItemsApp
-from kernels.composition import (K_RANGE, CompositionVector, composition_vector,
+from pairflow.engine import InputError
+from pairflow.apps.file_items import FileItemsApp
+from pairflow.kernels.composition import (K_RANGE, CompositionVector, composition_vector,
                                  cv_distance_matrix, encode_proteins)
-from operators.sequences import file_stem, read_records
+from pairflow.operators.sequences import file_stem, read_records
 
 # A file whose letters are at least this fraction A/C/G/T/U/N is nucleotide, not protein: in a
 # proteome those letters are five amino acids (alanine, cysteine, glycine, threonine, asparagine)
@@ -92,7 +92,7 @@ class PhylogenyApp(FileItemsApp):
 
     def item_codec(self):
         """The L4 store keeps a CPU run's preprocessed items: ``CompositionVector``s."""
-        from engine import ItemCodec
+        from pairflow.engine import ItemCodec
         return ItemCodec(types=(CompositionVector,))
 
     def warmup(self, device):
@@ -107,7 +107,7 @@ class PhylogenyApp(FileItemsApp):
         # (the numpy kernel's; an item stored before they were: None)
         order, suffixes = item.get("suffix_order"), item.get("suffixes")
         if device not in ("cpu", "host"):
-            from kernels.backend import namespace_for, to_device
+            from pairflow.kernels.backend import namespace_for, to_device
             xp = namespace_for(device)
             # (numpy vectors keep codes as int32; the other backends' kernels take int64)
             arrays = tuple(to_device(xp, a.astype(np.int64) if a.dtype.kind == "i" else a,
@@ -117,7 +117,7 @@ class PhylogenyApp(FileItemsApp):
                                  order, suffixes)
 
     def compare(self, left, right, mask, device):
-        from kernels.backend import namespace_for
+        from pairflow.kernels.backend import namespace_for
         xp = namespace_for("cpu" if device == "host" else device)
         return {"distance": cv_distance_matrix(xp, left, right, mask)}
 
@@ -128,7 +128,7 @@ class PhylogenyApp(FileItemsApp):
         return {"app": self.name, "k": self.k, "n_inputs": len(self.urls)}
 
     def fingerprint(self):
-        from engine import url_digest
+        from pairflow.engine import url_digest
         return {"app": self.name, "k": self.k,
                 "inputs": {u: url_digest(u) for u in self.urls}}
 
@@ -162,14 +162,14 @@ def write_tree(result) -> str:
 
 
 def _sink():
-    from engine import DenseMatrix
+    from pairflow.engine import DenseMatrix
     return DenseMatrix(fields=["distance"], diagonal={"distance": 0.0})
 
 
 def phylogeny(urls, k: int = 5, **options):
     """The Python form of ``pairflow app=phylogeny``: run, then write the tree. ``options``
     are ``engine.allpairs`` options; the result's ``outputs["tree"]`` is the Newick file."""
-    from engine import allpairs
+    from pairflow.engine import allpairs
     result = allpairs(app=PhylogenyApp(list(urls), k=k), sinks=[_sink()], wait=True, **options)
     write_tree(result)
     return result
@@ -177,7 +177,7 @@ def phylogeny(urls, k: int = 5, **options):
 
 def build(cfg):
     """The app and its sink from the Hydra config (``app=phylogeny``)."""
-    from apps.data import expand_inputs
+    from pairflow.apps.data import expand_inputs
     if cfg.sink.get("type", "dense") != "dense":
         raise ValueError(f"app=phylogeny needs the dense sink, not sink={cfg.sink.type}: the "
                          "tree is built from every distance")

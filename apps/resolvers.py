@@ -13,7 +13,7 @@ from __future__ import annotations
 def register_resolvers() -> None:
     from omegaconf import OmegaConf
 
-    from apps.data import data_path
+    from pairflow.apps.data import data_path
     if not OmegaConf.has_resolver("pairflow_data"):
         OmegaConf.register_new_resolver("pairflow_data", lambda rel="": data_path(rel))
     if not OmegaConf.has_resolver("pairflow_or"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 
-from engine import PairflowError
+from pairflow.engine import PairflowError
 
 RUNTIME, TILING, RESULT = "runtime", "tiling", "result"
 
@@ -71,7 +71,7 @@ def _compose(config_dir: str, app: str, overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.resolvers import register_resolvers
     register_resolvers()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
@@ -90,8 +90,8 @@ def resume_config(argv: list[str], config_dir: str):
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from engine import RUN_CONFIG as CONFIG
-    from engine import RUN_META as META
+    from pairflow.engine import RUN_CONFIG as CONFIG
+    from pairflow.engine import RUN_META as META
     overrides = OverridesParser.create().parse_overrides(
         [a for a in argv if "=" in a and not a.startswith("-")])
     directory = None
@@ -115,7 +115,7 @@ def resume_config(argv: list[str], config_dir: str):
     if saved is None or OmegaConf.select(saved, "app.name") is None:
         raise PairflowError(f"cannot resume {directory} from the command line: its {CONFIG} is "
                             "not a pairflow command's configuration (resume it with "
-                            "engine.allpairs(..., run_dir=..., resume=True))")
+                            "pairflow.allpairs(..., run_dir=..., resume=True))")
     app = saved.app.name
     groups = {d for d in os.listdir(config_dir) if os.path.isdir(os.path.join(config_dir, d))}
     asked = [o for o in overrides if not (o.key_or_group in DIRECTORY_KEYS or o.key_or_group ==

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hydra.errors import CompactHydraException
 
-from engine import PairflowError
+from pairflow.engine import PairflowError
 
 OLD_LAUNCHER = "ray"  # hydra/launcher=ray was pairflow's launcher; hydra-ray-launcher's name
 

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from engine import BasePairApp, Rectangle, Triangle, make_sink
-from kernels.spin import burn, spin_rate
+from pairflow.engine import BasePairApp, Rectangle, Triangle, make_sink
+from pairflow.kernels.spin import burn, spin_rate
 
 
 class SyntheticApp(BasePairApp):

@@ -53,8 +53,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
-from kernels.scoring import Scoring  # noqa: E402
-from kernels.smith_waterman import cells, sw_reference_batch, sw_scores  # noqa: E402
+from pairflow.kernels.scoring import Scoring  # noqa: E402
+from pairflow.kernels.smith_waterman import cells, sw_reference_batch, sw_scores  # noqa: E402
 from cpu_meter import CpuMeter  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
@@ -77,7 +77,7 @@ def proteins(rng, lengths, prefix):
 
 
 def real(name, fmt):
-    from operators.sequences import read_records
+    from pairflow.operators.sequences import read_records
     return [(r.name, r.sequence.decode()) for r in
             read_records(os.path.join(TUTORIAL, name), fmt=fmt)]
 
@@ -159,7 +159,7 @@ def numpy_rate(q, t, scoring, budget_s=6.0):
 
 
 def engine_run(qpath, tpath, runs_root, weighted=True, **options):
-    from apps.align import align
+    from pairflow.apps.align import align
     meter = CpuMeter()
     load0 = load()
     try:
@@ -168,7 +168,7 @@ def engine_run(qpath, tpath, runs_root, weighted=True, **options):
     finally:
         meter.close()
     s, a = res.summary, res.align
-    from engine.run.rundir import read_json
+    from pairflow.engine.run.rundir import read_json
     t_end = read_json(os.path.join(res.run_dir, "status.json"))["finished"]
     cpu = meter.at(t_end) - meter.at(t_end - a["compute_s"])
     roles = {k: round(v, 2) for k, v in
@@ -245,7 +245,7 @@ def main(argv=None):
                   f"side reach {r['two_process_limit']:.3f} of 2 x single (the machine's limit)",
                   flush=True)
 
-        from engine.run.runtime import init_ray
+        from pairflow.engine.run.runtime import init_ray
         t0 = time.time()
         init_ray(num_cpus=2)
         results["ray_init_s"] = time.time() - t0

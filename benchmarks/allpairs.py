@@ -46,14 +46,14 @@ import ray  # noqa: E402
 
 from cpu_meter import CpuMeter  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
-from engine.pairs.driver import allpairs  # noqa: E402
-from engine.run.rundir import read_json  # noqa: E402
-from engine.run.runtime import init_ray  # noqa: E402
-from engine.pairs.simulate import simulate  # noqa: E402
-from engine.pairs.sinks import Sink  # noqa: E402
-from engine.pairs.space import Triangle  # noqa: E402
-from apps.synthetic import SyntheticApp  # noqa: E402
-from kernels.spin import spin_rate  # noqa: E402
+from pairflow.engine.pairs.driver import allpairs  # noqa: E402
+from pairflow.engine.run.rundir import read_json  # noqa: E402
+from pairflow.engine.run.runtime import init_ray  # noqa: E402
+from pairflow.engine.pairs.simulate import simulate  # noqa: E402
+from pairflow.engine.pairs.sinks import Sink  # noqa: E402
+from pairflow.engine.pairs.space import Triangle  # noqa: E402
+from pairflow.apps.synthetic import SyntheticApp  # noqa: E402
+from pairflow.kernels.spin import spin_rate  # noqa: E402
 
 # Shaped like Rocket's Table 1: which stage dominates one item's or one pair's cost.
 PROFILES = {
@@ -212,7 +212,7 @@ QUICK = False
 
 
 def _genomes() -> list[str]:
-    from apps.data import data_path
+    from pairflow.apps.data import data_path
     group = "V.Cholerae" if QUICK else "*"
     paths = sorted(glob.glob(data_path("usr/share/doc/ragout/examples") +
                              f"/{group}/references/*.fasta.gz"))
@@ -222,8 +222,8 @@ def _genomes() -> list[str]:
 
 
 def part_c(runs_root: str, with_sourmash: bool = True) -> dict:
-    from apps.jaccard import JaccardApp
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.sinks import DenseMatrix
     paths = _genomes()
     k = 21
     t0 = time.time()
@@ -304,8 +304,8 @@ def part_c(runs_root: str, with_sourmash: bool = True) -> dict:
 
 @ray.remote(num_cpus=1)
 def _pair_task(app, a, b):
-    from engine.pairs.loading import load_and_parse
-    from kernels.jaccard import intersection_count
+    from pairflow.engine.pairs.loading import load_and_parse
+    from pairflow.kernels.jaccard import intersection_count
     x = load_and_parse(app, a)[0]["kmers"]
     y = load_and_parse(app, b)[0]["kmers"]
     i = intersection_count(x, y)
@@ -313,7 +313,7 @@ def _pair_task(app, a, b):
 
 
 def part_d(engine_s: float | None) -> dict:
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
     paths = _genomes()
     app = JaccardApp(paths, k=21)
     ref = ray.put(app)
@@ -340,8 +340,8 @@ def part_e(runs_root: str, reps: int = 10) -> dict:
     journal first in every pair and measured an order effect of +12 %), medians of ``reps``
     each; on this VM the run-to-run spread (printed) is larger than the journal's cost, so the
     direct figure is the one that can be read to 1 %."""
-    from apps.jaccard import JaccardApp
-    from apps.data import data_path
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.apps.data import data_path
     gbk = data_path("usr/share/kaptive/reference_database/"
                     "Klebsiella_k_locus_primary_reference.gbk")
     times = {True: [], False: []}
@@ -381,7 +381,7 @@ def part_e(runs_root: str, reps: int = 10) -> dict:
 
 def _resume_case(label: str, make_app, runs_root: str, **options) -> dict:
     """Run to the end, drop the journal's last 10 % of tiles, resume; times after Ray start."""
-    from engine.run.rundir import read_jsonl
+    from pairflow.engine.run.rundir import read_jsonl
     res = allpairs(app=make_app(), sink="dense", runs_root=runs_root, progress=False,
                    wait=True, **options)
     full = res.summary["wall_s"] - res.summary["phases"]["ray_init_s"]
@@ -408,7 +408,7 @@ def _resume_case(label: str, make_app, runs_root: str, **options) -> dict:
 def part_f(runs_root: str, n_synthetic: int = 140) -> dict:
     """Resume of a run that was 90 % done against the full run: the 16 genomes (a short run,
     where the resume's fixed start-up dominates) and a compare-heavy synthetic run of ~1 min."""
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
     paths = _genomes()
     return {"genomes": _resume_case(f"{len(paths)} genomes", lambda: JaccardApp(paths, k=21),
                                     runs_root, leaf_items=1),

@@ -138,7 +138,7 @@ def _work_in_process(app, keys, index, barriers, queue, parses: int) -> None:
     preprocessed (the app's own mix; 0: compares alone). Each process is its own reference:
     the two halves hold different items (particles of 78 to 102 points cost up to 1.7x
     apart), so a time of one half against the other's measured the items, not the machine."""
-    from engine.run.runtime import keep_freed_memory, long_time_slices
+    from pairflow.engine.run.runtime import keep_freed_memory, long_time_slices
     keep_freed_memory()  # as every process of the engine's does
     long_time_slices()  # (as each of its computing threads asks)
     side = len(keys) // 2
@@ -208,19 +208,19 @@ def _timed(fn) -> float:
 def build(name: str, size: dict, work: str):
     """(app, sinks, after) of one app at one problem size, data made or found as needed."""
     if name == "phylogeny":
-        from apps import phylogeny as mod
+        from pairflow.apps import phylogeny as mod
         paths = sorted(glob.glob(os.path.join(DATA, "proteomes", "*", "*.faa")))
         # smallest proteomes first in quick mode: the check is that it runs
         paths = sorted(paths, key=os.path.getsize)[:size["proteomes"]]
         paths += jackknife(paths, os.path.join(work, "jackknife"), size.get("jackknife", 0))
         return mod.PhylogenyApp(paths, k=size["k"]), [mod._sink()], mod.write_tree
     if name == "forensics":
-        from apps import forensics as mod
+        from pairflow.apps import forensics as mod
         from scripts.simulate_cameras import DEFAULTS, simulate
         shots = simulate(os.path.join(work, "cameras"), **{**DEFAULTS, **size})
         app = mod.ForensicsApp([p for p, _ in shots])
         return app, [mod._sink()], lambda result: mod.write_clusters(result, app.threshold)
-    from apps import microscopy as mod
+    from pairflow.apps import microscopy as mod
     from scripts.simulate_particles import DEFAULTS, simulate
     parts = simulate(os.path.join(work, "particles"), **{**DEFAULTS, **size})
     app = mod.MicroscopyApp([p for p, _ in parts])
@@ -233,7 +233,7 @@ def jackknife(paths: list[str], out_dir: str, copies: int, keep: float = 0.9) ->
     the benchmark compares the same proteomes."""
     import zlib
 
-    from operators.sequences import read_records
+    from pairflow.operators.sequences import read_records
     os.makedirs(out_dir, exist_ok=True)
     out = []
     for path in paths:
@@ -261,8 +261,8 @@ def run_once(app, sinks, after, runs_root: str, host: int | None,
              meter: CpuMeter | None = None) -> dict:
     """One engine run: its summary (host=None: the host tier the engine sizes itself), with
     the CPU of its compute phase split by role when ``meter`` samples."""
-    from engine import allpairs
-    from engine.run.rundir import read_json
+    from pairflow.engine import allpairs
+    from pairflow.engine.run.rundir import read_json
     result = allpairs(app=app, sinks=sinks, runs_root=runs_root, progress=False, wait=True,
                       host_cache_items=host)
     s = dict(result.summary)
@@ -368,7 +368,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="default: benchmarks/out/apps.json")
     args = parser.parse_args(argv)
     started = time.time()
-    from engine.run.runtime import init_ray, keep_freed_memory
+    from pairflow.engine.run.runtime import init_ray, keep_freed_memory
     # the stage times are measured in this process: with the allocator every process of the
     # engine's has (else a fresh process pays page faults an earlier app's run had spared it)
     keep_freed_memory()

@@ -70,7 +70,7 @@ def serve(run_dir: str, log) -> tuple[subprocess.Popen, str, float]:
     import urllib.request
     port = _free_port()
     t0 = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "dashboard.cli", run_dir, "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "pairflow.dashboard.cli", run_dir, "--host", "127.0.0.1",
                              "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONPATH": ROOT})
     url = f"http://127.0.0.1:{port}/"

@@ -64,7 +64,7 @@ def main() -> None:
     where = args.work or tempfile.mkdtemp(prefix="pairflow-dense-layout-")
     fasta = loci_fasta(os.path.join(where, f"first{N}.fa"))
     run_dir = os.path.join(where, "run")
-    cmd = [sys.executable, "-m", "apps.cli", "app=jaccard", f"data.inputs={fasta}",
+    cmd = [sys.executable, "-m", "pairflow.apps.cli", "app=jaccard", f"data.inputs={fasta}",
            "data.item=record", "cache.host_cache_items=24", f"hydra.run.dir={run_dir}",
            "progress=false"]
     subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
@@ -72,7 +72,7 @@ def main() -> None:
     stages = summary["stage_seconds"]
     dense = summary["outputs"]["dense"]
     import zarr
-    from engine.pairs.result import AllPairsResult
+    from pairflow.engine.pairs.result import AllPairsResult
     res = AllPairsResult(run_dir, summary, summary["outputs"])
     group = zarr.open_group(dense, mode="r")
     fields = sorted(name for name, _ in group.arrays())

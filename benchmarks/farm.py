@@ -42,8 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-from engine import farm, gather  # noqa: E402
-from engine.toolfarm.units import scan_records  # noqa: E402
+from pairflow.engine import farm, gather  # noqa: E402
+from pairflow.engine.toolfarm.units import scan_records  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
 PROTEOMES = os.path.join(ROOT, ".data", "proteomes")
@@ -194,7 +194,7 @@ def main() -> None:
     if args.only:
         cases = {k: v for k, v in cases.items() if k in args.only}
     imp = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); "
-                          "from engine import farm, gather; print(time.perf_counter() - t)"],
+                          "from pairflow.engine import farm, gather; print(time.perf_counter() - t)"],
                          capture_output=True, text=True, cwd=ROOT)
     python_import_s = float(imp.stdout.strip() or "nan")
     raw: dict[str, dict] = {k: {"alt": [], "farm": [], "runs": [], "same": []} for k in cases}

@@ -23,9 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _record import out_path, write  # noqa: E402
 
-from kernels.jaccard import _gallop_count, _merge_count, intersection_counts, jaccard_from_counts  # noqa: E402
-from kernels.kmers import canonical_kmers  # noqa: E402
-from operators.sequences import file_stem, read_records  # noqa: E402
+from pairflow.kernels.jaccard import _gallop_count, _merge_count, intersection_counts, jaccard_from_counts  # noqa: E402
+from pairflow.kernels.kmers import canonical_kmers  # noqa: E402
+from pairflow.operators.sequences import file_stem, read_records  # noqa: E402
 
 
 def best(fn, repeat):
@@ -100,7 +100,7 @@ def main() -> None:
               f"np.intersect1d {t_i*1e3:.0f} ms ({t_i/t_m:.0f}x)")
 
     try:
-        from kernels.backend import namespace_for, to_device
+        from pairflow.kernels.backend import namespace_for, to_device
 
         xp = namespace_for("torch-cpu")
         A, B = (to_device(xp, items[n], "torch-cpu") for n in (near, names[0]))
@@ -128,8 +128,8 @@ def prnu_residual(repeat: int) -> dict:
     the kernels run it on numpy (compiled loops, scipy.fft: ``kernels.prnu._compiled_path``,
     ``kernels.backend.fft_of``) and as the array-API code alone does (numpy.fft), taken in turn
     (this VM's speed drifts within minutes); both give the same residual to rounding."""
-    import kernels.backend as backend
-    import kernels.prnu as prnu
+    import pairflow.kernels.backend as backend
+    import pairflow.kernels.prnu as prnu
     from skimage import data as images
     xp = backend.namespace_for("cpu")
     image = np.asarray(images.camera(), dtype=np.float64)[:512, :512]

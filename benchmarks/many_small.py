@@ -85,7 +85,7 @@ def _plain_kernel():
     """The issue's reference kernel: popcount of AND per pair, one pair at a time, as a plain
     numba loop would be written (compiled once, on first use)."""
     import numba
-    from kernels.bitset import _popcount
+    from pairflow.kernels.bitset import _popcount
 
     @numba.njit(nogil=True)
     def plain(a, b, mask, use_mask, out):
@@ -108,7 +108,7 @@ def _plain_kernel():
 def full_width(bits: np.ndarray, k: int) -> np.ndarray:
     """Rows of canonical slots (``kmer_bitsets``) as rows of 4^k bits, bit ``code`` set for
     every canonical code the read holds: the issue's layout, the same sets."""
-    from kernels.bitset import canonical_slots
+    from pairflow.kernels.bitset import canonical_slots
     codes = canonical_slots(k)[1]
     present = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :len(codes)]
     wide = np.zeros((len(bits), max(64, 4 ** k)), np.uint8)
@@ -119,8 +119,8 @@ def full_width(bits: np.ndarray, k: int) -> np.ndarray:
 def bare(rows, kind: str, threads: int = 2) -> dict:
     """All pairs i < j of ``rows`` (bitset rows or k-mer arrays) on ``threads`` threads;
     returns seconds and pairs/s (the best of two runs when it is short)."""
-    from kernels.bitset import bitset_intersections, bitset_jaccard, bitset_jaccard_topk
-    from kernels.jaccard import intersection_counts
+    from pairflow.kernels.bitset import bitset_intersections, bitset_jaccard, bitset_jaccard_topk
+    from pairflow.kernels.jaccard import intersection_counts
     n = len(rows)
     fn = {"popcount": lambda a, b, m: _plain_kernel()(a, b, m),
           "popcount_best": lambda a, b, m: bitset_intersections(a, b, mask=m),
@@ -150,8 +150,8 @@ def bare(rows, kind: str, threads: int = 2) -> dict:
 
 
 def engine(urls, k: int, kernel: str, runs_root: str) -> dict:
-    from apps.jaccard import JaccardApp
-    from engine import TopK, allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import TopK, allpairs
     t0 = time.perf_counter()
     app = JaccardApp(urls, k=k, item="record", kernel=kernel)
     t_app = time.perf_counter() - t0
@@ -169,9 +169,9 @@ def engine(urls, k: int, kernel: str, runs_root: str) -> dict:
 
 def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root: str,
                work: str, merge: bool, reps_n: int = 1) -> dict:
-    from kernels.bitset import kmer_bitsets
-    from kernels.kmers import record_kmer_sets
-    from operators.sequences import read_records
+    from pairflow.kernels.bitset import kmer_bitsets
+    from pairflow.kernels.kmers import record_kmer_sets
+    from pairflow.operators.sequences import read_records
     urls = [os.path.join(READS, f + ".fq.gz") for f in files]
     if limit:  # quick mode: the first reads of one file, written out as a file of their own
         recs = read_records(urls[0])[:limit]
@@ -186,7 +186,7 @@ def reads_case(name: str, files: list[str], k: int, limit: int | None, runs_root
     bits = np.ascontiguousarray(bits[keep])
     values, offsets = record_kmer_sets(seqs, k)
     sets = [values[offsets[i]:offsets[i + 1]] for i in np.flatnonzero(keep)]
-    from kernels.bitset import bitset_sizes, prefer_sparse
+    from pairflow.kernels.bitset import bitset_sizes, prefer_sparse
     mean = float(bitset_sizes(bits).mean())
     # a process's first run, apart (its imports and cache loads are not the throughput), then
     # the engine and the plain popcount loop one after the other ``reps`` times; the median

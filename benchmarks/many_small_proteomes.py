@@ -106,8 +106,8 @@ def _halves(qs):
 
 
 def _parasail_half(job):
-    from kernels.scoring import Scoring
-    from kernels.smith_waterman import sw_scores
+    from pairflow.kernels.scoring import Scoring
+    from pairflow.kernels.smith_waterman import sw_scores
     qs, ts = job
     sc = Scoring.create("blosum62", GAP_OPEN, GAP_EXTEND)
     sw_scores(qs[:1], ts[:2], sc)  # imports and first call, before the clock
@@ -140,8 +140,8 @@ def two_processes(fn, qs, ts) -> tuple[float, float]:
 def opal_agrees(qs, ts, n=3) -> bool:
     """pyopal's scores equal parasail's on the first ``n`` queries (same matrix, same gaps)."""
     import pyopal
-    from kernels.scoring import Scoring
-    from kernels.smith_waterman import sw_scores
+    from pairflow.kernels.scoring import Scoring
+    from pairflow.kernels.smith_waterman import sw_scores
     sc = Scoring.create("blosum62", GAP_OPEN, GAP_EXTEND)
     ref = sw_scores(qs[:n], ts, sc)
     aligner = pyopal.Aligner("BLOSUM62", gap_open=GAP_OPEN, gap_extend=GAP_EXTEND)
@@ -172,7 +172,7 @@ def run(args) -> dict:
     if isinstance(args, dict):  # {"quick": True, "n_targets": 500, ...} over the defaults
         args = parse_args(["--quick"] if args.get("quick") else []).__dict__ | args
         args = argparse.Namespace(**args)
-    from apps.align import align
+    from pairflow.apps.align import align
     started = time.time()
     work = tempfile.mkdtemp(prefix="many_small_proteomes-")
     try:

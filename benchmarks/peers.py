@@ -48,7 +48,7 @@ ITEMS = None    # multiprocessing: every item, inherited by the forked compare w
 
 
 def genomes(quick: bool) -> list[str]:
-    from apps.data import data_path
+    from pairflow.apps.data import data_path
     group = "V.Cholerae" if quick else "*"
     paths = sorted(glob.glob(data_path("usr/share/doc/ragout/examples") +
                              f"/{group}/references/*.fasta.gz"))
@@ -61,14 +61,14 @@ def genomes(quick: bool) -> list[str]:
 def _app(paths):
     global APP
     if APP is None:
-        from apps.jaccard import JaccardApp
+        from pairflow.apps.jaccard import JaccardApp
         APP = JaccardApp(paths, k=K, kernel="merge")
     return APP
 
 
 def load(paths, key):
     """One genome's k-mer set, through the app's own stages."""
-    from engine import fetch
+    from pairflow.engine import fetch
     app = _app(paths)
     return app.preprocess(key, app.parse(key, fetch(app.url(key))), "cpu")
 
@@ -180,8 +180,8 @@ def ray_task_per_pair(paths, keys) -> tuple[float, np.ndarray, dict]:
 
 
 def pairflow(paths, keys, runs_root) -> tuple[float, np.ndarray, dict]:
-    from engine import DenseMatrix, allpairs
-    from apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix, allpairs
+    from pairflow.apps.jaccard import JaccardApp
     t0 = time.perf_counter()
     app = JaccardApp(paths, k=K, kernel="merge")
     res = allpairs(app=app, sinks=[DenseMatrix(diagonal={"similarity": 1.0})],
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
         mats[name] = m
         results["peers"][name] = {"wall_s": t, **info}
         print(f"{name:40s} {t:7.2f} s", flush=True)
-    from engine.run.runtime import init_ray
+    from pairflow.engine.run.runtime import init_ray
     t0 = time.time()
     init_ray(num_cpus=2, object_store_mb=2048)
     results["ray_init_s"] = time.time() - t0

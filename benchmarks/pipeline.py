@@ -37,12 +37,12 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
-from engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost,  # noqa: E402
+from pairflow.engine.pipeline.ordering import (OpSpec, brute_force_best, expected_cost,  # noqa: E402
                                       heft_order, is_valid_order)
-from engine.pipeline import Filter, Map, Pipeline  # noqa: E402
-from operators.arrays import ArraySource  # noqa: E402
-from engine.run.runtime import init_ray  # noqa: E402
-from kernels.spin import spin as _spin, spin_rate  # noqa: E402
+from pairflow.engine.pipeline import Filter, Map, Pipeline  # noqa: E402
+from pairflow.operators.arrays import ArraySource  # noqa: E402
+from pairflow.engine.run.runtime import init_ray  # noqa: E402
+from pairflow.kernels.spin import spin as _spin, spin_rate  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
 RUNS = tempfile.mkdtemp(prefix="pairflow-bench-pipeline-")
@@ -163,7 +163,7 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
 
 
 def part_b(reps: int, repeat: int) -> dict:
-    from apps.hep import hep_pipeline, operators
+    from pairflow.apps.hep import hep_pipeline, operators
     common = dict(file="uproot-HZZ.root", step_size=807, repeat=repeat, reco_draws=1024,
                   progress=False, runs_root=RUNS)
     specs = [o.spec for o in operators("poor")]
@@ -215,7 +215,7 @@ def part_b(reps: int, repeat: int) -> dict:
 
 
 def part_c(reps: int, cpus: int) -> dict:
-    from apps.hep import hep_pipeline
+    from pairflow.apps.hep import hep_pipeline
     slots = cpus + 1
     variants = {
         "read-heavy": dict(file="uproot-HZZ-lzma.root", step_size=250, repeat=8,

@@ -30,9 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from engine.pairs.items import ItemMap  # noqa: E402
-from engine.pairs.simulate import choose_plan  # noqa: E402
-from engine.pairs.space import Triangle  # noqa: E402
+from pairflow.engine.pairs.items import ItemMap  # noqa: E402
+from pairflow.engine.pairs.simulate import choose_plan  # noqa: E402
+from pairflow.engine.pairs.space import Triangle  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
 
@@ -57,7 +57,7 @@ def part_a(sizes=(16, 120, 400), fractions=(0.05, 0.10, 0.25, 0.50)) -> list[dic
 def _item_by_item(fn):
     """``fn()`` with the planner simulating every run item by item, as it did before it took
     large runs on their grid of leaf blocks (``simulate.MAX_SIM_VISITS`` lifted)."""
-    from engine.pairs import simulate as sim
+    from pairflow.engine.pairs import simulate as sim
     kept, sim.MAX_SIM_VISITS = sim.MAX_SIM_VISITS, float("inf")
     try:
         return fn()
@@ -76,8 +76,8 @@ def part_c(cases=((2000, 25, 100), (10000, 125, 500), (10000, 125, 2000)),
     """(n, leaf, S) ``cases`` large enough for the leaf-block grid (``MAX_SIM_VISITS``): the
     choice both ways; ``sized`` (n, S): a run's whole sizing (``plan_run``: the leaf search,
     a choice per candidate leaf) both ways, on one node of 2 CPUs."""
-    from engine.pairs.config import AllPairsConfig
-    from engine.pairs.sizing import plan_run
+    from pairflow.engine.pairs.config import AllPairsConfig
+    from pairflow.engine.pairs.sizing import plan_run
     rows = []
     for n, leaf, s_items in cases:
         def choose():
@@ -119,15 +119,15 @@ def part_c(cases=((2000, 25, 100), (10000, 125, 500), (10000, 125, 2000)),
 
 
 def part_b(runs_root: str, quick: bool) -> list[dict]:
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     if quick:
-        from apps.synthetic import SyntheticApp
+        from pairflow.apps.synthetic import SyntheticApp
 
         def app():
             return SyntheticApp(16, t_parse=0.01, item_floats=64)
     else:
-        from apps.jaccard import JaccardApp
+        from pairflow.apps.jaccard import JaccardApp
         from tests.oracles import RAGOUT
         paths = sorted(glob.glob(os.path.join(RAGOUT, "*/references/*.fasta.gz")))
         if len(paths) != 16:
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="default: benchmarks/out/planner.json")
     args = ap.parse_args(argv)
     started = time.time()
-    from engine.run.runtime import init_ray
+    from pairflow.engine.run.runtime import init_ray
     runs_root = tempfile.mkdtemp(prefix="pairflow-planner-")
     results = {"quick": args.quick}
     try:

@@ -590,7 +590,7 @@ def sec_farm(d, ctx):
     out.append("How the farm ran (per case: executor, records per unit chosen, units, cores "
                "per worker, hit lines):\n\n" + table(
                    ["case", "executor", "unit records", "units", "threads", "hits"], detail))
-    out.append(f"`from engine import farm` costs {num(d['python_import_s'], 's')} in a fresh "
+    out.append(f"`from pairflow.engine import farm` costs {num(d['python_import_s'], 's')} in a fresh "
                "interpreter here, not counted on pairflow's side (the farm is timed as called "
                "from Python: `farm(...)` + `gather(...)`).")
     out.append(_img(plot_bars("tool farm against the tool's own threads: pairflow / "

@@ -48,9 +48,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYT
 
 import numpy as np  # noqa: E402
 
-from engine.pairs.simulate import simulate  # noqa: E402
+from pairflow.engine.pairs.simulate import simulate  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
-from engine.pairs.space import Triangle  # noqa: E402
+from pairflow.engine.pairs.space import Triangle  # noqa: E402
 
 ROCKET_R = {1: 6.7, 16: 1.7}  # Rocket's published R (its figure: one node, sixteen nodes)
 NO_SPEEDUP = ("A speedup cannot be measured on this machine: every node is a process on the "
@@ -89,8 +89,8 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
     import ray
     from ray.cluster_utils import Cluster
 
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     from tests.parse_count import CountedBytes, parsed
     tmp = tempfile.mkdtemp(prefix="pf-scaling-")
     paths = _items(os.path.join(tmp, "items"), n, nbytes)
@@ -176,7 +176,7 @@ def _cli_run(inputs: list[str], item: str, leaf: int, host: int, run_dir: str, *
     import json
     import subprocess
     data = inputs[0] if item == "record" else os.path.join(os.path.dirname(inputs[0]), "*.fa")
-    cmd = [sys.executable, "-m", "apps.cli", "app=jaccard", f"data.inputs={data}",
+    cmd = [sys.executable, "-m", "pairflow.apps.cli", "app=jaccard", f"data.inputs={data}",
            f"data.item={item}", f"cache.host_cache_items={host}",
            f"scheduler.leaf_items={leaf}", f"hydra.run.dir={run_dir}", "progress=false", *extra]
     t0 = time.time()

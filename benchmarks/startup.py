@@ -15,7 +15,7 @@ Side by side, in one run, each a ``subprocess`` of ``.venv/bin/pairflow`` (or of
     journaled);
 (5) a REPL session (``engine.session``): the 3-record run three times on the session's Ray, in
     one Python process: the first run waits for Ray, the later ones show the per-run start-up;
-(6) import time of the CLI (``python -X importtime -c 'import apps.cli'``) and of a run's module
+(6) import time of the CLI (``python -X importtime -c 'import pairflow.apps.cli'``) and of a run's module
     set, and ``pairflow --help``.
 The project's bytecode is compiled first, as the setup leaves it. Results go to
 benchmarks/out/startup.json. Absolute times on a shared machine are noise: the
@@ -46,7 +46,7 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0
 
 
 def _genomes(quick: bool) -> tuple[str, list[str]]:
-    from apps.data import data_path
+    from pairflow.apps.data import data_path
     base = data_path("usr/share/doc/ragout/examples")
     pattern = f"{base}/V.Cholerae/references/*.fasta.gz" if quick else \
         f"{base}/*/references/*.fasta.gz"
@@ -134,8 +134,8 @@ SESSION = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 t0 = time.time()
-import engine
-from apps.jaccard import JaccardApp
+from pairflow import engine
+from pairflow.apps.jaccard import JaccardApp
 walls = []
 with engine.session(progress=False) as s:
     for i in range(3):
@@ -222,8 +222,8 @@ def main() -> None:
         out["speedup_vs_mash"] = out["mash_s"] / out["default_job"]["wall_s"]
         out["speedup_vs_mash_on_ray"] = out["mash_s"] / out["ray_job"]["wall_s"]
         out["imports"] = {
-            "cli": _import_time("import apps.cli"),
-            "run_modules": _import_time("import apps.cli, apps.jaccard, engine.pairs.driver"),
+            "cli": _import_time("import pairflow.apps.cli"),
+            "run_modules": _import_time("import pairflow.apps.cli, pairflow.apps.jaccard, pairflow.engine.pairs.driver"),
         }
         t0 = time.time()
         subprocess.run([PAIRFLOW, "--help"], capture_output=True, env=ENV, cwd=ROOT, check=True)

@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-from apps.synthetic import SyntheticApp  # noqa: E402
-from engine.pairs.driver import allpairs  # noqa: E402
+from pairflow.apps.synthetic import SyntheticApp  # noqa: E402
+from pairflow.engine.pairs.driver import allpairs  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
 

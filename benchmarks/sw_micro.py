@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _record import out_path, write  # noqa: E402
 
-from kernels.scoring import Scoring  # noqa: E402
-from kernels.smith_waterman import cells, sw_reference_batch, sw_scores, sw_traceback  # noqa: E402
+from pairflow.kernels.scoring import Scoring  # noqa: E402
+from pairflow.kernels.smith_waterman import cells, sw_reference_batch, sw_scores, sw_traceback  # noqa: E402
 
 VARIANTS = {
     "auto": {},

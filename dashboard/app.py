@@ -26,11 +26,11 @@ import pandas as pd
 import streamlit as st
 
 try:
-    from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
+    from pairflow.dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
                                   format_r, shared_view)
 except ImportError:  # run as a plain script from a source checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
+    from pairflow.dashboard.rundir import (STAGES, TERMINAL_STATES, RunView, downsample, format_count, format_duration,
                                   format_r, shared_view)
 
 VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling", "results"]
@@ -450,7 +450,7 @@ def view_scheduling(view: RunView, ov: dict) -> None:
 
 def view_results(view: RunView, ov: dict) -> None:
     """What the run found (dashboard/results_view.py), imported on first use."""
-    from dashboard.results_view import view_results as draw
+    from pairflow.dashboard.results_view import view_results as draw
     draw(view, ov)
 
 

@@ -40,7 +40,7 @@ def build_command(run_dir: str | os.PathLike, host: str = DEFAULT_HOST, port: in
     OPTIONS -- RUN_DIR`` with the app's imports and the first read of the run directory done while
     the server starts (see dashboard/serve.py)."""
     cmd = [
-        python or sys.executable, "-m", "dashboard.serve",  # = `python -m streamlit run app.py`, pre-warmed
+        python or sys.executable, "-m", "pairflow.dashboard.serve",  # = `python -m streamlit run app.py`, pre-warmed
         "--server.address", host,
         "--server.port", str(port),
         "--server.headless", "true",

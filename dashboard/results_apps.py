@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import results_files as rf
-from dashboard.export import export_buttons
+from pairflow.dashboard import results_files as rf
+from pairflow.dashboard.export import export_buttons
 
 
 def facts(**kw) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dashboard.results_staged import StagedTiles
-from dashboard.rundir import JsonlTailer
+from pairflow.dashboard.results_staged import StagedTiles
+from pairflow.dashboard.rundir import JsonlTailer
 
 DEFAULT_SIDE = 120  # heatmap cells a side unless the page asks for another
 CLUSTER_MAX = 3000  # items a side clustered cell by cell; beyond, the block grid is clustered

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import results_apps as apps
-from dashboard import results_files as rf
-from dashboard.export import export_buttons
-from dashboard.results_dense import DEFAULT_SIDE, Grid, shared_dense
+from pairflow.dashboard import results_apps as apps
+from pairflow.dashboard import results_files as rf
+from pairflow.dashboard.export import export_buttons
+from pairflow.dashboard.results_dense import DEFAULT_SIDE, Grid, shared_dense
 
 MISSING = "#cfd8dc"
 

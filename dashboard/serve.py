@@ -38,14 +38,14 @@ def warm(run_dir: str | None) -> None:
         import altair  # noqa: F401
         import pandas  # noqa: F401
 
-        from dashboard.rundir import shared_view
+        from pairflow.dashboard.rundir import shared_view
 
         if run_dir:
             view = shared_view(run_dir).refresh()
             ov = view.overview()
         import pyarrow.parquet  # noqa: F401  (only needed for trace.parquet)
         if run_dir:  # a big dense result's heatmap (the results view)
-            from dashboard.results_dense import warm as warm_results
+            from pairflow.dashboard.results_dense import warm as warm_results
             plan = view.tiles_plan()
             warm_results(run_dir, plan.to_dict("records") if not plan.empty else None, ov.get("space"),
                          ov["state"] in ("finished", "failed", "interrupted"))

@@ -1,8 +1,8 @@
 """pairflow's engine: pair spaces, caches, scheduling, sinks and runs on Ray.
 
-The Python API lives here: ``from engine import allpairs, Triangle, Rectangle, PairList``, and
-for filter pipelines ``from engine import Pipeline, Map, Filter``, for tool farms
-``from engine import farm, gather``.
+The Python API lives here: ``from pairflow.engine import allpairs, Triangle, Rectangle, PairList``, and
+for filter pipelines ``from pairflow.engine import Pipeline, Map, Filter``, for tool farms
+``from pairflow.engine import farm, gather``.
 """
 import os as _os
 

@@ -7,7 +7,7 @@ for small inputs) or a tool that only reads an app's config should not pay it.
 The first call of any kernel of a module compiles every lazy kernel of that module and puts the
 compiled dispatchers in the module's namespace in place of the stand-ins, so kernels calling
 kernels see compiled functions (numba cannot call a Python object). A stand-in imported
-elsewhere (``from kernels.jaccard import _merge_count``) keeps working: it forwards to the
+elsewhere (``from pairflow.kernels.jaccard import _merge_count``) keeps working: it forwards to the
 dispatcher.
 """
 from __future__ import annotations

@@ -50,7 +50,7 @@ def _aligner(matrix: str, gap_open: int, gap_extend: int):
     import pyopal
     from scoring_matrices import ScoringMatrix
 
-    from kernels.scoring import _tables
+    from pairflow.kernels.scoring import _tables
     scores, codes, letters = _tables(matrix)
     alphabet = "".join(sorted(letters))
     idx = [int(codes[ord(c)]) for c in alphabet]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.pipeline import Batch, Source
-from operators.dask import DaskSource, dask_kind
+from pairflow.engine.pipeline import Batch, Source
+from pairflow.operators.dask import DaskSource, dask_kind
 
 
 class ArraySource(Source):

@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.errors import InputError
-from engine.pipeline import Batch, Filter, Map, Source
+from pairflow.engine.errors import InputError
+from pairflow.engine.pipeline import Batch, Filter, Map, Source
 
 
 class ParquetSource(Source):

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from engine.pipeline import Batch, Source
+from pairflow.engine.pipeline import Batch, Source
 
 
 def dask_kind(obj) -> str | None:

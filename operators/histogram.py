@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from engine.pipeline import PipelineSink
-from engine.run.rundir import write_json
+from pairflow.engine.pipeline import PipelineSink
+from pairflow.engine.run.rundir import write_json
 
 
 class Histogram(PipelineSink):

@@ -11,7 +11,7 @@ import os
 import shutil
 from typing import Sequence
 
-from engine.pipeline import PipelineSink
+from pairflow.engine.pipeline import PipelineSink
 
 
 class ParquetSink(PipelineSink):

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.errors import InputError
-from engine.pipeline import Batch, Source
+from pairflow.engine.errors import InputError
+from pairflow.engine.pipeline import Batch, Source
 
 _OPEN: dict = {}
 

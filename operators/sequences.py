@@ -46,7 +46,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
-from engine import InputError as _EngineInputError
+from pairflow.engine import InputError as _EngineInputError
 
 __all__ = [
     "SequenceRecord",
@@ -108,7 +108,7 @@ class InputError(_EngineInputError):
 
 
 def _fetch(url: str) -> bytes:
-    from engine import InputError as EngineInputError, fetch
+    from pairflow.engine import InputError as EngineInputError, fetch
     try:
         return fetch(url)
     except EngineInputError as exc:  # this module's subclass, same message

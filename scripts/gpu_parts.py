@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from engine import BasePairApp
+from pairflow.engine import BasePairApp
 
 
 def _record(kernel: str, backend: str, tolerance: str, fn) -> dict:
@@ -71,15 +71,15 @@ def _cloud(rng, sites: int = 8, per_site: int = 12) -> np.ndarray:
 
 def checks(backends: list[str], quick: bool, log) -> list[dict]:
     """Every kernel with a device path, on each backend, against numpy on the same inputs."""
-    from kernels.backend import namespace_for, to_device, to_numpy
-    from kernels.bitset import bitset_intersections, kmer_bitsets
-    from kernels.bitset_mm import jaccard_topk_mm
-    from kernels.composition import composition_vector, cv_distance_matrix, encode_proteins
-    from kernels.jaccard import intersection_counts
-    from kernels.kmers import canonical_kmers
-    from kernels.prnu import ncc_pce, noise_residual, prepare
-    from kernels.prnu_fft import ncc_pce_fft
-    from kernels.registration import center, register
+    from pairflow.kernels.backend import namespace_for, to_device, to_numpy
+    from pairflow.kernels.bitset import bitset_intersections, kmer_bitsets
+    from pairflow.kernels.bitset_mm import jaccard_topk_mm
+    from pairflow.kernels.composition import composition_vector, cv_distance_matrix, encode_proteins
+    from pairflow.kernels.jaccard import intersection_counts
+    from pairflow.kernels.kmers import canonical_kmers
+    from pairflow.kernels.prnu import ncc_pce, noise_residual, prepare
+    from pairflow.kernels.prnu_fft import ncc_pce_fft
+    from pairflow.kernels.registration import center, register
     from scripts.gpu_throughput import camera_images, cpu_reads_topk, cpu_threads, \
         simulate_reads
     npx = namespace_for("cpu")
@@ -172,7 +172,7 @@ class ReadsApp(BasePairApp):
     name = "gpu_check_reads"
 
     def __init__(self, n: int, k: int = 5):
-        from kernels.bitset import kmer_bitsets
+        from pairflow.kernels.bitset import kmer_bitsets
         from scripts.gpu_throughput import simulate_reads
         self.n, self.k = n, k
         self.rows = kmer_bitsets(simulate_reads(n, seed=3), k)
@@ -187,13 +187,13 @@ class ReadsApp(BasePairApp):
     def preprocess(self, key, item, device):
         if device == "cpu":
             return item
-        from kernels.backend import namespace_for, to_device
+        from pairflow.kernels.backend import namespace_for, to_device
         return to_device(namespace_for(device), item.view(np.int64), device)
 
     def compare(self, left, right, mask, device):
-        from kernels.backend import namespace_for, to_numpy
-        from kernels.bitset import bitset_intersections, bitset_sizes
-        from kernels.jaccard import jaccard_from_counts
+        from pairflow.kernels.backend import namespace_for, to_numpy
+        from pairflow.kernels.bitset import bitset_intersections, bitset_sizes
+        from pairflow.kernels.jaccard import jaccard_from_counts
         xp = None if device == "cpu" else namespace_for(device)
         self.seen.add((device, str(getattr(left[0], "device", "numpy"))))
         inter = bitset_intersections(left, right, mask=mask, xp=xp)
@@ -220,7 +220,7 @@ def engine(device: str, quick: bool, runs_root: str) -> dict:
     (with a prefetch racing the compute, 25 of 3,600 L1 lookups moved between hit and miss from
     one run to the next). A third run on the device with ``in_flight=2`` (loads beside the
     compute) must give the same top-k; its counters are reported."""
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.driver import allpairs
     n, leaf, l1_items = (300, 25, 120) if quick else (3000, 100, 480)
     target = "cuda" if device == "cuda" else "torch-cpu"
     runs = {}

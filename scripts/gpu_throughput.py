@@ -101,7 +101,7 @@ def cpu_reads_topk(rows: np.ndarray, threads: int):
     """Each read's TOP_K best J among the others by the CPU kernel (kernels.bitset's
     ``bitset_jaccard_topk``, both sides of each upper-triangle block) on ``threads`` threads,
     merged with ties to the lower index: (j, count) arrays, and the kernel's seconds."""
-    from kernels.bitset import bitset_jaccard_topk
+    from pairflow.kernels.bitset import bitset_jaccard_topk
     n = rows.shape[0]
     edges = list(range(0, n, CPU_BLOCK)) + [n]
     blocks = [(edges[a], edges[a + 1], edges[b], edges[b + 1])
@@ -152,9 +152,9 @@ def reads(device: str, n: int, lim: dict, threads: int, old_path: bool) -> dict:
     ``threads`` cores; ``old_path``: also the engine's GPU path today (kernels.bitset's
     ``bitset_intersections`` on the device: float32 product, every count back to the host)."""
     import torch
-    from kernels.backend import namespace_for, to_device
-    from kernels.bitset import bitset_intersections, kmer_bitsets
-    from kernels.bitset_mm import intersections_mm, jaccard_topk_mm, product_form, unpack_bits
+    from pairflow.kernels.backend import namespace_for, to_device
+    from pairflow.kernels.bitset import bitset_intersections, kmer_bitsets
+    from pairflow.kernels.bitset_mm import intersections_mm, jaccard_topk_mm, product_form, unpack_bits
     rows = kmer_bitsets(simulate_reads(n), READ_K)
     pairs = n * (n - 1) // 2
     cpu_j, cpu_c, cpu_s = cpu_reads_topk(rows, threads)
@@ -213,9 +213,9 @@ def forensics(device: str, n: int, side: int, lim: dict, threads: int, leaf: int
     ``leaf`` on ``threads`` threads, against the device's matrix-product form (the engine's
     kernel, tiles of ``leaf`` one after another) and its batched-FFT form (rows against the
     columns from their own on)."""
-    from kernels.backend import namespace_for, to_device, to_numpy
-    from kernels.prnu import PEAK_NEIGHBOURHOOD, ncc_pce, prepare
-    from kernels.prnu_fft import ncc_pce_fft
+    from pairflow.kernels.backend import namespace_for, to_device, to_numpy
+    from pairflow.kernels.prnu import PEAK_NEIGHBOURHOOD, ncc_pce, prepare
+    from pairflow.kernels.prnu_fft import ncc_pce_fft
     images = camera_images(n, side)
     pairs = n * (n - 1) // 2
     cpu_items = [prepare(np, x) for x in images]

@@ -2,6 +2,7 @@ import importlib
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,24 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SETUP = "run scripts/setup.sh (make setup), which installs it"
+
+
+class _OldTopLevelNames:
+    """The repository's folders install as ``pairflow.engine``, ``pairflow.apps`` ...; run from
+    the checkout, Python would also find them as top-level ``engine``, ``apps`` ... (the working
+    directory is on sys.path), and code that imports those names would pass here and fail for a
+    user. In the test processes such an import fails, naming the right one."""
+    NAMES = ("engine", "apps", "kernels", "operators", "dashboard", "configs")
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.NAMES:
+            raise ImportError(f"import pairflow.{name}, not the checkout's folder {name!r} "
+                              "(it installs as pairflow.{name})".replace("{name}", name))
+        return None
+
+
+if not any(isinstance(f, _OldTopLevelNames) for f in sys.meta_path):
+    sys.meta_path.insert(0, _OldTopLevelNames())
 
 
 def need(path) -> Path:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from apps.forensics import ForensicsApp
-from apps.jaccard_filtered import FilteredJaccardApp
-from apps.microscopy import MicroscopyApp
-from apps.phylogeny import PhylogenyApp
-from apps.synthetic import SyntheticApp
+from pairflow.apps.forensics import ForensicsApp
+from pairflow.apps.jaccard_filtered import FilteredJaccardApp
+from pairflow.apps.microscopy import MicroscopyApp
+from pairflow.apps.phylogeny import PhylogenyApp
+from pairflow.apps.synthetic import SyntheticApp
 from tests.parse_count import CountedBytes, _Counted
 
 

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 
-from apps.align import AlignApp
-from apps.jaccard import JaccardApp
-from engine.pairs.app import BasePairApp
+from pairflow.apps.align import AlignApp
+from pairflow.apps.jaccard import JaccardApp
+from pairflow.engine.pairs.app import BasePairApp
 
 
 def _record(path: str, key: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.pipeline import Filter, Map
+from pairflow.engine.pipeline import Filter, Map
 
 
 def data(n=60_000, seed=0):

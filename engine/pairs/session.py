@@ -1,7 +1,7 @@
 """A REPL session: one Ray kept up across runs, so each run after the first starts in well under
 a second instead of paying Ray's start again.
 
-    import engine
+    from pairflow import engine
     with engine.session(num_cpus=2) as s:
         a = s.allpairs(app=app1, wait=True)     # waits for Ray (started in the background)
         b = s.allpairs(app=app2, wait=True)     # Ray is up: no start-up

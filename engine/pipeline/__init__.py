@@ -1,9 +1,9 @@
 """Filter pipelines: record batches through maps and filters, reordered by measured cost.
 
-    from engine import Pipeline, Map, Filter
-    from operators.arrays import as_source
-    from operators.parquet import ParquetSink
-    from operators.histogram import Histogram
+    from pairflow.engine import Pipeline, Map, Filter
+    from pairflow.operators.arrays import as_source
+    from pairflow.operators.parquet import ParquetSink
+    from pairflow.operators.histogram import Histogram
     p = Pipeline(as_source(data, batch_size=10_000),
                  [Map("pt", lambda b: np.hypot(b["px"], b["py"])),
                   Filter("hard", lambda b: b["pt"] > 20, after=["pt"]),

@@ -108,7 +108,7 @@ def check_source(obj) -> None:
     if not (callable(getattr(obj, "partitions", None)) and callable(getattr(obj, "read", None))):
         raise TypeError(f"a pipeline source needs partitions() and read(spec), got "
                         f"{type(obj).__name__}: wrap in-memory data or a Dask collection with "
-                        f"operators.arrays.as_source(data, batch_size=...)")
+                        f"pairflow.operators.arrays.as_source(data, batch_size=...)")
 
 
 def describe_source(source) -> dict:

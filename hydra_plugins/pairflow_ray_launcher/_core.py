@@ -52,7 +52,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]],
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from engine.run.runtime import init_ray
+    from pairflow.engine.run.runtime import init_ray
 
     setup_globals()
     config = launcher.config

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from engine.pairs.executor import LocalActor, _LoadThreads
-from engine.pairs.policy import LRUEviction
-from engine.pairs.node_cache import NodeCache
-from engine.pairs.tiers import BudgetCache
-from engine.run.metrics import EventBuffer
+from pairflow.engine.pairs.executor import LocalActor, _LoadThreads
+from pairflow.engine.pairs.policy import LRUEviction
+from pairflow.engine.pairs.node_cache import NodeCache
+from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import (Events, FakeScheduler, lru_oracle, settle,
                                                size_of)
 

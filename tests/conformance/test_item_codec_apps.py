@@ -30,39 +30,39 @@ def _files(pattern: str, n: int) -> list[str]:
 
 
 def _jaccard(item, kernel, k):
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
     urls = [str(need(O_LOCUS))] if item == "record" else \
         [str(need(LAMBDA)), str(need(O_LOCUS)), str(need(OC_LOCUS))]
     return JaccardApp(urls, k=k, item=item, kernel=kernel)
 
 
 def _filtered():
-    from apps.jaccard_filtered import FilteredJaccardApp
+    from pairflow.apps.jaccard_filtered import FilteredJaccardApp
     return FilteredJaccardApp([str(need(LAMBDA)), str(need(OC_LOCUS))], k=21)
 
 
 def _align():
-    from apps.align import AlignApp
+    from pairflow.apps.align import AlignApp
     return AlignApp(str(need(GLOBINS)))
 
 
 def _phylogeny():
-    from apps.phylogeny import PhylogenyApp
+    from pairflow.apps.phylogeny import PhylogenyApp
     return PhylogenyApp(_files("proteomes/H.Pylori/*.faa", 2), k=5)
 
 
 def _forensics():
-    from apps.forensics import ForensicsApp
+    from pairflow.apps.forensics import ForensicsApp
     return ForensicsApp(_files("cameras/*.jpg", 2))
 
 
 def _microscopy():
-    from apps.microscopy import MicroscopyApp
+    from pairflow.apps.microscopy import MicroscopyApp
     return MicroscopyApp(_files("particles/particle_*.csv", 3))
 
 
 def _synthetic():
-    from apps.synthetic import SyntheticApp
+    from pairflow.apps.synthetic import SyntheticApp
     return SyntheticApp(4, item_floats=32)
 
 
@@ -81,14 +81,14 @@ APPS = {
 
 
 def _raw(app, key):
-    from engine.run.io import fetch
+    from pairflow.engine.run.io import fetch
     url = app.url(key)
     return fetch(url) if url else None
 
 
 @pytest.mark.parametrize("name", list(APPS))
 def test_an_apps_items_come_back_identical(name):
-    from engine.pairs.codec import item_codec
+    from pairflow.engine.pairs.codec import item_codec
     app = APPS[name]()
     codec = item_codec(app)
     keys = list(app.keys())[:4]

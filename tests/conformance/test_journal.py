@@ -9,10 +9,10 @@ import zlib
 import numpy as np
 import pytest
 
-from engine.errors import PairflowError
-from engine.pairs.sinks import DenseMatrix, SinkContext, Threshold
-from engine.pairs.space import Triangle, leaves
-from engine.run.journal import (JournalWriter, check_same_work, read_entries, replay,
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.pairs.sinks import DenseMatrix, SinkContext, Threshold
+from pairflow.engine.pairs.space import Triangle, leaves
+from pairflow.engine.run.journal import (JournalWriter, check_same_work, read_entries, replay,
                                 tiles_journaled)
 
 N, LEAF = 9, 3
@@ -148,7 +148,7 @@ class _TickPerThread:
 def test_appends_are_on_disk_before_close(tmp_path, monkeypatch):
     """Flushed per tile: a reader (or a resume after a kill) sees every finished tile. The
     caller's time is counted: one append and the closing fsync (one tick each)."""
-    from engine.run import journal as journal_module
+    from pairflow.engine.run import journal as journal_module
     monkeypatch.setattr(journal_module, "time", _TickPerThread())
     path = str(tmp_path / "journal.jsonl")
     journal = JournalWriter(path, fsync_s=0.01)

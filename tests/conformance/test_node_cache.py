@@ -9,10 +9,10 @@ from collections import OrderedDict
 
 import pytest
 
-from engine.pairs.policy import AdvisedEviction, LRUEviction
-from engine.pairs.node_cache import NodeCache
-from engine.pairs.tiers import BudgetCache
-from engine.run.metrics import EventBuffer
+from pairflow.engine.pairs.policy import AdvisedEviction, LRUEviction
+from pairflow.engine.pairs.node_cache import NodeCache
+from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.run.metrics import EventBuffer
 
 INLINE = 50  # items of at most this many bytes come back by value
 
@@ -230,7 +230,7 @@ def test_loads_reach_the_metrics_without_a_later_request():
     """A run that loads every item in its first moments and then asks its host tier for
     nothing more: the loads must still reach the metrics while it runs (they waited in the
     event buffer for a next request, and the progress line showed R = 0.00 to the end)."""
-    from engine.run.metrics import MetricsState
+    from pairflow.engine.run.metrics import MetricsState
 
     async def main():
         loads, sched, events = FakeLoads(), FakeScheduler(), Events()

@@ -20,9 +20,9 @@ import os
 import numpy as np
 import pytest
 
-from engine.pipeline import Batch, PipelineSink
-from operators.histogram import Histogram
-from operators.parquet import ParquetSink
+from pairflow.engine.pipeline import Batch, PipelineSink
+from pairflow.operators.histogram import Histogram
+from pairflow.operators.parquet import ParquetSink
 
 # -- the records: plain Python lists per batch, the reference's only input ---------------------
 

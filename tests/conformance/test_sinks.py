@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.pairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
-from engine.pairs.space import PairList, Rectangle, Triangle, leaves
+from pairflow.engine.pairs.sinks import DenseMatrix, SinkContext, Threshold, TopK
+from pairflow.engine.pairs.space import PairList, Rectangle, Triangle, leaves
 from tests.dense_layout import region_spans, tile_records
 
 #: a value the sinks must never see: it stands in every cell of a tile that is not a pair

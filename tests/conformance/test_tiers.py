@@ -16,8 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.pairs.policy import AdvisedEviction, LRUEviction, NextUseEviction
-from engine.pairs.tiers import BudgetCache, TileCache
+from pairflow.engine.pairs.policy import AdvisedEviction, LRUEviction, NextUseEviction
+from pairflow.engine.pairs.tiers import BudgetCache, TileCache
 
 INF = math.inf
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.pairs.sink_base import SinkContext
-from engine.pairs.sink_dense import DenseMatrix
-from engine.pairs.space import Tile, Triangle, leaves as engine_leaves
-from engine.run.journal import JournalWriter
-from engine.run.rundir import (JOURNAL, METRICS, STATUS, SUMMARY, TILE_PLAN, TILES, TRACE,
+from pairflow.engine.pairs.sink_base import SinkContext
+from pairflow.engine.pairs.sink_dense import DenseMatrix
+from pairflow.engine.pairs.space import Tile, Triangle, leaves as engine_leaves
+from pairflow.engine.run.journal import JournalWriter
+from pairflow.engine.run.rundir import (JOURNAL, METRICS, STATUS, SUMMARY, TILE_PLAN, TILES, TRACE,
                                TRACE_PARQUET, JsonlWriter, RunDir, RunRecorder, dumps, write_json)
 
 FIELD = "similarity"
@@ -174,7 +174,7 @@ class SyntheticRun(threading.Thread):
         import pyarrow as pa  # the engine copies the trace to Parquet at the end and keeps the JSONL
         import pyarrow.parquet as pq
 
-        from engine.run.rundir import read_jsonl
+        from pairflow.engine.run.rundir import read_jsonl
         rows = read_jsonl(self.rundir.file(TRACE))
         pq.write_table(pa.Table.from_pylist(rows), self.rundir.file(TRACE_PARQUET) + ".tmp")
         Path(self.rundir.file(TRACE_PARQUET) + ".tmp").replace(self.rundir.file(TRACE_PARQUET))

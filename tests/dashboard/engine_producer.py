@@ -56,9 +56,9 @@ def jaccard_run(run_dir: str, n_records: int = 0, leaf_items: int = 8, hold_file
     fasta.parent.mkdir(parents=True, exist_ok=True)
     fasta.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
 
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix
-    from engine import allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine import allpairs
 
     app = JaccardApp([str(fasta)], k=21, item="record")
     return allpairs(app=_held(app, hold_file) if hold_file else app,
@@ -73,9 +73,9 @@ def _compare_failing_on_one_pair(a, b):
 
 
 def failed_run(run_dir: str) -> None:
-    from engine import PairflowError
-    from engine import FunctionApp
-    from engine import allpairs
+    from pairflow.engine import PairflowError
+    from pairflow.engine import FunctionApp
+    from pairflow.engine import allpairs
 
     app = FunctionApp([f"k{i}" for i in range(16)], load=lambda k: int(k[1:]),
                       compare=_compare_failing_on_one_pair)
@@ -91,8 +91,8 @@ def failed_run(run_dir: str) -> None:
 def pipeline_run(run_dir: str) -> None:
     import numpy as np
 
-    from engine.pipeline import Filter, Map, Pipeline
-    from operators.arrays import as_source
+    from pairflow.engine.pipeline import Filter, Map, Pipeline
+    from pairflow.operators.arrays import as_source
 
     rng = np.random.default_rng(0)
     n = 40_000
@@ -119,8 +119,8 @@ def l3_run(run_dir: str) -> None:
     fasta = Path(run_dir).parent / (Path(run_dir).name + "-input.fa")
     fasta.parent.mkdir(parents=True, exist_ok=True)
     fasta.write_text("".join(f">{n}\n{s}\n" for n, s in recs))
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix, allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix, allpairs
     res = allpairs(app=JaccardApp([str(fasta)], k=21, item="record"),
                    sink=DenseMatrix(diagonal={"similarity": 1.0}), run_dir=run_dir,
                    wait=True, progress=False, leaf_items=3, host_cache_items=6, l3=True)
@@ -134,8 +134,8 @@ def stealing_run(run_dir: str) -> None:
 
     import numpy as np
 
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.driver import allpairs
 
     def compare(lefts, rights):
         if os.environ.get("PAIRFLOW_ACTOR_ID", "").startswith("node-1/"):
@@ -192,7 +192,7 @@ def main(argv: list[str]) -> None:
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray.cloudpickle
 
-    from engine.run.runtime import init_ray
+    from pairflow.engine.run.runtime import init_ray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     kind, target = argv[0], argv[1]

@@ -34,7 +34,7 @@ BROWSER = ("topk", "phylogeny", "forensics", "align", "hep")
 
 def pairflow() -> list[str]:
     exe = Path(sys.executable).with_name("pairflow")
-    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from apps.cli import console; console()"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from pairflow.apps.cli import console; console()"]
 
 
 def make(out: Path, names=None) -> dict[str, Path]:

@@ -75,7 +75,7 @@ def test_large_numbers_in_compact_units(monkeypatch, large_run):
     """49,995,000 pairs do not fit a headline box digit by digit: 50.0 M, and the rate in K/s
     (60 s for the pairs: about 833 K/s on average); the exact figures are in the status line
     and the help."""
-    from dashboard.rundir import RunView
+    from pairflow.dashboard.rundir import RunView
     at = _run(monkeypatch, large_run)
     assert "pairs done: 49995000 / 49995000" in _text(at)
     metrics = {m.label: m.value for m in at.metric}
@@ -90,7 +90,7 @@ def test_large_numbers_in_compact_units(monkeypatch, large_run):
 
 
 def test_format_count_by_hand():
-    from dashboard.rundir import format_count
+    from pairflow.dashboard.rundir import format_count
     assert [format_count(x) for x in (0, 866, 999, 1000, 866_860, 999_960, 49_009_236, 2.5e9)] == \
         ["0", "866", "999", "1.0 K", "866.9 K", "1.0 M", "49.0 M", "2.5 G"]
     assert format_count(None) == "?" and format_count(float("nan")) == "?"
@@ -110,6 +110,6 @@ def test_pipeline_view_shows_the_written_and_the_chosen_order(monkeypatch, pipel
 
 
 def test_format_seconds_by_hand():
-    from dashboard.rundir import format_seconds
+    from pairflow.dashboard.rundir import format_seconds
     assert [format_seconds(x) for x in (None, 2.5, 0.0042, 0.000302, 5.31e-5, 1.25e-7)] == \
         ["—", "2.50 s", "4.200 ms", "302.0 µs", "53.1 µs", "125.0 ns"]

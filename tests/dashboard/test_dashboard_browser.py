@@ -62,7 +62,7 @@ class Server:
         env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
         self.t_launch = time.time()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dashboard.cli", str(run_dir), "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "pairflow.dashboard.cli", str(run_dir), "--host", "127.0.0.1", "--port", str(self.port),
              "--refresh", str(refresh)],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=Path(__file__).resolve().parents[2])
         self.t_healthy = self._wait_healthy(120)

@@ -23,7 +23,7 @@ def l3_run(cluster_runs) -> Path:
 
 
 def test_the_reading_layer_gives_summary_hits_per_hop(l3_run):
-    from dashboard.rundir import RunView
+    from pairflow.dashboard.rundir import RunView
     l3 = json.loads((l3_run / "summary.json").read_text())["l3"]
     assert l3["enabled"] and l3["hits"] > 0
     view = RunView(l3_run)

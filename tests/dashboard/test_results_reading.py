@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
-from dashboard.results_dense import DenseResult
+from pairflow.dashboard.results_dense import DenseResult
 
 
 def _copy(run: Path, tmp_path: Path) -> Path:

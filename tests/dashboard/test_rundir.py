@@ -1,4 +1,4 @@
-"""dashboard.rundir (no Streamlit server, no browser): what it shows of real runs made by the
+"""pairflow.dashboard.rundir (no Streamlit server, no browser): what it shows of real runs made by the
 engine (the ``finished_run``, ``pipeline_run`` and ``failed_run`` fixtures) against those runs' own
 files, and its reading rules on hand-written or synthetic directories (partial lines, truncation,
 thinning, exact timing), which the engine cannot be made to produce on cue."""
@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboard import cli
-from dashboard.rundir import JsonFile, JsonlTailer, RunView, downsample, format_duration, format_r
+from pairflow.dashboard import cli
+from pairflow.dashboard.rundir import JsonFile, JsonlTailer, RunView, downsample, format_duration, format_r
 from dashboard_synth import triangle_leaves, write_run
 
 
@@ -586,7 +586,7 @@ def test_helpers():
 
 def test_cli_command_defaults_to_loopback(tmp_path):
     cmd = cli.build_command(tmp_path, port=9999)
-    assert cmd[:3] == [sys.executable, "-m", "dashboard.serve"]
+    assert cmd[:3] == [sys.executable, "-m", "pairflow.dashboard.serve"]
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "9999"
     assert cmd[cmd.index("--server.headless") + 1] == "true"
@@ -601,7 +601,7 @@ def test_cli_command_defaults_to_loopback(tmp_path):
 
 
 def test_serve_finds_run_dir_after_double_dash():
-    from dashboard.serve import run_dir_from_args
+    from pairflow.dashboard.serve import run_dir_from_args
 
     assert run_dir_from_args(["--server.port", "1", "--", "/r"]) == "/r"
     assert run_dir_from_args(["--", "--refresh", "2", "/r"]) == "/r"

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from engine import (BasePairApp, PairList, PairWeights, Rectangle, ThresholdReduction,
+from pairflow.engine import (BasePairApp, PairList, PairWeights, Rectangle, ThresholdReduction,
                     TileCandidates, TopKReduction, Triangle)
 from tests.differential.items import WIDTH, make_items, read_record_file
 

@@ -41,7 +41,7 @@ def note_shape(shape) -> None:
 
 
 def _sink_objects(shape):
-    from engine import DenseMatrix, Threshold, TopK
+    from pairflow.engine import DenseMatrix, Threshold, TopK
     out = []
     for s in shape.sinks:
         if s[0] == "dense":
@@ -66,7 +66,7 @@ def make_inputs(shape, where: str) -> list[str]:
 def run_shape(shape, where: str, **extra):
     """The engine's result for ``shape`` (interrupted and resumed when it says so), and
     whether it was resumed."""
-    from engine import InputError, PairflowError, allpairs
+    from pairflow.engine import InputError, PairflowError, allpairs
     paths = make_inputs(shape, where)
     if not Expected(shape).pairs:  # refused before any compute, saying why
         try:

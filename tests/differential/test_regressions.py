@@ -55,8 +55,8 @@ def loci(tmp_path_factory):
 def test_klebsiella_records_with_a_last_pack_of_one(ray_local, loci, tmp_path, n, executor):
     """The issue's command: `pairflow app=jaccard data.inputs=first145.fa data.item=record
     cache.host_cache_items=24`, through the API, on both executors."""
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix, allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix, allpairs
     files, sim = loci
     res = allpairs(app=JaccardApp([files[n]], k=21, item="record"),
                    sink=DenseMatrix(diagonal={"similarity": 1.0}), host_cache_items=24,

@@ -7,7 +7,7 @@ import pytest
 def ray_local():
     """One local Ray for the whole session (ray.init costs seconds), on loopback, 2 CPUs."""
     import ray
-    from engine.run.runtime import init_ray
+    from pairflow.engine.run.runtime import init_ray
     if not ray.is_initialized():
         init_ray(num_cpus=2, object_store_mb=1024)
     yield

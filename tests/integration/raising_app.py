@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine import BasePairApp, DenseMatrix, Triangle
+from pairflow.engine import BasePairApp, DenseMatrix, Triangle
 
 
 class RaisingApp(BasePairApp):

@@ -54,7 +54,7 @@ def brute_top_k(scores, k, targets, exclude_self=False):
 
 def check_hits(res, queries, targets, scores, k, scoring, exclude_self=False):
     """Hits = brute-force top-k; every traceback is consistent and re-scores to its score."""
-    from kernels.smith_waterman import Alignment, rescore
+    from pairflow.kernels.smith_waterman import Alignment, rescore
     hits = res.hits
     qname = [n for n, _ in queries]
     tname = [n for n, _ in targets]
@@ -92,7 +92,7 @@ def check_hits(res, queries, targets, scores, k, scoring, exclude_self=False):
 @pytest.fixture(scope="module")
 def globins():
     path = need(TUTORIAL / "globins45.fa")
-    from kernels.scoring import Scoring
+    from pairflow.kernels.scoring import Scoring
     sc = Scoring.create("blosum62", 11, 1)
     recs = read(path)
     return path, recs, sc, biopython_scores(recs, recs, sc, symmetric=True)
@@ -102,8 +102,8 @@ def test_globins_all_vs_all_scores_topk_and_tracebacks(ray_local, runs, globins)
     """Every one of the 990 scores (dense sink, so tiles on the leaf grid: no weighting) equals
     Biopython's; k = 3 over many small tiles is merged into the brute-force lists."""
     import zarr
-    from apps.align import align
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.align import align
+    from pairflow.engine.pairs.sinks import DenseMatrix
     path, recs, sc, bio = globins
     res = align(path, top_k=3, matrix="blosum62", gap_open=11, gap_extend=1, runs_root=runs,
                 progress=False, leaf_items=4, weighted=False, validate=0.2, validate_hits=20,
@@ -127,9 +127,9 @@ def test_globins_all_vs_all_scores_topk_and_tracebacks(ray_local, runs, globins)
 
 
 def test_weighted_tiles_refuse_the_dense_sink(ray_local, runs, globins):
-    from apps.align import align
-    from engine.errors import PairflowError
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.align import align
+    from pairflow.engine.errors import PairflowError
+    from pairflow.engine.pairs.sinks import DenseMatrix
     with pytest.raises(PairflowError, match="dense sink needs tiles on its chunk grid"):
         align(globins[0], runs_root=runs, progress=False, extra_sinks=[DenseMatrix()])
 
@@ -137,8 +137,8 @@ def test_weighted_tiles_refuse_the_dense_sink(ray_local, runs, globins):
 def test_dna_allele_sample_all_vs_all(ray_local, runs, tmp_path):
     """40 wzi/wzc alleles (115-447 bp), nuc44 10/1, capacity-aware tiles: k = 39 lists every
     other allele, so all 780 scores (both directions) are checked against Biopython."""
-    from apps.align import align
-    from kernels.scoring import Scoring
+    from pairflow.apps.align import align
+    from pairflow.kernels.scoring import Scoring
     recs = read(need(WZI))
     rng = np.random.default_rng(11)
     sample = [recs[i] for i in sorted(rng.choice(len(recs), 40, replace=False))]
@@ -155,9 +155,9 @@ def test_dna_allele_sample_all_vs_all(ray_local, runs, tmp_path):
 def test_queries_x_targets_skewed_lengths(ray_local, runs, globins):
     """HBB_HUMAN (FASTA) and 7LESS_DROME (SwissProt, 2554 aa) x the 45 globins: a Rectangle whose
     tiles are cut by cells, each within the cell budget unless it is a single pair."""
-    from apps.align import align
-    from engine.run.rundir import read_json
-    from engine.pairs.space import PairWeights, Rectangle, leaves
+    from pairflow.apps.align import align
+    from pairflow.engine.run.rundir import read_json
+    from pairflow.engine.pairs.space import PairWeights, Rectangle, leaves
     path, targets, sc, _ = globins
     hbb, sev = need(TUTORIAL / "HBB_HUMAN"), need(TUTORIAL / "7LESS_DROME")
     queries = read(hbb) + read(sev, "swiss")
@@ -184,8 +184,8 @@ def test_queries_x_targets_skewed_lengths(ray_local, runs, globins):
 
 
 def test_bad_input_fails_before_compute(ray_local, runs, tmp_path, globins):
-    from apps.align import align
-    from engine.errors import InputError
+    from pairflow.apps.align import align
+    from pairflow.engine.errors import InputError
     bad = tmp_path / "bad.fa"
     bad.write_text(">ok\nMKVLAHWQ\n>odd\nMKVJLA\n")
     for kwargs, pattern in [

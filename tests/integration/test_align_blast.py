@@ -63,7 +63,7 @@ def _ranked(row, partners):
 
 @pytest.fixture(scope="module")
 def rbh_run(ray_local, proteomes, tmp_path_factory):
-    from apps.align import align
+    from pairflow.apps.align import align
     qf, tf, *_ = proteomes
     runs = str(tmp_path_factory.mktemp("runs"))
     return align([qf], [tf], top_k=TOP_K, matrix="blosum62", gap_open=11, gap_extend=1,
@@ -116,8 +116,8 @@ def _brute_rbh(q, t, scores):
 
 
 def test_evalue_cutoff_keeps_the_topk_hits_under_it(ray_local, proteomes, runs):
-    from apps.align import align
-    from kernels import karlin
+    from pairflow.apps.align import align
+    from pairflow.kernels import karlin
     qf, tf, q, t, scores, _ = proteomes
     cut = 1e-3
     res = align([qf], [tf], top_k=TOP_K, matrix="blosum62", gap_open=11, gap_extend=1,
@@ -150,7 +150,7 @@ def test_evalue_cutoff_keeps_the_topk_hits_under_it(ray_local, proteomes, runs):
 def test_rbh_all_vs_all_of_one_set(ray_local, runs):
     """One set against itself (HMMER's 45 globins): each mutual best pair once, the first in
     input order; the brute force excludes self pairs as the all-vs-all triangle does."""
-    from apps.align import align
+    from pairflow.apps.align import align
     from tests.unit.conftest import SHARE
     parasail = need_module("parasail")
     SeqIO = need_module("Bio.SeqIO")

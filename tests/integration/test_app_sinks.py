@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from apps.cli import CONFIG_DIR
+from pairflow.apps.cli import CONFIG_DIR
 
 APPS = sorted(p.stem for p in Path(CONFIG_DIR, "app").glob("*.yaml"))
 SINKS = sorted(p.stem for p in Path(CONFIG_DIR, "sink").glob("*.yaml"))
@@ -19,7 +19,7 @@ def compose(*overrides):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.resolvers import register_resolvers
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
@@ -36,9 +36,9 @@ def value(i, j):
 def test_an_app_honours_the_chosen_sink_or_refuses_it_before_compute(app, sink, tmp_path):
     import importlib
 
-    import apps
-    from apps.cli import run_config
-    from engine import PairflowError
+    from pairflow import apps
+    from pairflow.apps.cli import run_config
+    from pairflow.engine import PairflowError
     cfg = compose(f"app={app}", f"sink={sink}")
     module = importlib.import_module(apps.APPS[cfg.app.name])
     run_dir = tmp_path / "run"
@@ -72,9 +72,9 @@ def test_an_app_with_its_own_run_composes_without_a_sink():
 def test_a_sink_setting_the_app_does_not_use_is_refused(tmp_path):
     """app=align keeps sink.k hits a query, align.top_k unless set on its own; a sink whose
     setting the app would not use is refused, naming the setting."""
-    from apps.align import build
-    from apps.options import check_sinks
-    from engine import PairflowError, TopK
+    from pairflow.apps.align import build
+    from pairflow.apps.options import check_sinks
+    from pairflow.engine import PairflowError, TopK
     for overrides, k in ((["align.top_k=3"], 3), (["sink.k=2"], 2), ([], 5)):
         cfg = compose("app=align", *overrides)
         _, sinks = build(cfg)
@@ -89,7 +89,7 @@ def test_a_sink_setting_the_app_does_not_use_is_refused(tmp_path):
 def test_synthetic_writes_the_chosen_sink(sink, overrides, tmp_path):
     """``app=synthetic`` through the CLI's run: the sink it was given, and its values the
     app's formula's."""
-    from apps.cli import run_config
+    from pairflow.apps.cli import run_config
     n = 14
     cfg = compose("app=synthetic", f"sink={sink}", *overrides, f"synthetic.n={n}",
                   "cluster.executor=inprocess", "progress=false",

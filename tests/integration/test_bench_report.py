@@ -64,7 +64,7 @@ def test_quick_bench_report_matches_its_json(tmp_path):
         if (ROOT / "benchmarks" / "out").exists() else {}
     readme_before = (ROOT / "README.md").read_text()
     results_before = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    proc = subprocess.run([sys.executable, "-m", "apps.cli", "bench", "--quick", "--only",
+    proc = subprocess.run([sys.executable, "-m", "pairflow.apps.cli", "bench", "--quick", "--only",
                            "peers", "--out", str(out)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -25,7 +25,7 @@ def test_bad_input_found_on_the_workers_is_one_message(tmp_path):
                PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PAIRFLOW_DEBUG", None)
     env.pop("RAY_IGNORE_UNHANDLED_ERRORS", None)
-    out = subprocess.run([sys.executable, "-m", "apps.cli", f"data.inputs={good},{bad}",
+    out = subprocess.run([sys.executable, "-m", "pairflow.apps.cli", f"data.inputs={good},{bad}",
                           f"runs_root={tmp_path / 'runs'}", "cluster.num_cpus=2",
                           "cluster.object_store_mb=512"],
                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
@@ -40,8 +40,8 @@ def test_config_groups_to_allpairs_options():
     AllPairsConfig, whose module imports Ray: hence an integration test, though no run starts)."""
     from omegaconf import OmegaConf
 
-    from apps.options import allpairs_options
-    from engine import PairflowError
+    from pairflow.apps.options import allpairs_options
+    from pairflow.engine import PairflowError
     cfg = OmegaConf.create({"cluster": {"ray_address": None, "num_cpus": 2,
                                         "object_store_mb": 512, "devices": "cpu"},
                             "cache": {"host_cache_items": 4}, "scheduler": {"plan": "zorder"},
@@ -117,7 +117,7 @@ def test_ctrl_c_then_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_
     import zarr
     run_dir = str(tmp_path / "run")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "apps.cli", "app=synthetic", "synthetic.n=40",
+        [sys.executable, "-m", "pairflow.apps.cli", "app=synthetic", "synthetic.n=40",
          "synthetic.t_cmp=0.01", "cache.host_cache_items=8", f"hydra.run.dir={run_dir}",
          "progress=false", "cluster=local", "cluster.num_cpus=2",
          "cluster.object_store_mb=512"],  # on Ray, whose chatter must stay in the run's log
@@ -144,7 +144,7 @@ def test_ctrl_c_then_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_
     n_tiles = len(json.load(open(os.path.join(run_dir, "tiles.json"))))
 
     try:
-        out = subprocess.run([sys.executable, "-m", "apps.cli", "resume=true",
+        out = subprocess.run([sys.executable, "-m", "pairflow.apps.cli", "resume=true",
                               f"hydra.run.dir={run_dir}", "progress=false"],
                              cwd=str(tmp_path), env=_env(), capture_output=True, text=True,
                              timeout=900)
@@ -174,8 +174,8 @@ def test_ctrl_c_then_resume_reuses_the_saved_config_and_reports_what_it_did(tmp_
 # workers and finishes; the second is long enough to be caught with Ctrl-C (the test sends it).
 API_SCRIPT = """
 import os, sys, time
-from engine import allpairs
-from apps.synthetic import SyntheticApp
+from pairflow.engine import allpairs
+from pairflow.apps.synthetic import SyntheticApp
 
 def shout(a, b):
     import os

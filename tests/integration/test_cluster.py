@@ -205,10 +205,10 @@ def run_driver(tmp_path, driver: str, cluster: Shared, private: bool = False) ->
 SHARED_RUNS = textwrap.dedent("""
     import json, os
     import numpy as np, ray, zarr
-    from apps.jaccard import JaccardApp
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     RUNS, FILES = {runs!r}, {files!r}
     ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
     head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
@@ -331,10 +331,10 @@ SHARED_NOTHING = textwrap.dedent("""
     import ray
     ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"],
              runtime_env={{"worker_process_setup_hook": audit}})
-    from apps.jaccard import JaccardApp
-    from apps.align import align
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.apps.align import align
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     runs = os.path.join(PRIVATE, "runs")
     jac = allpairs(app=JaccardApp([local[0]], k=21, item="record"),
                    sinks=[DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
@@ -354,10 +354,10 @@ SHARED_NOTHING = textwrap.dedent("""
 
 def _reference(tmp_path):
     """The same two runs on a single-node local Ray, reading the inputs where they are."""
-    from apps.align import align
-    from apps.jaccard import JaccardApp
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.align import align
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     runs = str(tmp_path / "reference")
     jac = allpairs(app=JaccardApp([str(O_LOCUS)], k=21, item="record"),
                    sinks=[DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
@@ -437,9 +437,9 @@ def test_nothing_shared_four_nodes_equal_a_single_node_run(ray_local, shared_clu
 
 def test_memory_urls_fail_before_compute_naming_the_url(ray_local, tmp_path):
     import fsspec
-    from apps.jaccard import JaccardApp
-    from engine import InputError
-    from engine.pairs.driver import allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import InputError
+    from pairflow.engine.pairs.driver import allpairs
     with fsspec.open("memory://pf/a.fa", "wb") as fh:
         fh.write(b">a\nACGTACGTACGTACGTACGTACGTACGT\n")
     with fsspec.open("memory://pf/b.fa", "wb") as fh:
@@ -458,8 +458,8 @@ def test_each_gpu_actor_gets_a_device_of_its_own(tmp_path):
             import json, os
             import numpy as np, ray
             from ray.util.state import list_actors
-            from engine.pairs.app import BasePairApp
-            from engine.pairs.driver import allpairs
+            from pairflow.engine.pairs.app import BasePairApp
+            from pairflow.engine.pairs.driver import allpairs
             from ray.cluster_utils import Cluster
             ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
 
@@ -507,8 +507,8 @@ def test_a_node_removed_and_a_node_added_mid_run(tmp_path):
             import json, os, time
             import numpy as np, ray
             from ray.cluster_utils import Cluster
-            from engine.pairs.app import FunctionApp
-            from engine.pairs.driver import allpairs
+            from pairflow.engine.pairs.app import FunctionApp
+            from pairflow.engine.pairs.driver import allpairs
             node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
             cluster = Cluster(initialize_head=True, head_node_args=dict(
                 num_cpus=0, include_dashboard=False, **node))

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from apps.cli import CONFIG_DIR
+from pairflow.apps.cli import CONFIG_DIR
 
 ROOT = Path(CONFIG_DIR).parent
 ENGINE_GROUPS = ("cluster", "cache", "scheduler")
@@ -35,7 +35,7 @@ def compose(*overrides):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.resolvers import register_resolvers
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
@@ -52,12 +52,12 @@ def defaults_of(cls) -> dict:
 
 
 def allpairs_defaults() -> dict:
-    from engine.pairs.config import AllPairsConfig
+    from pairflow.engine.pairs.config import AllPairsConfig
     return defaults_of(AllPairsConfig)
 
 
 def pipeline_defaults() -> dict:
-    from engine.pipeline.run import PipelineConfig
+    from pairflow.engine.pipeline.run import PipelineConfig
     return defaults_of(PipelineConfig)
 
 
@@ -78,7 +78,7 @@ def raw(group: str, option: str) -> dict:
 
 
 def test_the_engine_defaults_mirror_allpairs_config():
-    from apps.options import allpairs_options, runtime_options
+    from pairflow.apps.options import allpairs_options, runtime_options
     cfg = compose("~app")  # the engine's groups as config.yaml picks them, no app on top
     want = allpairs_defaults()
     got = allpairs_options(cfg)
@@ -88,7 +88,7 @@ def test_the_engine_defaults_mirror_allpairs_config():
     assert not drift, f"config value != AllPairsConfig default: {drift}"
     # what the config leaves out of the options is the engine's None
     assert cfg.result_store is None and want["result_store"] is None
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.driver import allpairs
     assert cfg.run_dir is None and inspect.signature(allpairs).parameters["run_dir"].default \
         is None
     # the runtime keys and run-wide keys feed pipelines too
@@ -131,7 +131,7 @@ def test_an_app_sets_only_the_engine_keys_it_changes(app):
 
 @pytest.mark.parametrize("sink", sorted(p.stem for p in Path(CONFIG_DIR, "sink").glob("*.yaml")))
 def test_a_sink_config_is_its_class_parameters(sink):
-    from engine import make_sink
+    from pairflow.engine import make_sink
     settings = raw("sink", sink)
     made = make_sink(dict(settings))
     assert type(made).name == settings.pop("type") == sink
@@ -203,14 +203,14 @@ def test_every_default_the_docs_state_in_passing_is_the_engines():
 def test_the_host_tier_share_is_the_one_sizing_uses():
     """configs/cache/default.yaml and AllPairsConfig once said half the object store while
     sizing.py took 0.4 of it."""
-    from engine.pairs import sizing
+    from pairflow.engine.pairs import sizing
     share = f"{sizing.HOST_TIER_SHARE:.0%}".replace("%", " %")
     line = next(l for l in Path(CONFIG_DIR, "cache", "default.yaml").read_text().splitlines()
                 if l.startswith("host_cache_bytes:"))
     assert share in line and "HOST_TIER_SHARE" in line, line
     config = (ROOT / "engine" / "pairs" / "config.py").read_text()
     assert re.search(rf"host_cache_bytes: .*# default: {share} of", config)
-    from engine.run.runtime import DEFAULT_OBJECT_STORE_MB
+    from pairflow.engine.run.runtime import DEFAULT_OBJECT_STORE_MB
     auto = Path(CONFIG_DIR, "cluster", "auto.yaml").read_text()
     assert f"null: {DEFAULT_OBJECT_STORE_MB} MB" in auto and "DEFAULT_OBJECT_STORE_MB" in auto
 
@@ -222,8 +222,8 @@ FARM_KNOBS = ("retries", "timeout_s", "volumes")
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in Path(CONFIG_DIR, "farm").glob("*.yaml")))
 def test_a_farm_preset_feeds_farm_spec_fields_and_mirrors_its_knobs(preset):
-    from apps.farm import SPEC_KEYS
-    from engine.toolfarm.spec import FarmSpec
+    from pairflow.apps.farm import SPEC_KEYS
+    from pairflow.engine.toolfarm.spec import FarmSpec
     spec = defaults_of(FarmSpec)
     assert set(SPEC_KEYS) <= set(spec)
     body = raw("farm", preset)

@@ -27,9 +27,9 @@ def loci(tmp_path_factory):
 
 
 def jaccard(path, runs, **opts):
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     opts.setdefault("progress", False)
     app = opts.pop("app", None) or JaccardApp([path], k=21, item="record")
     return allpairs(app=app, sink=DenseMatrix(diagonal={"similarity": 1.0}), runs_root=runs,
@@ -37,7 +37,7 @@ def jaccard(path, runs, **opts):
 
 
 def test_repl_form_with_topk_and_threshold(ray_local, runs):
-    from engine import allpairs
+    from pairflow.engine import allpairs
     rng = np.random.default_rng(3)
     data = {f"v{i}": rng.random(20) for i in range(25)}
     handle = allpairs(list(data), load=lambda k: data[k], compare=lambda a, b: float(a @ b),
@@ -63,7 +63,7 @@ def test_repl_form_with_topk_and_threshold(ray_local, runs):
 
 
 def test_rectangle_queries_by_targets(ray_local, runs):
-    from engine import allpairs
+    from pairflow.engine import allpairs
     q = [str(i) for i in range(7)]
     t = [str(100 + i) for i in range(11)]
     res = allpairs(q, targets=t, load=lambda k: int(k), compare=lambda a, b: a * 1000 + b,
@@ -87,7 +87,7 @@ def test_same_matrix_for_leaf_sizes_and_cache_budgets(ray_local, runs, loci, lea
         # loaded, each earlier one still has its pair with it to come), in the host tier or an
         # actor's L1: when they cannot hold as many together, some unit is loaded again.
         # (Where they can, R = 1 does come out: the actors' L1s may keep every pack.)
-        from engine.pairs.tiers import device_cache_items
+        from pairflow.engine.pairs.tiers import device_cache_items
         in_flight = json.load(open(os.path.join(res.run_dir, "meta.json")))["in_flight"]
         host_units, l1_units = (max(1, host // leaf), device_cache_items(1, in_flight)) \
             if s["packs"] else (host, device_cache_items(leaf, in_flight))
@@ -102,8 +102,8 @@ def test_zorder_lru_baseline_gives_the_same_matrix(ray_local, runs, loci):
 
 
 def test_triangle_equals_upper_half_of_rectangle(ray_local, runs, loci):
-    from apps.jaccard import JaccardApp
-    from engine import Rectangle
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import Rectangle
     path, sim = loci
 
     class Square(JaccardApp):
@@ -145,9 +145,9 @@ def test_run_directory_is_complete(ray_local, runs, loci):
 # ---- bad input fails before compute, naming file / record / problem -------------------------
 
 def failing_run(tmp_path, runs, files, k=21, item="file", match=()):
-    from apps.jaccard import JaccardApp
-    from engine.pairs.driver import allpairs
-    from engine.errors import InputError
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.errors import InputError
     with pytest.raises((InputError, ValueError)) as err:
         app = JaccardApp([str(f) for f in files], k=k, item=item)
         allpairs(app=app, runs_root=runs, wait=True, progress=False)
@@ -195,7 +195,7 @@ def test_no_valid_kmer(ray_local, tmp_path, runs):
 
 @pytest.mark.parametrize("k", [0, 32, -3])
 def test_k_out_of_range(tmp_path, k):
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
     with pytest.raises(ValueError, match="k must be"):
         JaccardApp([str(good(tmp_path))], k=k)
 
@@ -223,9 +223,9 @@ def test_hydra_cli_run_and_bad_k(tmp_path, loci):
 def test_load_task_returns_its_items_as_one_object(ray_local):
     """``one_object``: a load task's items come back as one object, each item a part of it."""
     import asyncio
-    from apps.synthetic import SyntheticApp
-    from engine.pairs.actors import NodeCacheSpec, _LoadTasks
-    from engine.pairs.loading import BatchPart, resolve
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine.pairs.actors import NodeCacheSpec, _LoadTasks
+    from pairflow.engine.pairs.loading import BatchPart, resolve
     app = SyntheticApp(6, item_floats=20_000)  # 160 KB items: above the 64 KiB kept by value
     spec = dict(node="node-0", node_id=None, app=app, item_keys=app.keys(), budget_bytes=None,
                 budget_items=None, eviction="lru", preprocess_on="cpu")
@@ -250,8 +250,8 @@ def test_large_items_give_the_right_matrix_whether_loaded_as_one_object_or_apart
     """Items above the inline size: one object per load task when the host tier holds them
     all (host None), one per item when it must evict (4 of 12); the matrix is the hand formula
     either way."""
-    from apps.synthetic import SyntheticApp
-    from engine.pairs.driver import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine.pairs.driver import allpairs
     app = SyntheticApp(12, item_floats=20_000)
     res = allpairs(app=app, runs_root=runs, leaf_items=3, load_batch=3, host_cache_items=host,
                    progress=False, wait=True)

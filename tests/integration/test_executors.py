@@ -24,8 +24,8 @@ def _dense(res, field):
 
 
 def test_synthetic_identical_on_both_executors_and_equal_to_the_formula(ray_local, runs):
-    from apps.synthetic import SyntheticApp
-    from engine import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine import allpairs
     n = 37
     got = {}
     for ex in EXECUTORS:
@@ -49,8 +49,8 @@ def klebsiella():
 def test_jaccard_identical_on_both_executors_and_equal_to_brute_force(ray_local, runs,
                                                                      klebsiella, tmp_path):
     """40 Klebsiella loci as records of one FASTA, k = 21, dense and top-k sinks."""
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix, TopK, allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix, TopK, allpairs
     names, sim, inter = klebsiella
     fasta = tmp_path / "loci.fa"
     fasta.write_text("".join(f">{n}\n{s}\n" for n, s in read_sequences(KLEBSIELLA, "genbank")
@@ -77,8 +77,8 @@ def test_align_identical_on_both_executors_and_equal_to_biopython(ray_local, run
     across executors, scores equal Biopython's local aligner."""
     from tests.conftest import need
     from tests.unit.conftest import SHARE
-    from apps.align import align
-    from kernels.scoring import Scoring
+    from pairflow.apps.align import align
+    from pairflow.kernels.scoring import Scoring
     from Bio import SeqIO
     path = str(need(SHARE / "doc" / "hmmer" / "examples" / "tutorial" / "globins45.fa"))
     recs = {r.name: str(r.seq) for r in SeqIO.parse(path, "fasta")}
@@ -101,8 +101,8 @@ def test_inprocess_run_imports_no_ray_and_is_chosen_for_small_work(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {REPO!r})
-        from apps.synthetic import SyntheticApp
-        from engine import allpairs
+        from pairflow.apps.synthetic import SyntheticApp
+        from pairflow.engine import allpairs
         res = allpairs(app=SyntheticApp(12), runs_root={str(tmp_path)!r}, progress=False,
                        wait=True, num_cpus=2, object_store_mb=256, inprocess_max_s=float(sys.argv[1]))
         print(json.dumps({{"executor": res.summary["executor"], "ray": "ray" in sys.modules}}))
@@ -123,8 +123,8 @@ def _journal(run_dir):
 
 
 def test_inprocess_resume_recomputes_what_the_journal_lacks_and_repairs_corruption(runs):
-    from apps.synthetic import SyntheticApp
-    from engine import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine import allpairs
     n = 30
     opts = dict(sink="dense", progress=False, wait=True, leaf_items=4, executor="inprocess")
     res = allpairs(app=SyntheticApp(n), runs_root=runs, **opts)
@@ -166,8 +166,8 @@ def test_a_session_keeps_one_ray_across_runs(tmp_path):
             inits.append(1)
             return ray_init(*args, **kwargs)
         ray.init = counted_init
-        import engine
-        from apps.synthetic import SyntheticApp
+        from pairflow import engine
+        from pairflow.apps.synthetic import SyntheticApp
         out = []
         with engine.session(num_cpus=2, object_store_mb=256, progress=False) as s:
             for n in (10, 14, 12):
@@ -204,8 +204,8 @@ def test_a_later_run_on_the_same_ray_takes_the_warm_actors_of_the_one_before(ray
     losing nothing; every result equals the formula."""
     import signal
 
-    from apps.synthetic import SyntheticApp
-    from engine import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine import allpairs
 
     def run(n):
         res = allpairs(app=SyntheticApp(n), runs_root=runs, wait=True, progress=False,

@@ -55,12 +55,12 @@ def blast_oracle(data, queries, args=("-outfmt", "6")) -> bytes:
 
 
 def cli(*argv) -> int:
-    from apps.cli import main
+    from pairflow.apps.cli import main
     return main(["progress=false", "cluster.num_cpus=2", *argv])
 
 
 def gathered(run_dir, stream="stdout") -> bytes:
-    from engine import gather
+    from pairflow.engine import gather
     out = os.path.join(run_dir, f"gathered.{stream}")
     gather(run_dir, stream, out)
     with open(out, "rb") as fh:
@@ -78,7 +78,7 @@ def test_blastp_cli_and_gather_equal_one_blastp(ray_local, data, tmp_path, monke
                f"farm.db={data['db']}", "farm.args=[-outfmt,'6',-evalue,'10']",
                "farm.unit_records=4", f"run_dir={rd}") == 0
     out = str(tmp_path / "hits.tsv")
-    from apps.cli import main
+    from pairflow.apps.cli import main
     assert main(["gather", rd, "stdout", "-o", out]) == 0
     got = open(out, "rb").read()
     want = blast_oracle(data, data["queries"], ("-outfmt", "6", "-evalue", "10"))
@@ -109,7 +109,7 @@ def test_auto_units_follow_the_measured_curve_and_gather_equals_one_blastp(ray_l
     units = json.load(open(os.path.join(rd, "units.json")))["units"]
     # the wiring: a fresh UnitSizer (hand cases in tests/unit/test_farm_units_auto.py) fed
     # the ladder's recorded timings of these units asks for the same steps and chooses the same
-    from engine.toolfarm.sizing import UnitSizer
+    from pairflow.engine.toolfarm.sizing import UnitSizer
     sizer, k, left = UnitSizer(data["n_db"], 2, curve["mean_record_bytes"]), 0, data["n_db"]
     for step in curve["steps"]:
         assert sizer.next_step(left) == step["size"]
@@ -127,7 +127,7 @@ def test_auto_units_follow_the_measured_curve_and_gather_equals_one_blastp(ray_l
 INPROCESS = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})
-    from engine import farm, gather
+    from pairflow.engine import farm, gather
     out = []
     for kw in json.loads({runs!r}):
         r = farm(progress=False, num_cpus=2, **kw)
@@ -245,7 +245,7 @@ def test_blastp_three_volumes_equal_one_search(ray_local, data, tmp_path):
 KILLED = textwrap.dedent("""
     import sys
     sys.path.insert(0, {repo!r})
-    from engine import farm
+    from pairflow.engine import farm
     farm(program=["blastp", "-query", "{{input}}", "-db", "{{shared:db}}", "-outfmt", "6"],
          inputs=[{db!r}], shared={{"db": {db!r}}},
          prepare=[["makeblastdb", "-in", "{{shared:db}}", "-dbtype", "prot"]],
@@ -256,7 +256,7 @@ KILLED = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(ray_local, data, tmp_path):
-    from engine import farm
+    from pairflow.engine import farm
     rd = str(tmp_path / "run")
     script = tmp_path / "driver.py"
     script.write_text(KILLED.format(repo=REPO, db=data["db"], run_dir=rd))
@@ -291,7 +291,7 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(ray_local, data, 
 
 
 def test_corrupted_block_is_detected_and_its_unit_rerun(ray_local, data, tmp_path):
-    from engine import PairflowError, farm, gather
+    from pairflow.engine import PairflowError, farm, gather
     rd = str(tmp_path / "run")
     spec = dict(program=["blastp", "-query", "{input}", "-db", "{shared:db}", "-outfmt", "6"],
                 inputs=[data["queries"]], shared={"db": data["db"]},
@@ -326,7 +326,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(ray_local, data, t
     and the gathered output is still exactly one blastp over the whole input."""
     need_program("blastp")
     import threading
-    from engine import farm
+    from pairflow.engine import farm
     rd = tmp_path / "run"
     # a slower tool (0.3 s a unit) so the run is surely still going when the worker dies
     program = ["bash", "-c", 'sleep 0.3 && exec blastp -query "$0" -db "$1" -outfmt 6',
@@ -368,7 +368,7 @@ def test_an_idle_worker_takes_back_queued_units_from_a_busy_one(ray_local, tmp_p
     output is still every record once, in input order (oracle: the input file itself, through
     cat)."""
     need_program("bash")
-    from engine import farm
+    from pairflow.engine import farm
     records = [f">r{i}\n{'SLOW' if i == 2 else 'MKV'}\n" for i in range(16)]
     queries = tmp_path / "q.fa"
     queries.write_text("".join(records))
@@ -388,7 +388,7 @@ def test_an_idle_worker_takes_back_queued_units_from_a_busy_one(ray_local, tmp_p
 def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local, data, tmp_path,
                                                                       monkeypatch):
     need_program("hmmsearch")
-    from engine import farm
+    from pairflow.engine import farm
     SeqIO = need_module("Bio.SeqIO")
     recs = list(SeqIO.parse(data["db"], "fasta"))
     targets = tmp_path / "targets.fa"
@@ -408,7 +408,7 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
     assert f["returncode"] not in (0, None) and "illegal character" in f["stderr"]
     s = result.summary
     assert s["units_done"] == s["units_total"] - 1 and s["retries"] == 1
-    from engine import gather
+    from pairflow.engine import gather
     report = gather(result.run_dir, "tblout", str(tmp_path / "got.tbl"))
     assert report["missing"] == [f["unit"]]
     # oracle: the whole good file in one search, the whole input's size as -Z, minus the hits
@@ -422,10 +422,10 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
     got = sorted(x for x in (tmp_path / "got.tbl").read_bytes().splitlines()
                  if not x.startswith(b"#"))
     assert got == want and len(want) > 20
-    from apps.farm import report as text_report
+    from pairflow.apps.farm import report as text_report
     assert "FAILED unit" in text_report(result) and "illegal character" in text_report(result)
     # the dashboard's farm view of this run: units per worker, both failed runs, the failure
-    from dashboard.rundir import RunView
+    from pairflow.dashboard.rundir import RunView
     view = RunView(result.run_dir).refresh()
     frames = view.farm_frames()
     assert frames["workers"]["units"].sum() == s["units_done"]
@@ -451,7 +451,7 @@ MULTINODE = textwrap.dedent("""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
-    from engine import farm, gather
+    from pairflow.engine import farm, gather
     cluster = Cluster(initialize_head=True, head_node_args=dict(
         num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1",
         include_dashboard=False))
@@ -492,7 +492,7 @@ def test_two_nodes_fetch_the_database_once_each_and_write_a_file_each(data, tmp_
 
 def test_gzip_queries_equal_blastp_on_the_plain_file(ray_local, data, tmp_path):
     import gzip
-    from engine import farm
+    from pairflow.engine import farm
     gz = tmp_path / "globins45.fa.gz"
     gz.write_bytes(gzip.compress(open(data["queries"], "rb").read()))
     rd = str(tmp_path / "run")

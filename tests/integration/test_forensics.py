@@ -35,8 +35,8 @@ def test_adjusted_rand_index_by_hand():
 def test_simulated_cameras_are_recovered(ray_local, tmp_path):
     from PIL import Image
 
-    from apps.forensics import forensics
-    from kernels.prnu import noise_residual
+    from pairflow.apps.forensics import forensics
+    from pairflow.kernels.prnu import noise_residual
     from scripts.simulate_cameras import DEFAULTS, simulate
     params = {**DEFAULTS, "cameras": 4, "shots": 5}  # the documented noise and JPEG quality
     truth = simulate(str(tmp_path / "shots"), **params)
@@ -60,8 +60,8 @@ def test_simulated_cameras_are_recovered(ray_local, tmp_path):
 def test_bad_images_fail_before_compute(tmp_path):
     from PIL import Image
 
-    from apps.forensics import ForensicsApp
-    from engine.errors import InputError
+    from pairflow.apps.forensics import ForensicsApp
+    from pairflow.engine.errors import InputError
     good = tmp_path / "a.png"
     Image.fromarray(np.zeros((128, 128), np.uint8)).save(good)
     other = tmp_path / "b.png"

@@ -19,7 +19,7 @@ ak = need_module("awkward")
 uproot = need_module("uproot")
 skhep_testdata = need_module("skhep_testdata")
 
-from apps.hep import hep_pipeline  # noqa: E402
+from pairflow.apps.hep import hep_pipeline  # noqa: E402
 
 DRAWS = 32
 EVENTS_IN_FILE = 2421  # uproot-HZZ.root's tree "events"
@@ -230,8 +230,8 @@ def test_written_order_cutflow_equals_the_reference_cutflow(runs, ref):
 
 def test_hydra_entry_point_on_a_compression_variant(ray_local, tmp_path, ref):
     from hydra import compose, initialize_config_dir
-    from apps.cli import CONFIG_DIR, run_config
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.cli import CONFIG_DIR, run_config
+    from pairflow.apps.resolvers import register_resolvers
     events, flow, _ = ref
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):

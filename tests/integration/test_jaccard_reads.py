@@ -29,15 +29,15 @@ def reads():
 
 
 def _run(app, runs, sinks, **opts):
-    from engine import allpairs
+    from pairflow.engine import allpairs
     opts.setdefault("progress", False)
     return allpairs(app=app, sinks=sinks, runs_root=runs, wait=True, **opts)
 
 
 @pytest.mark.parametrize("k", [5, 7])
 def test_all_reads_at_k_equal_python_sets(ray_local, runs, reads, k):
-    from apps.jaccard import SKIPPED_FILE, JaccardApp
-    from engine import Threshold, TopK
+    from pairflow.apps.jaccard import SKIPPED_FILE, JaccardApp
+    from pairflow.engine import Threshold, TopK
     app = JaccardApp([_path()], k=k, item="record")
     res = _run(app, runs, [TopK(10, field="similarity"), Threshold(T, field="similarity")])
     # skipped and counted: an independent count of reads with no window of k ACGT letters
@@ -87,8 +87,8 @@ def test_topk_threshold_and_dense_equal_the_full_matrix(ray_local, runs, reads, 
     """A few hundred reads (two files, one of them FASTA with a bad read kept out by skip): the
     dense matrix equals the Python-set matrix for both kernels, and TopK and Threshold equal a
     sort of that matrix."""
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix, Threshold, TopK
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix, Threshold, TopK
     pick = reads[:150]
     fq = tmp_path / "a.fq"
     fq.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in pick))
@@ -134,8 +134,8 @@ def test_sinks_kept_in_the_kernel_equal_the_full_matrix(ray_local, runs, reads, 
     through the object store (no pack travels inline)."""
     import json
 
-    from apps.jaccard import JaccardApp
-    from engine import Threshold, TopK
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import Threshold, TopK
     pick = reads[200:520]
     fq = tmp_path / "r.fq"
     fq.write_text("".join(f"@{n}\n{s}\n+\n{'I' * len(s)}\n" for n, s in pick))

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.ray
 
 
 def run_jaccard(urls, runs, k=21, item="file", **opts):
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     app = JaccardApp(urls, k=k, item=item)
     sink = DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0})
     opts.setdefault("progress", False)

@@ -25,9 +25,9 @@ PROBE = 2  # items the driver parses to time the stages before the run (loading.
 DRIVER = textwrap.dedent("""
     import json, os
     import numpy as np, ray
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
-    from engine.pairs.warm import WARM
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
+    from pairflow.engine.pairs.warm import WARM
     from tests.parse_count import CountedBytes, parsed
     PATHS, COUNT, RUNS = {paths!r}, {count!r}, {runs!r}
     ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])
@@ -50,8 +50,8 @@ DRIVER = textwrap.dedent("""
 
 
 def test_l3_loads_less_from_storage_and_the_results_are_exact(tmp_path):
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     rng = np.random.default_rng(7)
     data = tmp_path / "items"
     data.mkdir()

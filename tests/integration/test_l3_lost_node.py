@@ -26,8 +26,8 @@ DRIVER = textwrap.dedent("""
     import json, os, time
     import numpy as np, ray
     from ray.cluster_utils import Cluster
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     from tests.parse_count import CountedBytes
     PATHS, COUNT, RUNS = {paths!r}, {count!r}, {runs!r}
     node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")

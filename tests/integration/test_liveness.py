@@ -14,9 +14,9 @@ pytestmark = pytest.mark.ray
 
 
 def test_a_stopped_actor_is_declared_lost_within_the_derived_bound(ray_local, tmp_path):
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.config import AllPairsConfig
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.config import AllPairsConfig
+    from pairflow.engine.pairs.driver import allpairs
 
     def _compare(a, b):
         time.sleep(0.01)  # releases the GIL, as a kernel does: the actor's heartbeat goes on
@@ -58,10 +58,10 @@ def test_coordinator_killed_mid_run_fails_clearly_and_a_resume_loses_nothing(ray
                                                                              tmp_path):
     import ray
 
-    from engine import PairflowError
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
-    from engine.run.journal import tiles_journaled
+    from pairflow.engine import PairflowError
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.run.journal import tiles_journaled
 
     def _compare(a, b):
         time.sleep(0.01)

@@ -17,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROBE = r'''
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-import engine  # noqa: F401  (before Ray, as in the README's tour)
-from engine.run.runtime import init_ray
+from pairflow import engine  # noqa: F401  (before Ray, as in the README's tour)
+from pairflow.engine.run.runtime import init_ray
 import ray
 
 def tree(root):

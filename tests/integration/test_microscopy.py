@@ -31,7 +31,7 @@ def _best_correlation(a, b, reach=12):
 
 @pytest.mark.slow
 def test_particles_are_registered_and_fused(ray_local, tmp_path):
-    from apps.microscopy import microscopy
+    from pairflow.apps.microscopy import microscopy
     from scripts.simulate_particles import DEFAULTS, simulate, template_sites
     truth = simulate(str(tmp_path / "particles"), **{**DEFAULTS, "particles": 24})
     paths = [p for p, _ in truth]

@@ -27,8 +27,8 @@ DRIVER = textwrap.dedent("""
     import json, os, sys
     import numpy as np, ray
     from ray.cluster_utils import Cluster
-    from engine.pairs.app import BasePairApp
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.app import BasePairApp
+    from pairflow.engine.pairs.driver import allpairs
     cluster = Cluster(initialize_head=True, head_node_args=dict(
         num_cpus=3, num_gpus=2, include_dashboard=False, object_store_memory=80 * 2**20,
         node_ip_address="127.0.0.1"))

@@ -40,8 +40,8 @@ def test_sixteen_proteomes_tree_and_distances(ray_local, tmp_path):
     from dendropy.calculate.treecompare import symmetric_difference
     from hydra import compose, initialize_config_dir
 
-    from apps.cli import CONFIG_DIR, run_config
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.cli import CONFIG_DIR, run_config
+    from pairflow.apps.resolvers import register_resolvers
     paths = _proteome_paths()
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -74,8 +74,8 @@ def test_sixteen_proteomes_tree_and_distances(ray_local, tmp_path):
 
 
 def test_bad_proteome_fails_before_compute(ray_local, tmp_path):
-    from apps.phylogeny import phylogeny
-    from engine.errors import InputError
+    from pairflow.apps.phylogeny import phylogeny
+    from pairflow.engine.errors import InputError
     good = tmp_path / "good.faa"
     good.write_text(">p1\nMKVLAAGIVGLLLAQSTHWKRDE\n>p2\nMSTNPKPQRKTKRNTNRRPQDVK\n")
     genome = tmp_path / "genome.fa"

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.errors import PairflowError
-from engine.pipeline import Filter, Pipeline, Source
-from engine.pipeline.ordering import Backoff, DSDPBalancer, OrderPolicy
-from operators.arrays import as_source
-from operators.dask import DaskSource
-from operators.parquet import ParquetSink
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.pipeline import Filter, Pipeline, Source
+from pairflow.engine.pipeline.ordering import Backoff, DSDPBalancer, OrderPolicy
+from pairflow.operators.arrays import as_source
+from pairflow.operators.dask import DaskSource
+from pairflow.operators.parquet import ParquetSink
 from tests import pipeline_cases
 from tests.pipeline_cases import data as _data, expected as _expected, ops as _ops
 from tests.conftest import need
@@ -149,10 +149,10 @@ def test_operator_failure_names_the_operator_and_batch(ray_local, runs):
 @pytest.mark.slow
 def test_threshold_jaccard_with_sketch_prefilter_equals_a_full_exact_run(ray_local, runs,
                                                                          tmp_path):
-    from apps.jaccard import JaccardApp
-    from apps.jaccard_filtered import threshold_jaccard
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import Threshold
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard_filtered import threshold_jaccard
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import Threshold
     from tests.oracles import KLEBSIELLA
     need(KLEBSIELLA)
     t = 0.15

@@ -17,12 +17,12 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 def test_sixteen_genomes_with_four_in_the_host_tier_never_lose_to_the_baseline(
         ray_local, runs, capfd):
-    from apps.jaccard import JaccardApp
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
-    from engine.pairs.items import ItemMap
-    from engine.pairs.policy import make_plan
-    from engine.pairs.space import Triangle, leaves
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.items import ItemMap
+    from pairflow.engine.pairs.policy import make_plan
+    from pairflow.engine.pairs.space import Triangle, leaves
     need(RAGOUT)
     paths = sorted(glob.glob(os.path.join(RAGOUT, "*/references/*.fasta.gz")))
     assert len(paths) == 16

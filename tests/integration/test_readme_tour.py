@@ -124,7 +124,7 @@ class Tour:
 
     # -- running ---------------------------------------------------------------------------
     def pairflow(self, args: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
-        out = subprocess.run([sys.executable, "-m", "apps.cli", *args], cwd=self.root,
+        out = subprocess.run([sys.executable, "-m", "pairflow.apps.cli", *args], cwd=self.root,
                              env=self.env, capture_output=True, text=True, timeout=timeout)
         assert out.returncode == 0, (args, out.stdout[-2000:], out.stderr[-3000:])
         assert "Traceback" not in out.stderr and "Token authentication" not in out.stderr, \
@@ -144,7 +144,7 @@ class Tour:
         the Ctrl-C lands after the first three, and the resume has them to compute."""
         path = os.path.join(self.root, run_dir)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "apps.cli", "app=synthetic", "synthetic.n=40",
+            [sys.executable, "-m", "pairflow.apps.cli", "app=synthetic", "synthetic.n=40",
              "synthetic.t_cmp=0.01", f"run_dir={run_dir}", "progress=false"],
             cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True)
@@ -314,7 +314,7 @@ class Tour:
         """Started on the tour's first finished run and a free port; stopped once it answers."""
         assert len(args) == 2 and self.finished, args
         port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "apps.cli", "dashboard", self.finished[0],
+        proc = subprocess.Popen([sys.executable, "-m", "pairflow.apps.cli", "dashboard", self.finished[0],
                                  "--port", str(port)], cwd=self.root, env=self.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)

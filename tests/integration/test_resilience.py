@@ -31,13 +31,13 @@ def sims(run_dir, field="similarity"):
 
 
 def klebsiella_app(n=None):
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
     return JaccardApp([KLEBSIELLA], k=21, item="record")
 
 
 def run(app, run_dir=None, runs=None, **opts):
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     opts.setdefault("progress", False)
     return allpairs(app=app, sink=DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
                     run_dir=run_dir, runs_root=runs or "runs", **opts)
@@ -54,9 +54,9 @@ def clean_klebsiella(ray_local, tmp_path_factory):
 DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {repo!r})
-    from apps.jaccard import JaccardApp
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     app = JaccardApp([{gbk!r}], k=21, item="record")
     allpairs(app=app, sink=DenseMatrix(diagonal={{"similarity": 1.0, "distance": 0.0}}),
              run_dir={run_dir!r}, leaf_items=4, num_cpus=2, object_store_mb=512,
@@ -134,8 +134,8 @@ def test_flipped_bytes_in_a_chunk_are_detected_and_repaired(ray_local, tmp_path)
 
 
 def test_resume_refuses_a_different_k(ray_local, tmp_path):
-    from apps.jaccard import JaccardApp
-    from engine.errors import PairflowError
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.errors import PairflowError
     res = run(klebsiella_app(), runs=str(tmp_path), leaf_items=40, wait=True)
     with pytest.raises(PairflowError, match=r"k: 21 -> 25"):
         run(JaccardApp([KLEBSIELLA], k=25, item="record"), run_dir=res.run_dir, resume=True,
@@ -165,7 +165,7 @@ class HangingApp:
 
     @staticmethod
     def make():
-        from engine.pairs.app import FunctionApp
+        from pairflow.engine.pairs.app import FunctionApp
 
         def compare(a, b):
             if {a, b} == {3, 7}:
@@ -181,8 +181,8 @@ def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
     busy the machine is (a tile of one pair slowed past 2 s would be retried and still pass):
     that the rule fires only past a tile's own deadline is tests/unit/test_scheduler_clock.py's,
     on a controlled clock."""
-    from engine.pairs.driver import allpairs
-    from engine.errors import PairflowError
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.errors import PairflowError
     with pytest.raises(PairflowError) as err:
         allpairs(app=HangingApp.make(), runs_root=str(tmp_path), leaf_items=1, progress=False,
                  deadline_floor_s=2.0, deadline_factor=1.0, max_retries=1, wait=True)
@@ -201,9 +201,9 @@ def test_hung_pair_is_retried_then_named(ray_local, tmp_path):
 
 
 def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
-    from engine.errors import PairflowError
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.errors import PairflowError
 
     def compare(a, b):
         wrong = os.environ.get("PAIRFLOW_ACTOR_ID", "").endswith("dev-1")
@@ -221,8 +221,8 @@ def test_validation_catches_a_wrong_actor(ray_local, tmp_path):
 
 
 def test_cache_budget_above_the_object_store_still_finishes(ray_local, tmp_path):
-    from engine.pairs.driver import allpairs
-    from apps.synthetic import SyntheticApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
     # 40 items of 32 MB = 1.3 GB through a 1 GB object store, with an 8 GB cache budget asked
     app = SyntheticApp(40, item_floats=4 * 2**20)
     res = allpairs(app=app, runs_root=str(tmp_path), host_cache_bytes=8 * 2**30, leaf_items=2,
@@ -243,8 +243,8 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import numpy as np, ray
         from ray.cluster_utils import Cluster
-        from engine.pairs.app import FunctionApp
-        from engine.pairs.driver import allpairs
+        from pairflow.engine.pairs.app import FunctionApp
+        from pairflow.engine.pairs.driver import allpairs
         cluster = Cluster(initialize_head=True, head_node_args=dict(
             num_cpus=1, object_store_memory=300 * 2**20, node_ip_address="127.0.0.1",
             include_dashboard=False))
@@ -287,9 +287,9 @@ def test_node_removed_from_a_cluster_mid_run(tmp_path):
 def test_cancel_records_an_interrupted_run_that_resume_completes(ray_local, tmp_path):
     """RunHandle.cancel(): the run is interrupted (reason "cancelled"), not failed; result()
     says how to go on; the resume's matrix equals compare(i, j) = (i * 7919 + j) % 1000."""
-    from apps.synthetic import SyntheticApp
-    from engine import PairflowError
-    from engine.pairs.driver import allpairs
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine import PairflowError
+    from pairflow.engine.pairs.driver import allpairs
     n, run_dir = 40, str(tmp_path / "cancelled")
     opts = dict(sink="dense", progress=False, leaf_items=4, run_dir=run_dir)
     handle = allpairs(app=SyntheticApp(n, t_cmp=0.002), wait=False, **opts)

@@ -28,9 +28,9 @@ def s3(monkeypatch):
 
 
 def _run(runs: str, **options):
-    from apps.jaccard import JaccardApp
-    from engine.pairs.driver import allpairs
-    from engine.pairs.sinks import DenseMatrix
+    from pairflow.apps.jaccard import JaccardApp
+    from pairflow.engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.sinks import DenseMatrix
     return allpairs(app=JaccardApp([str(O_LOCUS)], k=21, item="record"),
                     sinks=[DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0}),
                            {"type": "topk", "k": 3, "field": "similarity"}],
@@ -68,7 +68,7 @@ def test_results_on_s3_equal_a_local_run(ray_local, s3, tmp_path):
 
 
 def test_a_store_that_cannot_be_written_fails_before_compute(ray_local, tmp_path):
-    from engine import PairflowError
+    from pairflow.engine import PairflowError
     need(O_LOCUS)
     with pytest.raises(PairflowError, match="result store nosuchscheme://x"):
         _run(str(tmp_path / "runs"), result_store="nosuchscheme://x")

@@ -31,8 +31,8 @@ DRIVER = textwrap.dedent("""
     import json, os, sys, time
     import numpy as np, ray
     from ray.cluster_utils import Cluster
-    from engine.pairs.app import FunctionApp
-    from engine.pairs.driver import allpairs
+    from pairflow.engine.pairs.app import FunctionApp
+    from pairflow.engine.pairs.driver import allpairs
     ROOT, MODES = sys.argv[1], sys.argv[2].split(",")
     node = dict(object_store_memory=80 * 2**20, node_ip_address="127.0.0.1")
     cluster = Cluster(initialize_head=True, head_node_args=dict(

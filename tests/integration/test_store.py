@@ -42,8 +42,8 @@ def _entries(store: str) -> dict:
 
 
 def _jaccard(paths, runs, count, store=None, **opts):
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     app = CountedJaccard([str(p) for p in paths], k=21, count_path=count)
     sink = DenseMatrix(diagonal={"similarity": 1.0, "distance": 0.0})
     return allpairs(app=app, sink=sink, runs_root=runs, wait=True, progress=False,
@@ -101,8 +101,8 @@ def test_align_on_ray_second_run_parses_only_the_new_records(ray_local, runs, tm
     """Load tasks in Ray worker processes read and write the same store."""
     from Bio import SeqIO
 
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     records = list(SeqIO.parse(str(need(GLOBINS)), "fasta"))
     assert len(records) == 45
     part_a, part_b = tmp_path / "globins_a.fa", tmp_path / "globins_b.fa"
@@ -195,8 +195,8 @@ def test_a_planted_entry_that_would_run_code_is_parsed_again(where, runs, tmp_pa
 
 
 def test_items_the_codec_cannot_write_are_parsed_each_run_and_counted(runs, tmp_path):
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     from tests.counted_apps import CountedTagged
     paths = []
     for i in range(5):

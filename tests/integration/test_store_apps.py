@@ -38,8 +38,8 @@ def _apps(count):
 @pytest.mark.parametrize("name", ["jaccard-file", "jaccard-record-bitset", "jaccard_filtered",
                                   "align", "phylogeny", "forensics", "microscopy", "synthetic"])
 def test_the_second_run_of_each_app_parses_nothing(name, runs, tmp_path):
-    from engine import DenseMatrix
-    from engine.pairs.driver import allpairs
+    from pairflow.engine import DenseMatrix
+    from pairflow.engine.pairs.driver import allpairs
     count, store = str(tmp_path / "parsed.txt"), str(tmp_path / "store")
     make = _apps(count)[name]
 

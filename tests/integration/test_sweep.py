@@ -80,7 +80,7 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
     # the same three jobs alone: in-process, without Ray (no launcher of Ray's), meanwhile
     solo_root = str(tmp_path / "solo")
     solo = subprocess.Popen(
-        [sys.executable, "-m", "apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
+        [sys.executable, "-m", "pairflow.apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
          "data.inputs=inputs/*.fa", f"runs_root={solo_root}", "cluster=inprocess",
          "progress=false"],
         cwd=str(work), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -89,7 +89,7 @@ def test_a_three_job_sweep_on_the_cluster_equals_each_job_alone(tmp_path):
         assert address, cluster.stderr.read()[-4000:] if cluster.poll() is not None else "no address"
         t0 = time.time()
         sweep = subprocess.run(
-            [sys.executable, "-m", "apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
+            [sys.executable, "-m", "pairflow.apps.cli", "-m", f"data.k={','.join(map(str, KS))}",
              "hydra/launcher=pairflow", "cluster=ray", f"cluster.ray_address={address}",
              "data.inputs=inputs/*.fa", "runs_root=runs", "progress=false"],
             cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
@@ -154,7 +154,7 @@ def _failing_sweep(tmp_path, *launcher: str) -> tuple[subprocess.CompletedProces
     work = tmp_path / "work"
     _genomes(str(work / "inputs"), n=3, length=500)
     out = subprocess.run(
-        [sys.executable, "-m", "apps.cli", "-m", "data.k=15,0", *launcher,
+        [sys.executable, "-m", "pairflow.apps.cli", "-m", "data.k=15,0", *launcher,
          "data.inputs=inputs/*.fa", "runs_root=runs", "progress=false"],
         cwd=str(work), env=env, capture_output=True, text=True, timeout=900)
     return out, str(work)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import ray.cloudpickle
 
-from apps.synthetic import SyntheticApp
+from pairflow.apps.synthetic import SyntheticApp
 
 # workers cannot import this test module: ship its classes by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -40,7 +40,7 @@ class WarmLoggingApp(SyntheticApp):
 
 @pytest.mark.parametrize("load_batch", [1, 7])
 def test_every_working_process_warmed_up_first(ray_local, tmp_path, load_batch):
-    from engine import allpairs
+    from pairflow.engine import allpairs
     logs = tmp_path / "logs"
     logs.mkdir()
     n = 24

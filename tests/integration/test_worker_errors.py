@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-import apps
+from pairflow import apps
 from tests.integration import raising_app
 
 pytestmark = pytest.mark.ray
@@ -41,7 +41,7 @@ def test_a_worker_failure_prints_and_logs_the_workers_traceback(executor, stage,
                                                                 request):
     if executor == "ray":
         request.getfixturevalue("ray_local")
-    from apps.cli import main
+    from pairflow.apps.cli import main
     run_dir = tmp_path / "run"
     code = main(["-v", "app=raising", f"raising.stage={stage}", raising_config,
                  f"cluster.executor={executor}", f"run_dir={run_dir}", "progress=false",
@@ -69,7 +69,7 @@ def test_a_worker_failure_prints_and_logs_the_workers_traceback(executor, stage,
 
 
 def test_without_v_the_failure_is_one_line(capsys, tmp_path, raising_config):
-    from apps.cli import main
+    from pairflow.apps.cli import main
     code = main(["app=raising", raising_config, "cluster.executor=inprocess",
                  f"run_dir={tmp_path / 'run'}", "progress=false"])
     err = capsys.readouterr().err
@@ -80,7 +80,7 @@ def test_without_v_the_failure_is_one_line(capsys, tmp_path, raising_config):
 def test_a_compare_that_fails_in_the_probe_names_it(capsys, tmp_path, raising_config):
     """Item 0 is in the driver's probe: its compare fails before any worker starts, and the
     line says it was the probe's tile."""
-    from apps.cli import main
+    from pairflow.apps.cli import main
     run_dir = tmp_path / "run"
     code = main(["-v", "app=raising", "raising.bad=0", raising_config, f"run_dir={run_dir}",
                  "progress=false"])
@@ -100,7 +100,7 @@ def test_a_sink_write_that_fails_keeps_the_writes_traceback(executor, tmp_path, 
     and its traceback ends in the sink's write."""
     if executor == "ray":
         request.getfixturevalue("ray_local")
-    from engine import WorkerError, allpairs, worker_traceback
+    from pairflow.engine import WorkerError, allpairs, worker_traceback
     from tests.integration.raising_app import RaisingApp, RaisingSink
     with pytest.raises(WorkerError) as failed:
         allpairs(app=RaisingApp(12, "none"), sinks=[RaisingSink(bad_tile=1)], wait=True,

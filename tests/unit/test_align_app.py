@@ -3,12 +3,12 @@ tie rule), pair filters, cells, and windowed tracebacks of long pairs."""
 import numpy as np
 import pytest
 
-from apps import align as al
-from apps.align import AlignApp, traceback_hit
-from engine.errors import InputError
-from engine.pairs.space import PairList, Rectangle, Triangle
-from kernels.scoring import Scoring
-from kernels.smith_waterman import cells, rescore, sw_scores, sw_traceback
+from pairflow.apps import align as al
+from pairflow.apps.align import AlignApp, traceback_hit
+from pairflow.engine.errors import InputError
+from pairflow.engine.pairs.space import PairList, Rectangle, Triangle
+from pairflow.kernels.scoring import Scoring
+from pairflow.kernels.smith_waterman import cells, rescore, sw_scores, sw_traceback
 from tests.conftest import need as _need
 from tests.unit.conftest import SHARE
 

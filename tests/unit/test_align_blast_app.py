@@ -5,9 +5,9 @@ import re
 import pandas as pd
 import pytest
 
-from apps.align import AlignApp, cigar_counts, hit_sinks, reciprocal_best_hits
-from kernels.scoring import Scoring
-from kernels.smith_waterman import sw_traceback
+from pairflow.apps.align import AlignApp, cigar_counts, hit_sinks, reciprocal_best_hits
+from pairflow.kernels.scoring import Scoring
+from pairflow.kernels.smith_waterman import sw_traceback
 from tests.conftest import need as _need, need_module
 from tests.unit.conftest import SHARE
 

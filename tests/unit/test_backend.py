@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.backend import best_device, namespace_for, to_device, to_numpy
+from pairflow.kernels.backend import best_device, namespace_for, to_device, to_numpy
 from tests.conftest import need_module
 
 

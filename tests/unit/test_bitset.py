@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.bitset import (bitset_intersections, bitset_jaccard, bitset_sizes, bitset_words,
+from pairflow.kernels.bitset import (bitset_intersections, bitset_jaccard, bitset_sizes, bitset_words,
                             canonical_slots, kmer_bitsets, prefer_bitset)
-from kernels.jaccard import intersection_counts
-from kernels.kmers import canonical_kmers, record_kmer_sets
+from pairflow.kernels.jaccard import intersection_counts
+from pairflow.kernels.kmers import canonical_kmers, record_kmer_sets
 from tests.conftest import need, need_module
 from tests.oracles import READS, jaccard, kmer_set, read_fastq
 
@@ -111,7 +111,7 @@ def test_bitset_and_merge_agree_on_every_pair_of_real_reads(reads, k, canonical)
 
 def test_torch_path_equals_numpy(reads):
     torch = need_module("torch")
-    from kernels.backend import namespace_for, to_device
+    from pairflow.kernels.backend import namespace_for, to_device
     xp = namespace_for("torch-cpu")
     bits = kmer_bitsets([s.encode() for _, s in reads[:120]], 5)
     rows = [to_device(xp, r.view(np.int64), "torch-cpu") for r in bits]
@@ -125,7 +125,7 @@ def test_prefer_sparse_rule():
     """Steps a pair from postings (|A| |B| / bits) times their cost against words a pair:
     reads of ~90 k-mers are counted from postings at k = 7 (8,192 canonical codes, 128 words)
     and by popcount at k = 5 and 6."""
-    from kernels.bitset import SPARSE_STEP_COST, prefer_sparse
+    from pairflow.kernels.bitset import SPARSE_STEP_COST, prefer_sparse
     assert prefer_sparse(128, 90, 90)       # 90 * 90 / 8192 * 16 = 15.8 < 128
     assert not prefer_sparse(33, 90, 90)    # 90 * 90 / 2112 * 16 = 61 > 33
     assert not prefer_sparse(8, 90, 90)

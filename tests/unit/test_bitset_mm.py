@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.bitset_mm import intersections_mm, jaccard_topk_mm, unpack_bits
+from pairflow.kernels.bitset_mm import intersections_mm, jaccard_topk_mm, unpack_bits
 from tests.conftest import need_module
 
 

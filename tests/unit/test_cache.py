@@ -1,7 +1,7 @@
 """Advised next-use eviction (the rest of the cache contract lives in
 tests/conformance/test_tiers.py)."""
-from engine.pairs.policy import AdvisedEviction
-from engine.pairs.tiers import BudgetCache
+from pairflow.engine.pairs.policy import AdvisedEviction
+from pairflow.engine.pairs.tiers import BudgetCache
 
 
 def test_advice_for_some_keys_keeps_the_others():

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from apps import APPS
-from apps.cli import CONFIG_DIR, main, quote_input_lists
+from pairflow.apps import APPS
+from pairflow.apps.cli import CONFIG_DIR, main, quote_input_lists
 
 
 def run(capsys, *argv):
@@ -80,7 +80,7 @@ def test_cluster_group_to_runtime_options():
     """One helper reads the cluster group for every app; nulls keep the engine's defaults."""
     from omegaconf import OmegaConf
 
-    from apps.options import runtime_options
+    from pairflow.apps.options import runtime_options
     cfg = OmegaConf.create({"cluster": {"ray_address": None, "num_cpus": 2,
                                         "object_store_mb": 512, "devices": "cpu"}})
     assert runtime_options(cfg) == {"num_cpus": 2, "object_store_mb": 512}
@@ -103,7 +103,7 @@ def test_cluster_group_to_runtime_options():
     ("scheduler.target_tile_s", "tiling"),
 ])
 def test_resume_key_kinds(key, kind):
-    from apps.resume import resume_key_kind
+    from pairflow.apps.resume import resume_key_kind
     assert resume_key_kind(key) == kind
 
 
@@ -113,7 +113,7 @@ def _saved_run(path, *overrides, app="synthetic"):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from apps.resolvers import register_resolvers
+    from pairflow.apps.resolvers import register_resolvers
     register_resolvers()
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"app={app}", *overrides])
@@ -132,7 +132,7 @@ def _listing(root):
 
 
 def test_resume_takes_the_saved_config_and_runtime_overrides(tmp_path):
-    from apps.resume import resume_config
+    from pairflow.apps.resume import resume_config
     run_dir = _saved_run(tmp_path / "run", "cache.host_cache_items=4", "synthetic.n=30")
     cfg, where = resume_config(["resume=true", f"run_dir={run_dir}"], CONFIG_DIR)
     assert where == run_dir and cfg.resume is True and cfg.run_dir == run_dir
@@ -186,7 +186,7 @@ def test_refused_resume_of_a_missing_directory_leaves_nothing(capsys, tmp_path, 
 def test_resume_of_an_app_with_config_groups_of_its_own(capsys, tmp_path, monkeypatch):
     """A farm run (its own run(), resumable; the farm= group interpolates its keys): the same
     command line again resumes; another tool or another query file is refused, naming it."""
-    from apps.resume import resume_config
+    from pairflow.apps.resume import resume_config
     run_dir = _saved_run(tmp_path / "farm", "farm=blastp", "farm.queries=/x/q.fa", app="farm")
     same = ["app=farm", "farm=blastp", "farm.queries=/x/q.fa", "resume=true", f"run_dir={run_dir}"]
     cfg, _ = resume_config(same, CONFIG_DIR)

@@ -3,7 +3,7 @@ actor holding the part, naming the method and passing the arguments as given, an
 survives pickling (it travels inside actor specs)."""
 import pickle
 
-from engine.pairs.clients import MetricsClient, NodeCacheClient, SchedulerClient
+from pairflow.engine.pairs.clients import MetricsClient, NodeCacheClient, SchedulerClient
 
 
 class FakeHandle:

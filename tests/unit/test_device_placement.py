@@ -19,7 +19,7 @@ NO_DATA = re.compile(r"meta tensors|no data|register_meta|data-dependent", re.I)
 
 def _meta_cases():
     need_module("torch")
-    from kernels import bitset, bitset_mm, composition, jaccard, prnu, prnu_fft, registration
+    from pairflow.kernels import bitset, bitset_mm, composition, jaccard, prnu, prnu_fft, registration
     rng = np.random.default_rng(0)
 
     def m(a):

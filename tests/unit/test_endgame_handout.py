@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from engine import FunctionApp
-from engine.pairs.device_worker import DeviceSpec, DeviceWorker
-from engine.pairs.scheduler import Scheduler
-from engine.pairs.space import Triangle, leaves
+from pairflow.engine import FunctionApp
+from pairflow.engine.pairs.device_worker import DeviceSpec, DeviceWorker
+from pairflow.engine.pairs.scheduler import Scheduler
+from pairflow.engine.pairs.space import Triangle, leaves
 
 LATENCY_S = 0.02
 COMPUTE_S = (0.06, 0.15)  # a tile's compare on each of the two actors

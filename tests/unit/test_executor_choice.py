@@ -2,8 +2,8 @@
 (hand-computed cases); importing the executors imports no Ray (the unit suite's own check)."""
 import pytest
 
-from engine.errors import PairflowError
-from engine.pairs.executor import choose, estimate_work_s, local_node
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.pairs.executor import choose, estimate_work_s, local_node
 
 
 def test_forced_choices_win_over_size():

@@ -10,16 +10,16 @@ import zlib
 
 import pytest
 
-from engine import InputError, PairflowError
-from engine.run.journal import JournalWriter
-from engine.run.rundir import FARM_UNITS, JOURNAL, write_json
-from engine.toolfarm.dispatch import UnitQueue
-from engine.toolfarm.gather import gather
-from engine.toolfarm.index import journal_blocks, replay
-from engine.toolfarm.segment import fasta_stats, merge_blast6, plan_volumes
-from engine.toolfarm.spec import FarmSpec, expand
-from engine.toolfarm.units import cut_units, read_unit, record_names, scan_records, unit_sizes
-from engine.toolfarm.writer import PARTIAL, BlockWriter, finalize
+from pairflow.engine import InputError, PairflowError
+from pairflow.engine.run.journal import JournalWriter
+from pairflow.engine.run.rundir import FARM_UNITS, JOURNAL, write_json
+from pairflow.engine.toolfarm.dispatch import UnitQueue
+from pairflow.engine.toolfarm.gather import gather
+from pairflow.engine.toolfarm.index import journal_blocks, replay
+from pairflow.engine.toolfarm.segment import fasta_stats, merge_blast6, plan_volumes
+from pairflow.engine.toolfarm.spec import FarmSpec, expand
+from pairflow.engine.toolfarm.units import cut_units, read_unit, record_names, scan_records, unit_sizes
+from pairflow.engine.toolfarm.writer import PARTIAL, BlockWriter, finalize
 from tests.conftest import need, need_module, need_program
 from tests.unit.conftest import SHARE
 
@@ -278,7 +278,7 @@ def _children_running(argv: list[str]) -> list[int]:
 
 
 def test_run_unit_feeds_collects_and_reports(tmp_path):
-    from engine.toolfarm.tool import run_unit
+    from pairflow.engine.toolfarm.tool import run_unit
     for p in ("cat", "cp", "sh", "sleep"):
         need_program(p)
     data = b">a\nMK\n>b\nMV\n"
@@ -321,7 +321,7 @@ def test_run_unit_feeds_collects_and_reports(tmp_path):
 def test_prepare_node_fetches_and_prepares_once(tmp_path):
     import threading
 
-    from engine.toolfarm.shared import bytes_digest, prepare_node
+    from pairflow.engine.toolfarm.shared import bytes_digest, prepare_node
     data = b">s1\nMKV\n>s2\nMLL\n"
     fetched = []
 
@@ -355,7 +355,7 @@ def test_prepare_node_fetches_and_prepares_once(tmp_path):
 
 
 def test_cli_help_lists_gather_and_gather_exit_codes(tmp_path, capsys):
-    from apps.cli import help_text, main
+    from pairflow.apps.cli import help_text, main
     assert "gather RUN_DIR STREAM" in help_text()
     assert main(["gather", str(tmp_path), "stdout"]) == 2
     assert "not a farm's run directory" in capsys.readouterr().err
@@ -370,8 +370,8 @@ def test_compressed_inputs_are_decompressed_once_and_whole(tmp_path):
     import bz2
     import gzip
     import lzma
-    from engine.errors import InputError
-    from engine.toolfarm.units import decompressed
+    from pairflow.engine.errors import InputError
+    from pairflow.engine.toolfarm.units import decompressed
     text = b">a one\nMKV\n>b\nMLL\n"
     plain = tmp_path / "q.fa"
     plain.write_bytes(text)

@@ -4,8 +4,8 @@ that continues where the ladder's units end. No Ray, no tool."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.toolfarm.sizing import UnitSizer, threads_per_worker
-from engine.toolfarm.units import cut_units, take_unit
+from pairflow.engine.toolfarm.sizing import UnitSizer, threads_per_worker
+from pairflow.engine.toolfarm.units import cut_units, take_unit
 
 RECORD_BYTES = 100  # every record of the hand cases: the rate in records is bytes / 100
 

@@ -46,9 +46,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import InputError as EngineInputError
-from kernels.kmers import canonical_kmers
-from operators.sequences import read_records
+from pairflow.engine.errors import InputError as EngineInputError
+from pairflow.kernels.kmers import canonical_kmers
+from pairflow.operators.sequences import read_records
 
 pytestmark = pytest.mark.filterwarnings("ignore::Bio.BiopythonParserWarning")
 
@@ -330,7 +330,7 @@ def test_tolerated_damage_gives_the_clean_records(fmt, data):
 def test_tolerated_damage_gives_the_same_kmers(fmt, data):
     """"Never a wrong number": the k-mer sets of a tolerably damaged file and of the clean file
     are identical, read directly and through JaccardApp.parse."""
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
 
     c = data.draw(cleans(fmt, max_len=600))
     k = data.draw(st.integers(1, 31), "k")
@@ -505,7 +505,7 @@ def test_duplicate_names(fmt, data):
     """read_records keeps both records; JaccardApp(item="record") refuses the duplicate by name."""
     import fsspec
 
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
 
     c = data.draw(cleans(fmt, min_records=2))
     i, j = sorted(data.draw(st.lists(st.integers(0, len(c.recs) - 1), min_size=2, max_size=2,
@@ -645,7 +645,7 @@ def test_jaccard_no_valid_kmer_names_file_and_record(fmt, data):
     InputError naming the file (item=file) and the record (item=record)."""
     import fsspec
 
-    from apps.jaccard import JaccardApp
+    from pairflow.apps.jaccard import JaccardApp
 
     k = data.draw(st.integers(2, 31), "k")
     ns = data.draw(names(fmt, 1, 4), "names")

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import zarr
 
-from apps.synthetic import SyntheticApp
-from engine import allpairs
+from pairflow.apps.synthetic import SyntheticApp
+from pairflow.engine import allpairs
 
 
 class CountingApp(SyntheticApp):

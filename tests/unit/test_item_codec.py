@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from engine.pairs.codec import ItemCodec, Undecodable, Unencodable
+from pairflow.engine.pairs.codec import ItemCodec, Undecodable, Unencodable
 from tests.item_oracle import assert_identical
 
 _DTYPES = st.one_of(

@@ -8,8 +8,8 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.pairs.loading import load_and_parse, load_items
-from engine.pairs.store import ItemStore, StoreStats, default_parse_params, parse_params
+from pairflow.engine.pairs.loading import load_and_parse, load_items
+from pairflow.engine.pairs.store import ItemStore, StoreStats, default_parse_params, parse_params
 
 
 class _ParseCounter:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.jaccard import GALLOP_RATIO, intersection_count, intersection_counts, jaccard_from_counts
+from pairflow.kernels.jaccard import GALLOP_RATIO, intersection_count, intersection_counts, jaccard_from_counts
 from tests.conftest import need_module
 
 # values from a small range overlap often; a few huge ones check that all 62 bits are compared
@@ -74,7 +74,7 @@ def test_dtype_mismatch_is_an_error():
 
 def test_torch_path_equals_numpy():
     torch = need_module("torch")
-    from kernels.backend import namespace_for, to_device
+    from pairflow.kernels.backend import namespace_for, to_device
 
     xp = namespace_for("torch-cpu")
     rng = np.random.default_rng(7)
@@ -98,8 +98,8 @@ def test_empty_tiles():
 
 
 def test_real_genomes_match_intersect1d(ragout_path):
-    from kernels.kmers import canonical_kmers
-    from operators.sequences import read_records
+    from pairflow.kernels.kmers import canonical_kmers
+    from pairflow.operators.sequences import read_records
 
     items = [
         canonical_kmers([r.sequence for r in read_records(ragout_path("H.Pylori", s))], 21).hashes
@@ -137,7 +137,7 @@ def test_jaccard_matches_sets(a, b):
 def test_large_sets_counted_pair_by_pair_equal_intersect1d():
     """Sets of genome size take the per-pair path (no packing copy); mixed with small ones,
     masked, and with one empty set."""
-    from kernels.jaccard import PACK_MAX_MEAN
+    from pairflow.kernels.jaccard import PACK_MAX_MEAN
     rng = np.random.default_rng(7)
     pool = np.unique(rng.integers(0, 2**62, 6 * PACK_MAX_MEAN, dtype=np.uint64))
     sets = [np.sort(rng.choice(pool, n, replace=False)) for n in

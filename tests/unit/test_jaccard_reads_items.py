@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from apps.jaccard import SKIPPED_FILE, JaccardApp
-from engine import InputError
+from pairflow.apps.jaccard import SKIPPED_FILE, JaccardApp
+from pairflow.engine import InputError
 from tests.conftest import need
 from tests.oracles import READS, jaccard, kmer_set, read_fastq
 

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from kernels import karlin
+from pairflow.kernels import karlin
 from tests.blast_oracle import bitscore_matches, evalue_matches, run_blastp
 from tests.conftest import need, need_module
 from tests.oracles import PROTEOMES
@@ -69,7 +69,7 @@ def test_unknown_matrix_or_gap_pair_is_refused():
         karlin.lookup("blosum62", 5, 5)
     with pytest.raises(ValueError, match="no Karlin-Altschul parameters for matrix"):
         karlin.lookup("nuc44", 5, 2)
-    from kernels.scoring import Scoring
+    from pairflow.kernels.scoring import Scoring
     # standard 12/1 is BLAST's 11/1 (a gap of length 1 costs 12 either way)
     assert karlin.for_scoring(Scoring.create("blosum62", 12, 1)) == karlin.lookup("blosum62", 11, 1)
     assert karlin.for_scoring(Scoring.create("blosum62", 11, 1, "blast")) == \

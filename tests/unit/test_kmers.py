@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.kmers import MAX_K, KmerSet, canonical_kmers
+from pairflow.kernels.kmers import MAX_K, KmerSet, canonical_kmers
 from tests.conftest import need_module
 
 _COMP = str.maketrans("ACGT", "TGCA")

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from engine.pairs.leaf import (choose_leaf, even_side, leaf_candidates, modelled_seconds,
+from pairflow.engine.pairs.leaf import (choose_leaf, even_side, leaf_candidates, modelled_seconds,
                                pick_leaf)
-from engine.pairs.space import Rectangle, Triangle, leaves
+from pairflow.engine.pairs.space import Rectangle, Triangle, leaves
 
 
 def test_leaf_aims_at_the_overhead_and_tail_optimum():

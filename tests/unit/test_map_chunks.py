@@ -1,8 +1,8 @@
-"""engine.map_chunks without Ray: the work runs here, in order; chunks cover every item once."""
+"""pairflow.engine.map_chunks without Ray: the work runs here, in order; chunks cover every item once."""
 import sys
 
-from engine.run import tasks
-from engine.run.tasks import _chunks, map_chunks
+from pairflow.engine.run import tasks
+from pairflow.engine.run.tasks import _chunks, map_chunks
 
 
 def test_without_ray_the_work_runs_here_in_order(monkeypatch):

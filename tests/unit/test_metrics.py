@@ -1,5 +1,5 @@
 """Metrics aggregation without Ray: tiers summed over sources, tiles counted once, busy time."""
-from engine.run.metrics import MetricsState
+from pairflow.engine.run.metrics import MetricsState
 
 
 def test_snapshot_counts():
@@ -31,7 +31,7 @@ def test_snapshot_counts():
 def test_event_buffer_sends_a_lone_event_within_its_interval():
     import asyncio
 
-    from engine.run.metrics import EventBuffer
+    from pairflow.engine.run.metrics import EventBuffer
 
     class Sink:
         def __init__(self):
@@ -64,7 +64,7 @@ def test_event_buffer_loses_no_event_when_threads_add_while_it_flushes():
     exactly once (each batch is taken as it is when sent, as a Ray call pickles it)."""
     import sys
     import threading
-    from engine.run.metrics import EventBuffer
+    from pairflow.engine.run.metrics import EventBuffer
     sent = []
 
     class Sink:

@@ -1,8 +1,8 @@
 """app=microscopy without Ray: localisation files are validated, bad lines named."""
 import pytest
 
-from apps.microscopy import MicroscopyApp, read_localisations
-from engine.errors import InputError
+from pairflow.apps.microscopy import MicroscopyApp, read_localisations
+from pairflow.engine.errors import InputError
 
 
 def test_localisations_are_read_and_bad_lines_named(tmp_path):

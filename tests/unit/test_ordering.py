@@ -14,8 +14,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from engine.pipeline.measure import OperatorStats, SampleRule
-from engine.pipeline.ordering import (Backoff, DSDPBalancer, OpSpec, OrderPolicy, ancestors,
+from pairflow.engine.pipeline.measure import OperatorStats, SampleRule
+from pairflow.engine.pipeline.ordering import (Backoff, DSDPBalancer, OpSpec, OrderPolicy, ancestors,
                                       brute_force_best, check_dag, expected_cost, heft_order,
                                       is_valid_order, topological)
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from apps.phylogeny import PhylogenyApp, nj_newick
-from engine.errors import InputError
+from pairflow.apps.phylogeny import PhylogenyApp, nj_newick
+from pairflow.engine.errors import InputError
 
 
 def _fasta(path, records):

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.errors import PairflowError
-from engine.pipeline import Filter, Map, PairSource, Pipeline, prefilter
-from operators.arrays import as_source
-from operators.histogram import Histogram
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.pipeline import Filter, Map, PairSource, Pipeline, prefilter
+from pairflow.operators.arrays import as_source
+from pairflow.operators.histogram import Histogram
 from tests.pipeline_cases import data as _data, expected as _expected, ops as _ops
 
 
@@ -94,7 +94,7 @@ def test_local_run_directory_and_a_failed_run(runs):
 
 
 def test_pair_filters_over_a_pair_space(runs):
-    from engine.pairs.space import PairList, Triangle
+    from pairflow.engine.pairs.space import PairList, Triangle
     sizes = np.array([10, 12, 40, 11, 39])
     ops = [Filter("ratio", lambda b: np.minimum(sizes[b["i"]], sizes[b["j"]])
                   / np.maximum(sizes[b["i"]], sizes[b["j"]]) >= 0.8)]
@@ -107,8 +107,8 @@ def test_pair_filters_over_a_pair_space(runs):
 def test_parquet_source_and_reusable_operators(runs, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from operators.columnar import ParquetSource, at_least, between, derive
-    from operators.parquet import ParquetSink
+    from pairflow.operators.columnar import ParquetSource, at_least, between, derive
+    from pairflow.operators.parquet import ParquetSink
     d = _data(5_000)
     pq.write_table(pa.table(d), str(tmp_path / "d.parquet"), row_group_size=1_000)
     src = ParquetSource(str(tmp_path / "d.parquet"), columns=["id", "x", "y"])
@@ -122,7 +122,7 @@ def test_parquet_source_and_reusable_operators(runs, tmp_path):
     again = Pipeline(ParquetSource(res.outputs["parquet"]), []).run(
         executor="local", runs_root=runs, progress=False)  # a sink's output reads back
     assert sorted(again.selected["id"].tolist()) == exp.tolist()
-    from engine.errors import InputError
+    from pairflow.engine.errors import InputError
     with pytest.raises(InputError, match="no column"):
         ParquetSource(str(tmp_path / "d.parquet"), columns=["nope"])
 

@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.pipeline import Batch, Filter, Map
-from engine.pipeline.processor import Processor
+from pairflow.engine.pipeline import Batch, Filter, Map
+from pairflow.engine.pipeline.processor import Processor
 
 
 def _columns(n=2_000, seed=0):

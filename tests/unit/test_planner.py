@@ -9,11 +9,11 @@ import itertools
 import numpy as np
 import pytest
 
-from engine.pairs.items import ItemMap
-from engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs, make_plan
-from engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
-from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
-from engine.pairs.tiers import BudgetCache, device_cache_items
+from pairflow.engine.pairs.items import ItemMap
+from pairflow.engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs, make_plan
+from pairflow.engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
+from pairflow.engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
+from pairflow.engine.pairs.tiers import BudgetCache, device_cache_items
 from tests.cache_oracle import replay, tile_item_lists
 
 PLANS = ("stripe", "hilbert", "zorder")

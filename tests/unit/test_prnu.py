@@ -3,7 +3,7 @@ PyWavelets and scipy, and torch on CPU against numpy."""
 import numpy as np
 import pytest
 
-from kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_pce, noise_residual, prepare,
+from pairflow.kernels.prnu import (PEAK_NEIGHBOURHOOD, haar2, ihaar2, ncc_pce, noise_residual, prepare,
                           wave_noise, wiener_dft, zero_mean_rows_cols)
 from tests.conftest import need_module
 
@@ -48,7 +48,7 @@ def _numpy_pce(x, y):
 
 
 def _xp(device):
-    from kernels.backend import namespace_for
+    from pairflow.kernels.backend import namespace_for
     if device == "torch-cpu":
         need_module("torch")
     return namespace_for(device)
@@ -66,7 +66,7 @@ def reference(photos):
 
 @pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
 def test_ncc_and_pce_equal_plain_numpy(reference, device):
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     xp = _xp(device)
     residuals, want = reference
     items = [prepare(xp, to_device(xp, r, device)) for r in residuals]
@@ -86,7 +86,7 @@ def test_a_rectangular_tile_of_odd_width_equals_plain_numpy(height, chunk_bytes,
     (2816 bytes: 2 x 11 column factors x 8 columns x 16 bytes, so blocks of 2 and 1), or the
     default; 40 rows are summed over the row factors in two parts (FLUSH_ROWS is 32). numpy
     computes into buffers, torch into fresh tensors."""
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     xp = _xp(device)
     rng = np.random.default_rng(11)
     images = [rng.normal(size=(height, 15)) for _ in range(5)]
@@ -115,7 +115,7 @@ def test_a_masked_tile_computes_the_wanted_pairs_and_skips_the_rest(chunk_bytes,
     (chunk_bytes=1) or of two (2816 bytes, and the default: a masked tile is cut into at least
     four blocks), the wanted pairs equal plain numpy, and a pair left of every wanted one in its block's rows was never computed: 0. A
     scattered mask with an empty row (item 2 wants nothing) the same."""
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     xp = _xp(device)
     rng = np.random.default_rng(5)
     images = [rng.normal(size=(20, 15)) for _ in range(6)]
@@ -163,7 +163,7 @@ def _scipy_local_wiener(coef, noise_var):
 @pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
 def test_wave_noise_equals_a_scipy_local_wiener(device):
     """numpy's float64 arrays take the compiled loop, torch's the array-API code."""
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     coef = np.random.default_rng(1).normal(0, 5, (40, 40))
     coef[10:20, 10:20] *= 8
     xp = _xp(device)
@@ -191,7 +191,7 @@ def test_wiener_dft_on_half_spectra_equals_the_whole_spectrum_filter(photos, sha
     column is, or is not, its own mirror). Rows and columns of zero mean, as the residual's,
     zero the spectrum's first row and column, and the filter's gains come out even in the
     frequency; an image's are not, and the half spectrum must carry their even part."""
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     x = photos[1][:shape[0], :shape[1]]
     x = zero_mean_rows_cols(np, x) if centred else x
     want = _plain_wiener_dft(x)
@@ -202,7 +202,7 @@ def test_wiener_dft_on_half_spectra_equals_the_whole_spectrum_filter(photos, sha
 
 
 def test_residual_rows_and_columns_have_zero_mean_and_torch_agrees(photos):
-    from kernels.backend import to_device, to_numpy
+    from pairflow.kernels.backend import to_device, to_numpy
     x = zero_mean_rows_cols(np, photos[2])
     assert np.abs(x.mean(axis=0)).max() < 1e-9 and np.abs(x.mean(axis=1)).max() < 1e-9
     xp = _xp("torch-cpu")
@@ -216,7 +216,7 @@ def test_the_compiled_loops_give_the_array_codes_bits(photos, monkeypatch):
     """numpy's float64 arrays take compiled loops (Haar both ways, the Wiener rule, the DFT
     filter); the array-API code on the same arrays gives the same bits, an even and an odd
     half spectrum alike."""
-    import kernels.prnu as prnu
+    import pairflow.kernels.prnu as prnu
     images = [photos[0], photos[1][:48, :32]]
     x = zero_mean_rows_cols(np, photos[2][:, :37])
     fast = [prepare(np, noise_residual(np, im)) for im in images] + [wiener_dft(np, x)]

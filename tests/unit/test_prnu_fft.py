@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.backend import namespace_for, to_device, to_numpy
-from kernels.prnu import prepare
-from kernels.prnu_fft import ncc_pce_fft
+from pairflow.kernels.backend import namespace_for, to_device, to_numpy
+from pairflow.kernels.prnu import prepare
+from pairflow.kernels.prnu_fft import ncc_pce_fft
 from tests.conftest import need_module
 
 R = 5  # the peak's neighbourhood is (2R+1)² = 11 x 11 (Goljan's)

@@ -1,6 +1,6 @@
 """The progress display without a terminal: a line per few seconds and a final one, counting
 the unit it was given, with its extra figures formatted as asked and the time left."""
-from engine.run.progress import Progress, format_eta
+from pairflow.engine.run.progress import Progress, format_eta
 
 
 class Clock:

@@ -23,8 +23,8 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.pairs.sinks import SinkContext, Threshold, TopK
-from engine.pairs.space import Triangle, leaves
+from pairflow.engine.pairs.sinks import SinkContext, Threshold, TopK
+from pairflow.engine.pairs.space import Triangle, leaves
 
 
 class Plant:
@@ -68,7 +68,7 @@ def test_a_planted_object_part_is_refused(tmp_path, sink, alone):
 
 
 def test_a_planted_pickled_zarr_array_is_refused(tmp_path):
-    from engine.pairs.result import AllPairsResult
+    from pairflow.engine.pairs.result import AllPairsResult
     marker = str(tmp_path / "marker")
     dense = tmp_path / "matrix.zarr"
     (dense / "value").mkdir(parents=True)
@@ -87,7 +87,7 @@ def test_a_planted_pickled_arrow_extension_type_is_read_as_plain_data(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from engine.pairs.result import AllPairsResult
+    from pairflow.engine.pairs.result import AllPairsResult
     marker = str(tmp_path / "marker")
     field = pa.field("row", pa.int64(), metadata={
         b"ARROW:extension:name": b"arrow.py_extension_type",
@@ -101,9 +101,9 @@ def test_a_planted_pickled_arrow_extension_type_is_read_as_plain_data(tmp_path):
 
 
 def test_a_resumed_config_with_a_python_tag_is_refused_by_name(tmp_path):
-    from apps.cli import CONFIG_DIR
-    from apps.resume import resume_config
-    from engine import PairflowError
+    from pairflow.apps.cli import CONFIG_DIR
+    from pairflow.apps.resume import resume_config
+    from pairflow.engine import PairflowError
     marker = tmp_path / "marker"
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -7,9 +7,9 @@ import time
 import pytest
 import yaml
 
-from engine.errors import PairflowError
-from engine.run.registry import Registry
-from engine.run.rundir import RunDir, RunRecorder
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.run.registry import Registry
+from pairflow.engine.run.rundir import RunDir, RunRecorder
 
 
 def read(path):
@@ -84,7 +84,7 @@ def test_threads_writing_one_json_file_leave_a_whole_file_and_no_temporaries(tmp
     # file name per process, and a stray status.json.tmp* stayed in the run directory
     import threading
 
-    from engine.run.rundir import write_json
+    from pairflow.engine.run.rundir import write_json
     path = str(tmp_path / "status.json")
     errors = []
 

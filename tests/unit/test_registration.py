@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from kernels.registration import center, fuse, overlap, register, self_overlap, synchronize
+from pairflow.kernels.registration import center, fuse, overlap, register, self_overlap, synchronize
 from tests.conftest import need_module
 
 
@@ -35,7 +35,7 @@ def test_overlap_equals_a_double_loop(cloud):
 @pytest.mark.parametrize("device", ["cpu", "torch-cpu"])
 @pytest.mark.parametrize("angle", [0.0, 133.0, 251.5])
 def test_a_known_motion_is_recovered(cloud, angle, device):
-    from kernels.backend import namespace_for, to_device
+    from pairflow.kernels.backend import namespace_for, to_device
     if device == "torch-cpu":
         need_module("torch")
     xp = namespace_for(device)
@@ -56,7 +56,7 @@ def test_compiled_and_array_searches_agree(cloud):
     """The compiled loops numpy runs and the array form torch runs are two writings of one
     search: on pairs of noisy, partial copies both give the same motion and score."""
     torch = need_module("torch")
-    from kernels.backend import namespace_for
+    from pairflow.kernels.backend import namespace_for
     xp = namespace_for("torch-cpu")
     rng = np.random.default_rng(11)
     for angle in (17.0, 95.0, 200.0, 333.0):

@@ -12,11 +12,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHECK = textwrap.dedent("""
     import importlib, sys
     sys.path.insert(0, sys.argv[1])
-    from kernels.lazyjit import compiled
-    from apps.microscopy import MicroscopyApp
-    from apps.phylogeny import PhylogenyApp
-    cases = [(MicroscopyApp([sys.argv[2]]), "kernels.registration", ["_register_compiled"]),
-             (PhylogenyApp([sys.argv[3]], k=7), "kernels.composition",
+    from pairflow.kernels.lazyjit import compiled
+    from pairflow.apps.microscopy import MicroscopyApp
+    from pairflow.apps.phylogeny import PhylogenyApp
+    cases = [(MicroscopyApp([sys.argv[2]]), "pairflow.kernels.registration", ["_register_compiled"]),
+             (PhylogenyApp([sys.argv[3]], k=7), "pairflow.kernels.composition",
               ["_merge_index", "_shared_words", "_on_support", "_shared_support"])]
     for app, module, kernels in cases:
         before = compiled(module)

@@ -18,7 +18,7 @@ PROBE = textwrap.dedent("""
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = Mallinfo2
     if {tune}:
-        from engine.run.runtime import keep_freed_memory
+        from pairflow.engine.run.runtime import keep_freed_memory
         assert keep_freed_memory()
     import numpy as np
     for _ in range(4):  # a kernel's loop: three 2 MB temporaries at a time, then freed

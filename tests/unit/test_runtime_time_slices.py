@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 PROBE = textwrap.dedent("""
     import ctypes, os, struct, sys, threading
     sys.path.insert(0, {root!r})
-    from engine.run.runtime import long_time_slices
+    from pairflow.engine.run.runtime import long_time_slices
     # the default slice first (sched_runtime 0): a thread inherits its parent's, and the test
     # process may have computed in a thread that asked for long ones
     attr = struct.pack("IIQiIQQQII", 56, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, 0, 0, 0,
@@ -50,7 +50,7 @@ def _kernel_reports_slices() -> bool:
 
 @pytest.mark.skipif(not _kernel_reports_slices(), reason="a kernel before EEVDF's slices")
 def test_the_computing_thread_gets_long_slices_and_no_other():
-    from engine.run.runtime import TIME_SLICE_NS
+    from pairflow.engine.run.runtime import TIME_SLICE_NS
     before, applied, after, main_thread = _probe({"PAIRFLOW_LONG_SLICES": "1"})
     assert applied == "True"
     assert int(after) == TIME_SLICE_NS != int(before)

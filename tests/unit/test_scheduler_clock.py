@@ -10,8 +10,8 @@ import dataclasses
 
 import numpy as np
 
-from engine.pairs.scheduler import Scheduler
-from engine.pairs.space import Triangle, leaves
+from pairflow.engine.pairs.scheduler import Scheduler
+from pairflow.engine.pairs.space import Triangle, leaves
 
 
 class Clock:

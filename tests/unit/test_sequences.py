@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.sequences import (InputError, SequenceCatalog, SequenceRecord, file_stem,
+from pairflow.operators.sequences import (InputError, SequenceCatalog, SequenceRecord, file_stem,
                                  read_records)
 
 
@@ -107,7 +107,7 @@ def test_temporary_files_are_removed(tmp_path):
 
 
 def test_temporary_copy_falls_back_when_shm_fails(tmp_path, monkeypatch):
-    import operators.sequences as seqmod
+    import pairflow.operators.sequences as seqmod
 
     monkeypatch.setattr(seqmod, "_tmpdirs", lambda size: [str(tmp_path / "missing-dir"), str(tmp_path)])
     assert read_records(write(tmp_path / "ok.fa", ">a\nAC\n"))[0].sequence == b"AC"
@@ -245,10 +245,10 @@ def test_forced_format_must_match(tmp_path):
 
 
 def test_input_error_is_the_engines_and_pickles():
-    import engine.errors
+    from pairflow.engine import errors
 
     e = pickle.loads(pickle.dumps(InputError("a.fa", "empty sequence", "r2", 1)))
-    assert isinstance(e, engine.errors.InputError) and isinstance(e, ValueError)
+    assert isinstance(e, errors.InputError) and isinstance(e, ValueError)
     assert (e.file, e.record, e.index, e.problem) == ("a.fa", "r2", 1, "empty sequence")
     assert str(e) == "a.fa: record 'r2' (#2): empty sequence"
     assert str(InputError("a.fa", "empty file")) == "a.fa: empty file"
@@ -319,7 +319,7 @@ def test_a_file_is_read_once_per_process_not_once_per_record(tmp_path, monkeypat
     slim) worker copy alike."""
     import pickle
 
-    from operators import sequences
+    from pairflow.operators import sequences
 
     p = write(tmp_path / "many.fa", "".join(f">r{i}\n{'ACGT' * (i + 1)}\n" for i in range(50)))
     reads = []

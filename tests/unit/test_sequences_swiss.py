@@ -1,7 +1,7 @@
 """SwissProt flat files (HMMER's 7LESS_DROME query) through operators.sequences.read_records."""
 import pytest
 
-from operators.sequences import InputError, detect_format, read_records
+from pairflow.operators.sequences import InputError, detect_format, read_records
 from tests.conftest import need as _need
 from tests.unit.conftest import SHARE
 

@@ -9,16 +9,16 @@ import pickle
 import numpy as np
 import pytest
 
-from engine.errors import InputError, PairflowError
-from engine.pairs.config import AllPairsConfig
-from engine.pairs.shipped import ResultWriter, ShippedJournal, check_sinks
-from engine.pairs.sinks import DenseMatrix, Sink, SinkContext, Threshold, TopK
-from engine.pairs.sizing import plan_nodes
-from engine.pairs.space import Triangle, leaves
-from engine.run import io
-from engine.run.metrics import Metrics
-from engine.run.rundir import RunDir
-from engine.run.shipping import check_reachable, local_path
+from pairflow.engine.errors import InputError, PairflowError
+from pairflow.engine.pairs.config import AllPairsConfig
+from pairflow.engine.pairs.shipped import ResultWriter, ShippedJournal, check_sinks
+from pairflow.engine.pairs.sinks import DenseMatrix, Sink, SinkContext, Threshold, TopK
+from pairflow.engine.pairs.sizing import plan_nodes
+from pairflow.engine.pairs.space import Triangle, leaves
+from pairflow.engine.run import io
+from pairflow.engine.run.metrics import Metrics
+from pairflow.engine.run.rundir import RunDir
+from pairflow.engine.run.shipping import check_reachable, local_path
 
 
 def _ctx(out, n, leaf):
@@ -139,7 +139,7 @@ def test_memory_urls_are_refused_and_local_paths_recognised():
 
 
 def test_liveness_limit_follows_the_tile_costs_not_a_fixed_floor():
-    from engine.pairs.sizing import liveness
+    from pairflow.engine.pairs.sizing import liveness
     cfg = AllPairsConfig()
     # small tiles: beats at the 0.25 s floor, silent after 10 beats but never under 5 s
     assert liveness([0.01] * 10, cfg) == (0.25, 5.0)

@@ -5,12 +5,12 @@ Why: in lockstep (one tile each in turn) nodes streaming the same columns always
 at the node that loaded it; on a cluster a node that pays for takes falls behind, finds the column
 evicted there and loads it again. A run dealt in stripes of one leaf a node measured R 11.7
 where the lockstep simulation said 5.0, worse than one node (7.0)."""
-from engine.pairs.config import AllPairsConfig
-from engine.pairs.items import ItemMap
-from engine.pairs.policy import StripePlan, interleave
-from engine.pairs.simulate import Timing, choose_plan, share_modes, simulate
-from engine.pairs.sizing import plan_run
-from engine.pairs.space import Rectangle, Triangle
+from pairflow.engine.pairs.config import AllPairsConfig
+from pairflow.engine.pairs.items import ItemMap
+from pairflow.engine.pairs.policy import StripePlan, interleave
+from pairflow.engine.pairs.simulate import Timing, choose_plan, share_modes, simulate
+from pairflow.engine.pairs.sizing import plan_run
+from pairflow.engine.pairs.space import Rectangle, Triangle
 
 EVEN = dict(t_tile=1.0, t_pair=0.0, t_load=0.0, t_ask=0.0, t_take=0.0, jitter=0.0)
 

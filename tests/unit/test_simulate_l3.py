@@ -5,8 +5,8 @@ L3. With L3 the stripe plan deals stripes as wide as every host tier together
 (``StripePlan.deal``), which loads fewer."""
 import pytest
 
-from engine.pairs.simulate import simulate
-from engine.pairs.space import Rectangle, Triangle
+from pairflow.engine.pairs.simulate import simulate
+from pairflow.engine.pairs.space import Rectangle, Triangle
 
 
 def test_two_nodes_sharing_one_row_item_by_hand():

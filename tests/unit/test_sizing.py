@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from engine.errors import PairflowError
-from engine.pairs.config import AllPairsConfig
-from engine.pairs.items import ItemMap
-from engine.pairs.simulate import simulate
-from engine.pairs.tiers import device_cache_items
-from engine.pairs.leaf import choose_leaf
-from engine.pairs.sizing import (app_weights, plan_nodes, plan_run, validation_sample,
+from pairflow.engine.errors import PairflowError
+from pairflow.engine.pairs.config import AllPairsConfig
+from pairflow.engine.pairs.items import ItemMap
+from pairflow.engine.pairs.simulate import simulate
+from pairflow.engine.pairs.tiers import device_cache_items
+from pairflow.engine.pairs.leaf import choose_leaf
+from pairflow.engine.pairs.sizing import (app_weights, plan_nodes, plan_run, validation_sample,
                                  weighted_budget, weighted_probe)
-from engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
+from pairflow.engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 
 
 def test_weight_hook_sizes_tiles_from_the_probe():
@@ -230,7 +230,7 @@ def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cu
 
 
 def test_load_batch_hand_cases():
-    from engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
+    from pairflow.engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
     cfg = AllPairsConfig()
     assert load_batch(cfg, 0.044) == 7            # ceil(0.3 s / 0.044 s)
     assert load_batch(cfg, 0.5) == 1              # a slow parse: one item a task
@@ -243,8 +243,8 @@ def test_with_l3_on_several_nodes_the_run_is_dealt_in_cluster_stripes():
     """``cache.l3`` with more than one node running actors: each node gets its share
     (``StripePlan.deal``), the run's order interleaves them, and a resume names the same blocks
     by the first run's tile ids."""
-    from engine.pairs.policy import StripePlan, interleave
-    from engine.pairs.space import leaves
+    from pairflow.engine.pairs.policy import StripePlan, interleave
+    from pairflow.engine.pairs.space import leaves
     nodes = [dict(NODE, node_id="head", cpus=0)] + \
         [dict(NODE, node_id=f"w{i}", head=False, cpus=1) for i in range(3)]
     measured = {"t_pair": 0.001, "t_parse": 0.01, "item_bytes": 100.0}

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.sketch import (EMPTY, bottom_k, length_ratio, may_reach, mix64, pair_shared,
+from pairflow.kernels.sketch import (EMPTY, bottom_k, length_ratio, may_reach, mix64, pair_shared,
                             pair_shared_reference)
 
 

@@ -30,7 +30,7 @@ def _code(kmer: str) -> int:
 @pytest.mark.parametrize("k", [1, 5, 21, 31])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_numpy_scan_equals_the_compiled_scan_and_the_oracle(k, seed):
-    from kernels import kmers
+    from pairflow.kernels import kmers
     rng = np.random.default_rng(seed)
     recs = _records(rng, 4, 3000)
     buf = np.frombuffer(b"".join(recs), np.uint8)
@@ -50,8 +50,8 @@ def test_canonical_kmers_gives_the_same_set_before_and_after_numba_loads():
     script = f"""
 import sys; sys.path.insert(0, {REPO!r})
 import numpy as np
-from kernels.kmers import canonical_kmers
-from kernels.jaccard import intersection_counts
+from pairflow.kernels.kmers import canonical_kmers
+from pairflow.kernels.jaccard import intersection_counts
 rng = np.random.default_rng(7)
 recs = [bytes(rng.choice(list(b"ACGTN"), size=5000)) for _ in range(3)]
 before = [canonical_kmers(r, 11) for r in recs]
@@ -79,7 +79,7 @@ def test_record_kmer_sets_gives_the_same_sets_before_and_after_numba_loads():
     script = f"""
 import sys; sys.path.insert(0, {REPO!r})
 import numpy as np
-from kernels.kmers import canonical_kmers, record_kmer_sets
+from pairflow.kernels.kmers import canonical_kmers, record_kmer_sets
 from tests.oracles import canonical_kmers as oracle
 rng = np.random.default_rng(3)
 recs = [bytes(rng.choice(list(b"ACGTNacgt"), size=int(n))) for n in (0, 5, 400, 2000, 20)]

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import need as _need, need_module
 
-from kernels.scoring import Scoring, detect_alphabet, validate
-from kernels.smith_waterman import (
+from pairflow.kernels.scoring import Scoring, detect_alphabet, validate
+from pairflow.kernels.smith_waterman import (
     Alignment,
     cells,
     rescore,
@@ -397,7 +397,7 @@ def test_reference_on_another_array_namespace(globins, globin_scores):
 
 def test_reference_without_precomputed_profile(globins, globin_scores, monkeypatch):
     """Big batches gather substitution scores row by row instead of holding a 24x profile."""
-    import kernels.smith_waterman as sw
+    import pairflow.kernels.smith_waterman as sw
 
     monkeypatch.setattr(sw, "_PROFILE_BYTES", 0)
     seqs = [s for _, s in globins]
@@ -474,7 +474,7 @@ def test_cells():
 @pytest.fixture
 def no_compute(monkeypatch):
     """Fail the test if any parasail kernel is reached: errors must come before compute."""
-    import kernels.smith_waterman as sw
+    import pairflow.kernels.smith_waterman as sw
 
     def boom(*a, **k):
         raise AssertionError("compute started before the input was rejected")
@@ -573,7 +573,7 @@ def test_compiled_pair_loop_equals_the_python_loop(globins, alleles):
     calls, same width and method choices, so every score equals the Python loop's (and both
     equal Biopython, above). Covers 8-bit saturation retries (related globins, DNA alleles
     above 127), masks, forced widths and methods, and linear gaps (scan only)."""
-    from kernels.parasail_loop import available
+    from pairflow.kernels.parasail_loop import available
     assert available()
     rng = np.random.default_rng(11)
     prot = [s for _, s in globins] + ["".join(rng.choice(list(AMINO), int(n)))

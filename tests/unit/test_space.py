@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.pairs.space import PairList, Rectangle, Triangle, leaves, quadtree
+from pairflow.engine.pairs.space import PairList, Rectangle, Triangle, leaves, quadtree
 
 
 def covered(space, leaf):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.pairs.space import PairList, PairWeights, Rectangle, Triangle, leaves, quadtree
+from pairflow.engine.pairs.space import PairList, PairWeights, Rectangle, Triangle, leaves, quadtree
 
 
 def brute_weight(space, r0, r1, c0, c1, rw, cw):
@@ -130,7 +130,7 @@ def test_bad_weight_arguments():
 def test_split_tail_covers_every_pair_once_and_ends_fine(space, levels):
     """The tail of the plan is quartered (twice with levels=2): every pair still lies in
     exactly one tile, the body keeps its tiles, and the last tiles weigh less than the body's."""
-    from engine.pairs.space import split_tail
+    from pairflow.engine.pairs.space import split_tail
     rng = np.random.default_rng(5)
     w = PairWeights(rng.integers(50, 500, space.n_rows).astype(float),
                     rng.integers(50, 500, space.n_cols).astype(float))

@@ -14,8 +14,8 @@ import struct
 import numpy as np
 import pytest
 
-from engine.pairs.loading import load_and_parse
-from engine.pairs.store import ItemStore, parse_params
+from pairflow.engine.pairs.loading import load_and_parse
+from pairflow.engine.pairs.store import ItemStore, parse_params
 from tests.item_oracle import assert_identical
 
 MAGIC, OLD_MAGIC = b"PFL4\x02", b"PFL4\x01"
@@ -98,7 +98,7 @@ def test_no_entry_is_named_outside_the_root(tmp_path, name):
 
 
 def _stats():
-    from engine.pairs.store import StoreStats
+    from pairflow.engine.pairs.store import StoreStats
     return StoreStats()
 
 

@@ -5,9 +5,9 @@ from collections import Counter
 
 import pytest
 
-from engine.pairs.items import ItemMap
-from engine.pairs.policy import StripePlan, interleave
-from engine.pairs.space import Rectangle, Triangle, leaves
+from pairflow.engine.pairs.items import ItemMap
+from pairflow.engine.pairs.policy import StripePlan, interleave
+from pairflow.engine.pairs.space import Rectangle, Triangle, leaves
 
 
 def _blocks(tiles, share, leaf):

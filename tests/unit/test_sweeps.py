@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from apps.cli import main
-from apps.sweeps import refuse_old_launcher
+from pairflow.apps.cli import main
+from pairflow.apps.sweeps import refuse_old_launcher
 
 THEIRS = "hydra_plugins.hydra_ray_launcher"
 

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from apps.jaccard import JaccardApp
-from engine.pairs.sinks import (SinkContext, Threshold, ThresholdReduction, TileCandidates, TopK,
+from pairflow.apps.jaccard import JaccardApp
+from pairflow.engine.pairs.sinks import (SinkContext, Threshold, ThresholdReduction, TileCandidates, TopK,
                                 TopKReduction)
-from engine.pairs.space import Rectangle, Tile, Triangle, leaves
-from kernels.bitset import bitset_jaccard_threshold, bitset_jaccard_topk, kmer_bitsets
+from pairflow.engine.pairs.space import Rectangle, Tile, Triangle, leaves
+from pairflow.kernels.bitset import bitset_jaccard_threshold, bitset_jaccard_topk, kmer_bitsets
 from tests.conftest import need
 from tests.oracles import READS, jaccard, kmer_set
 

@@ -1,6 +1,6 @@
 """The warm pool's rules (engine/pairs/warm.py), without Ray: an actor is taken only for the kind,
 node and resources it was started with, once, and only by the connection that handed it back."""
-from engine.pairs.warm import WarmPool
+from pairflow.engine.pairs.warm import WarmPool
 
 OWNER = ("01000000", "node-a")
 

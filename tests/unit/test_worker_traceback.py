@@ -3,7 +3,7 @@ ships an exception) where frames do not, and the innermost place a failure was m
 the one reported."""
 import pickle
 
-from engine.errors import InputError, WorkerError, mark_failure, worker_traceback
+from pairflow.engine.errors import InputError, WorkerError, mark_failure, worker_traceback
 
 
 def _raise_here():
