@@ -742,7 +742,7 @@ def align(queries, targets=None, *, top_k: int = 5, matrix: str | None = None,
 
     ``evalue`` keeps hits with E-value at most this; ``evalue_method`` is ``spouge`` (what blastp
     prints) or ``karlin``; ``mode="rbh"`` also finds reciprocal best hits (``.orthologs``);
-    ``kernel`` is ``auto``, ``parasail`` or ``opal``. ``options`` are ``engine.allpairs``
+    ``kernel`` is ``auto``, ``parasail`` or ``opal``. ``options`` are ``pairflow.allpairs``
     options (``run_dir``, ``runs_root``, ``leaf_items``, ``validate``, ``progress`` ...;
     ``target_tile_s`` defaults to 0.5 here). Returns the engine's result with ``.hits`` (a
     DataFrame), ``.align`` (the summary) and ``.orthologs`` (a DataFrame for ``mode="rbh"``,

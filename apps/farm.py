@@ -2,19 +2,19 @@
 (configs/farm/ holds one preset per tool) and ``pairflow gather RUN_DIR STREAM [-o FILE]``.
 
 Thin wiring: the preset's ``command + args + positionals`` is the program, ``input`` the files
-cut into units, the rest goes to ``engine.farm`` as it is.
+cut into units, the rest goes to ``pairflow.farm`` as it is.
 """
 from __future__ import annotations
 
 import sys
 
-resumes = True  # run() hands cfg.resume to engine.farm, which resumes from its journal
+resumes = True  # run() hands cfg.resume to pairflow.farm, which resumes from its journal
 SPEC_KEYS = ("cut", "unit_records", "feed", "streams", "prepare", "retries", "timeout_s",
              "volumes", "segment", "volume_args", "merge")
 
 
 def spec_options(cfg) -> dict:
-    """``engine.farm``'s spec keywords from the ``farm`` group."""
+    """``pairflow.farm``'s spec keywords from the ``farm`` group."""
     from omegaconf import OmegaConf
 
     from pairflow.apps.data import expand_inputs

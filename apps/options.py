@@ -24,7 +24,7 @@ def runtime_options(cfg) -> dict:
 
 
 def allpairs_options(cfg) -> dict:
-    """Every ``engine.allpairs`` option the config sets: the ``cluster``, ``cache`` and
+    """Every ``pairflow.allpairs`` option the config sets: the ``cluster``, ``cache`` and
     ``scheduler`` groups and the run-wide keys (progress, resume, validate ...)."""
     from dataclasses import fields
 

@@ -168,7 +168,7 @@ def _sink():
 
 def phylogeny(urls, k: int = 5, **options):
     """The Python form of ``pairflow app=phylogeny``: run, then write the tree. ``options``
-    are ``engine.allpairs`` options; the result's ``outputs["tree"]`` is the Newick file."""
+    are ``pairflow.allpairs`` options; the result's ``outputs["tree"]`` is the Newick file."""
     from pairflow.engine import allpairs
     result = allpairs(app=PhylogenyApp(list(urls), k=k), sinks=[_sink()], wait=True, **options)
     write_tree(result)

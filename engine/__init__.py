@@ -1,8 +1,8 @@
 """pairflow's engine: pair spaces, caches, scheduling, sinks and runs on Ray.
 
-The Python API lives here: ``from pairflow.engine import allpairs, Triangle, Rectangle, PairList``, and
-for filter pipelines ``from pairflow.engine import Pipeline, Map, Filter``, for tool farms
-``from pairflow.engine import farm, gather``.
+The Python API lives here, and the package's face ``pairflow`` gives the same names:
+``from pairflow import allpairs, Triangle, Rectangle, PairList``, for filter pipelines
+``from pairflow import Pipeline, Map, Filter``, for tool farms ``from pairflow import farm, gather``.
 """
 import os as _os
 

@@ -5,7 +5,7 @@ become a host item (``parse``, CPU, numpy so the object store shares it zero-cop
 becomes a device item (``preprocess``), how one *tile* of items is compared (``compare``: per-pair
 Python overhead is paid once per tile), and how a tile's block becomes named result fields
 (``postprocess``). ``BasePairApp`` fills in the defaults; ``FunctionApp`` turns two plain
-functions into an app so that ``engine.allpairs(keys, load=..., compare=...)`` works from a REPL.
+functions into an app so that ``pairflow.allpairs(keys, load=..., compare=...)`` works from a REPL.
 """
 from __future__ import annotations
 

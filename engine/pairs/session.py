@@ -1,8 +1,8 @@
 """A REPL session: one Ray kept up across runs, so each run after the first starts in well under
 a second instead of paying Ray's start again.
 
-    from pairflow import engine
-    with engine.session(num_cpus=2) as s:
+    import pairflow
+    with pairflow.session(num_cpus=2) as s:
         a = s.allpairs(app=app1, wait=True)     # waits for Ray (started in the background)
         b = s.allpairs(app=app2, wait=True)     # Ray is up: no start-up
 
@@ -32,7 +32,7 @@ class Session:
         self.closed = False
 
     def allpairs(self, *args, **options):
-        """``engine.allpairs`` on this session's Ray; same arguments, same return."""
+        """``pairflow.allpairs`` on this session's Ray; same arguments, same return."""
         from .driver import allpairs
         if self.closed:
             raise RuntimeError("this session is closed")
@@ -65,5 +65,5 @@ class Session:
 
 def session(num_cpus: int | None = None, object_store_mb: int | None = None,
             ray_address: str | None = None, **defaults) -> Session:
-    """A ``Session`` (module docstring): ``with engine.session(num_cpus=2) as s: ...``."""
+    """A ``Session`` (module docstring): ``with pairflow.session(num_cpus=2) as s: ...``."""
     return Session(num_cpus, object_store_mb, ray_address, **defaults)

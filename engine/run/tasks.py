@@ -38,7 +38,7 @@ def map_chunks(fn: Callable[..., list], items: Sequence, *shared: Any,
 
     The chunks run as Ray tasks (one CPU each, ``shared`` put in the object store once) when Ray
     is up in this process, or after starting or joining it with ``runtime`` (``ray_address``,
-    ``num_cpus``, ``object_store_mb``: what ``engine.allpairs`` takes); otherwise ``fn`` runs
+    ``num_cpus``, ``object_store_mb``: what ``pairflow.allpairs`` takes); otherwise ``fn`` runs
     here, once, on all the items.
     """
     items = list(items)

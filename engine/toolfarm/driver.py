@@ -1,4 +1,4 @@
-"""``engine.farm(...)``: an unmodified program over every unit of its input, on every core.
+"""``pairflow.farm(...)``: an unmodified program over every unit of its input, on every core.
 
 check the spec -> open the run directory (or resume it: same work, same cut) -> run the first
 units in this process, measuring the tool (``sizing.UnitSizer``: with ``unit_records="auto"`` a
