@@ -28,8 +28,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from _record import out_path, target, write  # noqa: E402
 
 CHROMIUM = os.environ.get("PAIRFLOW_CHROMIUM", "/usr/bin/chromium")
@@ -44,7 +42,7 @@ def make_run(run_dir: str, n: int) -> float:
     subprocess.run([exe, "app=synthetic", f"synthetic.n={n}", "synthetic.t_cmp=0", "synthetic.item_floats=1",
                     "sink=dense", "scheduler.leaf_items=1000", "cluster=inprocess", f"run_dir={run_dir}",
                     "progress=false"], cwd=ROOT, check=True,
-                   env={**os.environ, "PYTHONPATH": ROOT, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+                   env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
     return time.time() - t0
 
 
@@ -71,8 +69,7 @@ def serve(run_dir: str, log) -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "pairflow.dashboard.cli", run_dir, "--host", "127.0.0.1",
-                             "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONPATH": ROOT})
+                             "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     while time.time() - t0 < 120:
         try:

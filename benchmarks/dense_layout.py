@@ -23,8 +23,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # tests.oracles (the Kaptive loci), not pairflow
 
 FILES = ["Klebsiella_k_locus_primary_reference.gbk", "Klebsiella_k_locus_variant_reference.gbk",
          "Klebsiella_o_locus_primary_reference.gbk",

@@ -16,11 +16,9 @@ import glob
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _record import out_path, write  # noqa: E402
 
 from pairflow.kernels.jaccard import _gallop_count, _merge_count, intersection_counts, jaccard_from_counts  # noqa: E402

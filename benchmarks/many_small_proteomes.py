@@ -44,13 +44,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the repository first: benchmarks/ holds an apps.py that would hide the apps package
-sys.path[:] = [ROOT] + [p for p in sys.path if p != ROOT]
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, ROOT)  # tests.oracles (the ragout genomes), not pairflow
 
 from pairflow.engine.pairs.items import ItemMap  # noqa: E402
 from pairflow.engine.pairs.simulate import choose_plan  # noqa: E402

@@ -38,11 +38,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 from _record import out_path, target, write  # noqa: E402
 
 PAIRFLOW = os.path.join(os.path.dirname(sys.executable), "pairflow")
-ENV = {**os.environ, "PYTHONPATH": ROOT, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def _genomes(quick: bool) -> tuple[str, list[str]]:
@@ -131,8 +130,7 @@ def _mash(paths: list[str], work: str) -> float:
 
 
 SESSION = """
-import json, sys, time
-sys.path.insert(0, {root!r})
+import json, time
 t0 = time.time()
 from pairflow import engine
 from pairflow.apps.jaccard import JaccardApp
@@ -149,7 +147,7 @@ print(json.dumps({{"runs": walls, "total_s": time.time() - t0}}))
 
 
 def _session(fasta: str, work: str) -> dict:
-    code = SESSION.format(root=ROOT, fasta=fasta, work=work)
+    code = SESSION.format(fasta=fasta, work=work)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=ENV, cwd=ROOT)
     if proc.returncode != 0:

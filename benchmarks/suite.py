@@ -111,8 +111,7 @@ def default_out(quick: bool) -> str:
 
 def _run_one(b: Bench, quick: bool, out: str, log_dir: str) -> dict:
     argv = command(b, quick)
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PAIRFLOW_BENCH_OUT": out}
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PAIRFLOW_BENCH_OUT": out}
     log = os.path.join(log_dir, f"{b.name}.log")
     t0 = time.time()
     with open(log, "w") as fh:

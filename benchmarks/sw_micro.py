@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _record import out_path, write  # noqa: E402
 
 from pairflow.kernels.scoring import Scoring  # noqa: E402
