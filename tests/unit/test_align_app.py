@@ -3,8 +3,7 @@ tie rule), pair filters, cells, and windowed tracebacks of long pairs."""
 import numpy as np
 import pytest
 
-from pairflow.apps import align as al
-from pairflow.apps.align import AlignApp, traceback_hit
+from pairflow.apps.align import AlignApp, traceback_hit, tracebacks
 from pairflow.engine.errors import InputError
 from pairflow.engine.pairs.space import PairList, Rectangle, Triangle
 from pairflow.kernels.scoring import Scoring
@@ -167,7 +166,7 @@ def test_windowed_traceback_of_a_long_pair(monkeypatch):
     sc = Scoring.create("blosum62", 11, 1)
     score = int(sw_scores([q], [t], sc)[0, 0])
     direct = sw_traceback(q, t, sc)
-    monkeypatch.setattr(al, "TRACE_DIRECT_CELLS", 1000)
+    monkeypatch.setattr(tracebacks, "TRACE_DIRECT_CELLS", 1000)  # the bound traceback_hit reads
     win = traceback_hit(q, t, sc, score)
     assert win.score == direct.score == score == rescore(win, sc)
     assert q[win.qstart - 1:win.qend] == win.query_aligned.replace("-", "")
