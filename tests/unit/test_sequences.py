@@ -107,7 +107,7 @@ def test_temporary_files_are_removed(tmp_path):
 
 
 def test_temporary_copy_falls_back_when_shm_fails(tmp_path, monkeypatch):
-    import pairflow.operators.sequences as seqmod
+    import pairflow.operators.sequences.fastx as seqmod  # where pysam's copy is written
 
     monkeypatch.setattr(seqmod, "_tmpdirs", lambda size: [str(tmp_path / "missing-dir"), str(tmp_path)])
     assert read_records(write(tmp_path / "ok.fa", ">a\nAC\n"))[0].sequence == b"AC"
@@ -319,19 +319,19 @@ def test_a_file_is_read_once_per_process_not_once_per_record(tmp_path, monkeypat
     slim) worker copy alike."""
     import pickle
 
-    from pairflow.operators import sequences
+    from pairflow.operators.sequences import cache  # the per-process cache and its reader
 
     p = write(tmp_path / "many.fa", "".join(f">r{i}\n{'ACGT' * (i + 1)}\n" for i in range(50)))
     reads = []
-    real = sequences.read_records
-    monkeypatch.setattr(sequences, "read_records",
+    real = cache.read_records
+    monkeypatch.setattr(cache, "read_records",
                         lambda *a, **kw: reads.append(a[0]) or real(*a, **kw))
-    monkeypatch.setattr(sequences, "_PARSED", type(sequences._PARSED)())
+    monkeypatch.setattr(cache, "_PARSED", type(cache._PARSED)())
     cat = SequenceCatalog([p], item="record")
     got = [cat.records(k)[0].sequence for k in cat.keys()]
     assert got == [b"ACGT" * (i + 1) for i in range(50)] and reads == [str(p)]
     slim = pickle.loads(pickle.dumps(cat))
-    sequences._PARSED.clear()  # a fresh worker process: nothing parsed yet
+    cache._PARSED.clear()  # a fresh worker process: nothing parsed yet
     assert [slim.records(f"many/r{i}")[0].sequence for i in range(50)] == got
     assert reads == [str(p), str(p)]
     with pytest.raises(RuntimeError, match="driver-side"):
