@@ -14,12 +14,12 @@ off and on, beside one node at the same tier and the planner's simulation of the
 with L3 never above one node's R and within 1.25x of the simulation in every cell, the median
 R with L3 at most 0.6 of one node's at the most nodes run, storage with L3 at most half that
 without (bytes, or loads for record packs). ``--grid-report`` prints RESULTS.md's table and
-draws benchmarks/plots/scaling_grid.png from its JSON.
+draws benchmarks/plots/scaling_grid.png from its JSON (``sections/scaling_grid.py``).
 
 Real nodes: one ``ray.cluster_utils.Cluster`` on this machine (a head with no CPU, worker
 nodes of one CPU each, small object stores), grown from 1 to 2 to 4 worker nodes; every run
 has the same per-node host tier S, well below n. Each run's result is checked against a brute
-force. Simulated nodes: ``engine/pairs/simulate.py`` with the same cache and policy classes,
+force. Simulated nodes: ``engine/pairs/plan/simulate.py`` with the same cache and policy classes,
 with one shared plan (what the engine runs today) and with the plan dealt to nodes in
 contiguous shares (the hierarchical scheduling of issue 15, without stealing).
 
@@ -48,7 +48,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYT
 
 import numpy as np  # noqa: E402
 
-from pairflow.engine.pairs.simulate import simulate  # noqa: E402
+from pairflow.engine.pairs.plan.simulate import simulate  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 from pairflow.engine.pairs.space import Triangle  # noqa: E402
 
@@ -253,6 +253,7 @@ def grid_runs(cells: list[dict], workers=(2, 3)) -> list[dict]:
 
 def grid_targets(grid: list[dict]) -> dict:
     """Issue 57's acceptance over the grid's cells."""
+    from sections.scaling_grid import storage_ratio
     on = [r for r in grid if r["l3"]]
     if not on:
         return {}
@@ -268,70 +269,12 @@ def grid_targets(grid: list[dict]) -> dict:
     out[f"grid_median_R_L3_over_one_node_at_{top}_nodes"] = {
         "value": med, "target": "<= 0.6", "met": med <= 0.6}
     pairs = {(r["cell"], r["nodes"]): r for r in grid if not r["l3"]}
-    byt = sorted(_storage_ratio(r, pairs[(r["cell"], r["nodes"])])
+    byt = sorted(storage_ratio(r, pairs[(r["cell"], r["nodes"])])
                  for r in on if (r["cell"], r["nodes"]) in pairs)
     if byt:
         out["grid_median_storage_bytes_L3_over_off"] = {
             "value": byt[len(byt) // 2], "target": "<= 0.5", "met": byt[len(byt) // 2] <= 0.5}
     return out
-
-
-def _storage_ratio(on: dict, off: dict) -> float:
-    """Bytes from storage with L3 over those without; where a run counts no bytes (record
-    packs: a pack is parsed from its file's records already read), loads over loads."""
-    if off["bytes_from_storage"] and on["bytes_from_storage"]:
-        return on["bytes_from_storage"] / off["bytes_from_storage"]
-    return on["loads"] / max(1, off["loads"])
-
-
-def grid_markdown(data: dict) -> str:
-    """The grid as RESULTS.md shows it: a row per cell and node count, L3 off and on side by
-    side, beside one node and the planner's simulation of the run."""
-    rows = ["| cell | nodes | one node R | L3 off R (sim.) | L3 on R (sim.) | shares with L3 "
-            "(dealt / contiguous sim.) | on / one node | on / sim. | storage on / off | exact |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    by = {(r["cell"], r["nodes"], r["l3"]): r for r in data["grid"]}
-    for (cell, k, l3), on in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if not l3:
-            continue
-        off = by.get((cell, k, False))
-        modes = on.get("modes") or {}
-        ways = " / ".join(f"{modes[m]['R']:.2f}" if m in modes else "—"
-                          for m in ("dealt", "contiguous"))
-        sim = on["expected_R"]
-        rows.append(
-            f"| {cell} | {k} | {on['one_node_R']:.2f} | "
-            + (f"{off['R']:.2f} ({off['expected_R']:.2f})" if off else "—")
-            + f" | **{on['R']:.2f}** ({sim:.2f}) | {on['shares']} ({ways}) | "
-            f"{on['R'] / on['one_node_R']:.2f} | {on['R'] / sim:.2f} | "
-            + (f"{_storage_ratio(on, off):.2f}" if off else "—")
-            + f" | {'yes' if on['exact'] and (off or on)['exact'] else '**no**'} |")
-    return "\n".join(rows)
-
-
-def plot_grid(data: dict, path: str) -> str:
-    """Measured R with L3 against the planner's simulation and one node's R, per cell."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    on = [r for r in data["grid"] if r["l3"]]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    labels = [f"{r['storage']} {r['n']}\ntier {r['tier_leaves']}\n{r['nodes']} nodes"
-              for r in on]
-    x = np.arange(len(on))
-    ax.bar(x - 0.27, [r["one_node_R"] for r in on], 0.27, label="one node")
-    ax.bar(x, [next((o["R"] for o in data["grid"] if not o["l3"] and o["cell"] == r["cell"]
-                     and o["nodes"] == r["nodes"]), 0) for r in on], 0.27, label="L3 off")
-    ax.bar(x + 0.27, [r["R"] for r in on], 0.27, label="L3 on")
-    ax.plot(x + 0.27, [r["expected_R"] for r in on], "k_", markersize=14,
-            label="planner's simulation (L3 on)")
-    ax.set_xticks(x, labels, fontsize=7)
-    ax.set_ylabel("R = loads / items")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
 
 
 def simulated(n: int, leaf: int, host: int, nodes=(1, 16, 64)) -> list[dict]:
@@ -390,6 +333,7 @@ def main() -> None:
     t0 = time.time()
     if args.grid_report:
         import json
+        from sections.scaling_grid import grid_markdown, plot_grid
         data = json.load(open(args.grid_report))
         print(grid_markdown(data))
         print(plot_grid(data, os.path.join(ROOT, "benchmarks", "plots", "scaling_grid.png")))

@@ -1,0 +1,62 @@
+"""The "Filter pipelines" section of RESULTS.md, from `benchmarks/out/pipeline.json`
+(written by `benchmarks/pipeline.py`); its explanation is `pipeline.md` beside this file."""
+from __future__ import annotations
+
+from report import img, num, plot_bars, table
+
+
+def section(d: dict, ctx) -> list[str]:
+    out = []
+    a = d.get("a_synthetic")
+    if a:
+        out.append("### (a) synthetic pipelines with known costs and pass rates\n\n" + table(
+            ["pipeline", "written order", "best static (brute force)", "adaptive",
+             "adaptive / best static", "written / adaptive"],
+            [[k, num(r["median_s"]["written"], "s"), num(r["best_static_s"], "s"),
+              num(r["median_s"]["adaptive"], "s"), f"**{num(r['adaptive_over_best_static'])}**",
+              num(r["written_over_adaptive"]) + "x"] for k, r in a.items()]))
+    b = d.get("b_hep")
+    if b:
+        med = b["median_s"]
+        a_s = med["adaptive (from poor)"]
+        out.append(f"### (b) the HEP app ({b['events']:,} events, {b['selected']} selected by "
+                   "every order)\n\n" + table(["order", "median", "vs adaptive"],
+                                              [[k, num(v, "s"), num(v / a_s) + "x"]
+                                               for k, v in med.items()]))
+        out.append(img(plot_bars("HEP selection: compute time per order",
+                                 [("pairflow, adaptive" if k.startswith("adaptive") else k, v)
+                                  for k, v in med.items()], "seconds (lower is better)",
+                                 ctx.plots, "peers_pipeline_hep.png", ctx.made),
+                       ctx.md))
+    c = d.get("c_dsdp")
+    if c:
+        rows = []
+        for k, r in c.items():
+            fixed = {x: v for x, v in r["median_s"].items() if x != "balanced"}
+            best = min(fixed, key=fixed.get)
+            worst = max(fixed, key=fixed.get)
+            rows.append([k, f"{num(r['median_s']['balanced'], 's')} (ends at "
+                         f"{r.get('final_split', '?')})", f"{num(fixed[best], 's')} ({best}): "
+                         f"balanced is {num(r['balanced_over_best_fixed'])}x",
+                         f"{num(fixed[worst], 's')} ({worst}): "
+                         f"{num(r['worst_fixed_over_balanced'])}x slower"])
+        out.append(f"### (c) data-setup vs processing balance ({next(iter(c.values()))['slots']} "
+                   "slots)\n\n" + table(["variant", "balanced", "best fixed split",
+                                         "worst fixed split"], rows))
+    return out
+
+
+def headline(d: dict) -> list[list[str]]:
+    """The README's rows: adaptive against the best static order, and the HEP hand order."""
+    rows = []
+    pl = d.get("a_synthetic") or {}
+    if pl:
+        worst = max(r["adaptive_over_best_static"] for r in pl.values())
+        rows.append(["adaptive pipeline order vs the best static order", f"≤ {num(worst)}x",
+                     "target ≤ 1.1x", "met" if worst <= 1.1 else "**not met**"])
+    hep = d.get("b_hep")
+    if hep:
+        w = hep["written_fixed_over_adaptive"]
+        rows.append(["HEP selection vs the physicist's hand order", f"hand order at {num(w)}x "
+                     "of adaptive's time", "side by side", "wins" if w >= 1 else "**loses**"])
+    return rows
