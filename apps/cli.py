@@ -13,11 +13,11 @@
 """
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
 import threading
+from pairflow.apps.protocol import load_app_module, optional_hook, resumes, runs_itself
 from pairflow.apps.resolvers import register_resolvers
 from pairflow.apps.resume import wants_resume
 from pairflow.engine import InputError, PairflowError
@@ -39,8 +39,8 @@ def run_config(cfg, run_dir: str | None = None):
     name = cfg.app.name
     if name not in _apps_registry():
         raise PairflowError(f"unknown app {name!r}; known: {sorted(_apps_registry())}")
-    module = importlib.import_module(_apps_registry()[name])
-    if hasattr(module, "run"):  # an app that is not an all-pairs run (e.g. a pipeline)
+    module = load_app_module(_apps_registry()[name])  # held to pairflow.apps.protocol
+    if runs_itself(module):  # an app that is not an all-pairs run (e.g. a pipeline)
         if cfg.get("sink") is not None:  # its config takes none (sink: null): one was chosen
             raise PairflowError(f"app={name} writes no all-pairs sink: sink="
                                 f"{cfg.sink.get('type')} would be ignored (it writes its own "
@@ -51,8 +51,10 @@ def run_config(cfg, run_dir: str | None = None):
     options = allpairs_options(cfg)
     from pairflow.engine import allpairs  # imports Ray: only once there is a run to start
     # optional app hooks: extra engine options, its own progress display, a step after the run
-    options.update(getattr(module, "options", lambda c: {})(cfg))
-    watch = getattr(module, "watch", None) if cfg.progress else None
+    extra_options = optional_hook(module, "options")
+    if extra_options is not None:
+        options.update(extra_options(cfg))
+    watch = optional_hook(module, "watch") if cfg.progress else None
     if watch is not None:
         options["progress"] = False
     handle = allpairs(app=app, sinks=sinks, run_dir=run_dir or cfg.get("run_dir"),
@@ -63,8 +65,9 @@ def run_config(cfg, run_dir: str | None = None):
     finally:
         if stop is not None:
             stop()
-    if hasattr(module, "after"):
-        module.after(app, result, cfg)
+    after = optional_hook(module, "after")
+    if after is not None:
+        after(app, result, cfg)
     return module, result
 
 
@@ -391,9 +394,9 @@ def _resume(argv: list[str], verbose: bool) -> int:
     try:
         register_resolvers()
         cfg, run_dir = resume_config(argv, CONFIG_DIR)
-        module = importlib.import_module(_apps_registry()[cfg.app.name])
+        module = load_app_module(_apps_registry()[cfg.app.name])
         # an app with its own run() resumes only if it says so (``resumes = True``)
-        if hasattr(module, "run") and not getattr(module, "resumes", False):
+        if not resumes(module):
             raise PairflowError(f"cannot resume {run_dir}: app={cfg.app.name} runs on its own "
                                 "and does not resume from a journal yet; start it again")
     except Exception as exc:
