@@ -1,6 +1,6 @@
 """Common-source camera identification by sensor noise (PRNU), all pairs, then clusters.
 
-    pairflow app=forensics                                   # the simulated shots in .data/cameras
+    pairflow app=forensics                                   # the example shots (data install)
     pairflow app=forensics data.inputs='photos/*.jpg' forensics.threshold=60
 
 An item is one photograph (any format Pillow reads; colour is converted to grey), named by its

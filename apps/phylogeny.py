@@ -67,7 +67,7 @@ class PhylogenyApp(FileItemsApp):
         records = read_records(url, raw=raw)
         if _nucleotide_fraction(records) >= NUCLEOTIDE_FRACTION:
             raise InputError(url, "looks like DNA, not protein: give the predicted proteins "
-                             "(e.g. scripts/predict_proteomes.py), not the genome",
+                             "(e.g. pyrodigal, as pairflow data install does), not the genome",
                              record=records[0].name, index=0)
         return records
 

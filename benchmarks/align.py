@@ -46,7 +46,6 @@ import shutil
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
@@ -61,7 +60,8 @@ AMINO = np.array(list("ARNDCQEGHILKMFPSTWYV"))
 FREQ = np.array([7.805, 5.129, 4.487, 5.364, 1.925, 4.264, 6.295, 7.377, 2.199, 5.142, 9.019,
                  5.744, 2.243, 3.856, 5.203, 7.120, 5.841, 1.330, 3.216, 6.441])
 FREQ = FREQ / FREQ.sum()
-TUTORIAL = os.path.join(ROOT, ".data", "root", "usr", "share", "doc", "hmmer", "examples",
+from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
+TUTORIAL = os.path.join(data_dir(), "root", "usr", "share", "doc", "hmmer", "examples",
                         "tutorial")
 
 

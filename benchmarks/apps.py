@@ -74,7 +74,8 @@ STAGE_TILE = 26
 # falls in, and of three runs two slow ones set the median
 REPEATS = (1, 5)
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
-DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
+from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
+DATA = data_dir()
 # (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
 # phylogeny: the 16 proteomes at k = 7 (the most the app accepts) are under 10 s of compute
 # here on a fast day, so the full size adds two jackknife replicates of each (CVTree's own
@@ -216,12 +217,14 @@ def build(name: str, size: dict, work: str):
         return mod.PhylogenyApp(paths, k=size["k"]), [mod._sink()], mod.write_tree
     if name == "forensics":
         from pairflow.apps import forensics as mod
-        from scripts.simulate_cameras import DEFAULTS, simulate
+        from pairflow.apps.datasets import CAMERAS as DEFAULTS
+        from pairflow.apps.datasets import simulate_cameras as simulate
         shots = simulate(os.path.join(work, "cameras"), **{**DEFAULTS, **size})
         app = mod.ForensicsApp([p for p, _ in shots])
         return app, [mod._sink()], lambda result: mod.write_clusters(result, app.threshold)
     from pairflow.apps import microscopy as mod
-    from scripts.simulate_particles import DEFAULTS, simulate
+    from pairflow.apps.datasets import PARTICLES as DEFAULTS
+    from pairflow.apps.datasets import simulate_particles as simulate
     parts = simulate(os.path.join(work, "particles"), **{**DEFAULTS, **size})
     app = mod.MicroscopyApp([p for p, _ in parts])
     return app, [mod._sink()], lambda result: mod.fuse_run(app, result)

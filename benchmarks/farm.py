@@ -45,9 +45,10 @@ from pairflow.engine import farm, gather  # noqa: E402
 from pairflow.engine.toolfarm.units import scan_records  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
-PROTEOMES = os.path.join(ROOT, ".data", "proteomes")
-SHARE = os.path.join(ROOT, ".data", "root", "usr", "share")
-CACHE = os.path.join(ROOT, ".data", "bench")     # the built profiles, kept between runs
+from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
+PROTEOMES = os.path.join(data_dir(), "proteomes")
+SHARE = os.path.join(data_dir(), "root", "usr", "share")
+CACHE = os.path.join(data_dir(), "bench")        # the built profiles, kept between runs
 P = 2                                            # the user's threads: this machine's cores
 BLAST_ARGS = ["-outfmt", "6", "-evalue", "1e-5"]
 

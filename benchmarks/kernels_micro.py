@@ -6,14 +6,13 @@ costs, and the choices inside the kernels (radix sort instead of np.sort/np.uniq
 merge, galloping; scipy.fft for the residual's transforms) are only justified by them.  Best of ``--repeat`` runs, after a warm-up call
 (numba compilation or cache load excluded).
 
-    .venv/bin/python benchmarks/kernels_micro.py [--data .data] [--k 21] [--json out.json]
+    .venv/bin/python benchmarks/kernels_micro.py [--data DIR] [--k 21] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import os
 import sys
 import time
 
@@ -37,7 +36,8 @@ def best(fn, repeat):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=os.environ.get("PAIRFLOW_DATA", ".data"))
+    from pairflow.apps.data import data_dir
+    ap.add_argument("--data", default=data_dir())  # PAIRFLOW_DATA, else the user data dir
     ap.add_argument("--k", type=int, default=21)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--unique", action="store_true", help="also time np.unique (seconds per genome)")
@@ -51,7 +51,7 @@ def main() -> None:
     group = "V.Cholerae" if a.quick else "*"  # --quick: the 4 V. cholerae genomes
     paths = sorted(glob.glob(f"{a.data}/root/usr/share/doc/ragout/examples/{group}/references/*.fasta.gz"))
     if not paths:
-        sys.exit(f"no genomes under {a.data}; run scripts/setup.sh")
+        sys.exit(f"no genomes under {a.data}; run pairflow data install")
     res: dict = {"k": a.k, "genomes": {}}
 
     canonical_kmers([b"ACGT" * 10], a.k)  # compile or load the numba cache

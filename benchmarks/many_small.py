@@ -63,7 +63,8 @@ import numpy as np  # noqa: E402
 
 from _record import out_path, target, write  # noqa: E402
 
-DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(ROOT, ".data")
+from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
+DATA = data_dir()
 READS = os.path.join(DATA, "root", "usr", "share", "doc", "bowtie2", "examples", "reads")
 SETS = {"reads_1": ["reads_1"], "all": ["reads_1", "reads_2", "longreads"]}
 TARGETS = {5: 0.5, 7: 0.8}  # engine / bare popcount kernel on the 10 K reads

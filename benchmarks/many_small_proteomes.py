@@ -47,14 +47,14 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import numpy as np  # noqa: E402
 
 from _record import out_path, target, write  # noqa: E402
 
-PROTEOMES = os.path.join(ROOT, ".data", "proteomes")
+from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
+PROTEOMES = os.path.join(data_dir(), "proteomes")
 GAP_OPEN, GAP_EXTEND = 12, 1  # standard convention; BLAST's 11/1
 
 

@@ -5,13 +5,12 @@ first and scan on retry, the longer sequence as profile, calling parasail's C fu
 are justified only by these numbers, and the engine sizes SW tiles from cells/s.  Each workload is
 also checked against a 32-bit striped run so a fast wrong answer cannot win.  Best of ``--repeat``.
 
-    .venv/bin/python benchmarks/sw_micro.py [--data .data] [--repeat 5] [--json out.json]
+    .venv/bin/python benchmarks/sw_micro.py [--data DIR] [--repeat 5] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -71,7 +70,8 @@ def workloads(data: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=os.environ.get("PAIRFLOW_DATA", ".data"))
+    from pairflow.apps.data import data_dir
+    ap.add_argument("--data", default=data_dir())  # PAIRFLOW_DATA, else the user data dir
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", "--out", dest="json",
                     help="write the results here (default: benchmarks/out/sw_micro.json)")

@@ -12,11 +12,12 @@ import re
 import shutil
 import subprocess
 
-# where scripts/setup.sh put the data: $PAIRFLOW_DATA, else the checkout's .data (setup.sh's rule)
-DATA = os.environ.get("PAIRFLOW_DATA") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".data")
+from pairflow.apps.data import data_dir
+
+# where pairflow data install put the data: $PAIRFLOW_DATA, else the user data directory
+DATA = data_dir()
 DATA_ROOT = os.path.join(DATA, "root")
-PROTEOMES = os.path.join(DATA, "proteomes")  # scripts/predict_proteomes.py's, from ragout
+PROTEOMES = os.path.join(DATA, "proteomes")  # apps/datasets.py's, from ragout
 RAGOUT = os.path.join(DATA_ROOT, "usr/share/doc/ragout/examples")
 KAPTIVE = os.path.join(DATA_ROOT, "usr/share/kaptive/reference_database")
 KLEBSIELLA = os.path.join(KAPTIVE, "Klebsiella_k_locus_primary_reference.gbk")

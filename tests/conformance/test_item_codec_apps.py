@@ -10,11 +10,12 @@ import os
 
 import pytest
 
+from pairflow.apps.data import data_dir
 from tests.conftest import need
 from tests.item_oracle import assert_identical
-from tests.unit.conftest import LAMBDA, REPO, SHARE
+from tests.unit.conftest import LAMBDA, SHARE
 
-DATA = os.environ.get("PAIRFLOW_DATA", str(REPO / ".data"))
+DATA = data_dir()
 O_LOCUS = SHARE / "kaptive" / "reference_database" / "Klebsiella_o_locus_primary_reference.gbk"
 OC_LOCUS = SHARE / "kaptive" / "reference_database" / \
     "Acinetobacter_baumannii_OC_locus_primary_reference.gbk"

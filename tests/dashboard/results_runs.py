@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from pairflow.apps.data import data_path
+
 REPO = Path(__file__).resolve().parents[2]
-KLEBSIELLA = ".data/root/usr/share/kaptive/reference_database/Klebsiella_k_locus_primary_reference.gbk"
+KLEBSIELLA = data_path("usr/share/kaptive/reference_database/Klebsiella_k_locus_primary_reference.gbk")
 
 RUNS = {
     "topk": ["app=jaccard", f"data.inputs={KLEBSIELLA}", "data.item=record", "sink=topk", "sink.k=3"],

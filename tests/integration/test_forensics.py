@@ -37,7 +37,8 @@ def test_simulated_cameras_are_recovered(ray_local, tmp_path):
 
     from pairflow.apps.forensics import forensics
     from pairflow.kernels.prnu import noise_residual
-    from scripts.simulate_cameras import DEFAULTS, simulate
+    from pairflow.apps.datasets import CAMERAS as DEFAULTS
+    from pairflow.apps.datasets import simulate_cameras as simulate
     params = {**DEFAULTS, "cameras": 4, "shots": 5}  # the documented noise and JPEG quality
     truth = simulate(str(tmp_path / "shots"), **params)
     paths = [p for p, _ in truth]

@@ -32,7 +32,8 @@ def _best_correlation(a, b, reach=12):
 @pytest.mark.slow
 def test_particles_are_registered_and_fused(ray_local, tmp_path):
     from pairflow.apps.microscopy import microscopy
-    from scripts.simulate_particles import DEFAULTS, simulate, template_sites
+    from pairflow.apps.datasets import PARTICLES as DEFAULTS
+    from pairflow.apps.datasets import simulate_particles as simulate, template_sites
     truth = simulate(str(tmp_path / "particles"), **{**DEFAULTS, "particles": 24})
     paths = [p for p, _ in truth]
     angle = np.array([a for _, a in truth])

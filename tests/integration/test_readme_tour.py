@@ -114,7 +114,6 @@ class Tour:
     def __init__(self, root):
         self.root = str(root)
         self.env = _env()
-        os.symlink(need(os.path.join(REPO, ".data")), os.path.join(self.root, ".data"))
         self.genomes = _random_genomes(self.root, ["my/genomes/g1.fa.gz", "my/genomes/g2.fa.gz",
                                                    "my/genomes/g3.fa.gz"])
         self.pair = _random_genomes(self.root, ["a.fa", "b.fa"], seed=1, gz=False)

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from pairflow.apps.data import data_root
 from tests.conftest import need
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = Path(__file__).resolve().parent
-SHARE = Path(os.environ.get("PAIRFLOW_DATA", REPO / ".data")) / "root" / "usr" / "share"
+SHARE = Path(data_root()) / "usr" / "share"  # PAIRFLOW_DATA, else the user data directory
 RAGOUT = SHARE / "doc" / "ragout" / "examples"
 LAMBDA = SHARE / "doc" / "bowtie2" / "examples" / "reference" / "lambda_virus.fa.gz"
 KLEBSIELLA = SHARE / "kaptive" / "reference_database" / "Klebsiella_k_locus_primary_reference.gbk"

@@ -7,7 +7,6 @@ checked by re-scoring their aligned strings.
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
 from pathlib import Path
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import need as _need, need_module
 
+from pairflow.apps.data import data_root
 from pairflow.kernels.scoring import Scoring, detect_alphabet, validate
 from pairflow.kernels.smith_waterman import (
     Alignment,
@@ -32,8 +32,7 @@ from pairflow.kernels.smith_waterman import (
     top_k,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-SHARE = Path(os.environ.get("PAIRFLOW_DATA", REPO / ".data")) / "root" / "usr" / "share"
+SHARE = Path(data_root()) / "usr" / "share"
 TUTORIAL = SHARE / "doc" / "hmmer" / "examples" / "tutorial"
 WZI_WZC = SHARE / "kaptive" / "reference_database" / "wzi_wzc_db.fasta"
 
