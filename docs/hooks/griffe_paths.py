@@ -122,7 +122,7 @@ def on_page_markdown(markdown, page, config, files):
         rel = os.path.relpath(path, root).replace(os.sep, "/")
         if config.repo_url:
             return f"[{text}]({config.repo_url.rstrip('/')}/blob/main/{rel}{anchor})"
-        return text if text.strip("`") == rel else f"{text} (`{rel}` in the repository)"
+        return f"`{rel}`" if text.strip("`") == rel else f"{text} (`{rel}` in the repository)"
 
     return _LINK.sub(repository_link, markdown)
 

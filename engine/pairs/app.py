@@ -53,6 +53,10 @@ class PackKey(str):
 
 @runtime_checkable
 class PairApp(Protocol):
+    """What the engine calls on an all-pairs app, stage by stage: ``keys``, ``url`` (where an
+    item's bytes are, or None), ``parse``, ``preprocess`` (on the device), ``compare`` (one
+    tile) and ``postprocess`` (a tile's fields); subclass ``BasePairApp`` for their defaults."""
+
     def keys(self) -> Sequence[Key]: ...
     def url(self, key: Key) -> str | None: ...
     def parse(self, key: Key, raw: bytes | None) -> Any: ...

@@ -18,7 +18,9 @@ import numpy as np
 # The run directory's files (docs/run-directory.md). The dashboard reads them by these names
 # without importing the engine: a name changes here and there together, or not at all.
 CONFIG = "config.yaml"        # the resolved configuration, written at start
+"""A run's resolved configuration (Hydra's or the keyword arguments'), written at start."""
 META = "meta.json"            # what the run is, written at start (and once the actors are up)
+"""What a run is (kind, app, pair space, actors ...), written at start; docs/run-directory.md."""
 STATUS = "status.json"        # state and heartbeat, replaced on every change
 SUMMARY = "summary.json"      # written once at the end
 TILE_PLAN = "tiles.json"      # all-pairs: the leaves in planned order
@@ -69,6 +71,7 @@ def _replace_atomically(path: str, write: Callable[[Any], None], sync: bool) -> 
 
 
 def write_json(path: str, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` whole: under a temporary name, synced, then renamed."""
     _replace_atomically(path, lambda fh: json.dump(obj, fh, default=_default, indent=1), True)
 
 
@@ -77,6 +80,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def read_json(path: str, default=None):
+    """The JSON object in ``path``, or ``default`` when it is missing or not (yet) valid JSON."""
     try:
         with open(path) as fh:
             return json.load(fh)
@@ -122,6 +126,8 @@ ENDED = ("finished", "failed", "interrupted")  # the states a run stops in
 
 
 class RunDir:
+    """A run directory by its path: its files by name, ``result/``, and ``status.json``."""
+
     def __init__(self, path: str):
         self.path = os.path.abspath(path)
 
