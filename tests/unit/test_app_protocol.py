@@ -147,3 +147,22 @@ def test_the_declarations_match_the_calls_cli_makes():
     for hook, protocol in declared.items():
         params = [p for p in pr._declared(protocol, hook).parameters.values()]
         assert called[hook] == len(params), hook
+
+
+def test_resume_of_an_own_run_app_that_does_not_say_it_resumes_is_refused(capsys, tmp_path):
+    """``resume=true`` on a hep run (its own run(), no ``resumes``): one line, nothing
+    written; a farm run (``resumes = True``) gets past that refusal (refused later for its
+    changed tool, by its own check)."""
+    from pairflow.apps.cli import main
+    from tests.unit.test_cli import _listing, _saved_run
+    run_dir = _saved_run(tmp_path / "hep", app="hep")
+    before = _listing(tmp_path)
+    code = main(["resume=true", f"run_dir={run_dir}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "app=hep runs on its own and does not resume" in err, err
+    assert _listing(tmp_path) == before
+    farm = _saved_run(tmp_path / "farm", "farm=blastp", "farm.queries=/x/q.fa", app="farm")
+    code = main(["app=farm", "farm=blastn", "farm.queries=/x/q.fa", "resume=true",
+                 f"run_dir={farm}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "farm=blastn" in err and "does not resume" not in err, err
