@@ -695,7 +695,7 @@ def _gb(name: str, seq: str) -> bytes:
 
 _PAD = b">padding_record\n" + b"ACGT" * 17500 + b"\n"  # past the 64 KB that detection samples
 
-# What the properties above found in operators/sequences.py, kept as fixed examples.
+# What the properties above found in operators/sequences/, kept as fixed examples.
 FOUND = [
     ("fasta blanks at line ends", b">a d \nACGT \nAC\t\nGG\n", [("a", b"ACGTACGG")]),
     ("fastq blank after the quality only", b"@a\nACGT\n+\nIIII \n", [("a", b"ACGT")]),
