@@ -47,7 +47,7 @@ from _record import out_path, target, write  # noqa: E402
 from pairflow.engine.pairs.driver import allpairs  # noqa: E402
 from pairflow.engine.run.rundir import read_json  # noqa: E402
 from pairflow.engine.run.runtime import init_ray  # noqa: E402
-from pairflow.engine.pairs.simulate import simulate  # noqa: E402
+from pairflow.engine.pairs.plan.simulate import simulate  # noqa: E402
 from pairflow.engine.pairs.sinks import Sink  # noqa: E402
 from pairflow.engine.pairs.space import Triangle  # noqa: E402
 from pairflow.apps.synthetic import SyntheticApp  # noqa: E402
@@ -302,7 +302,7 @@ def part_c(runs_root: str, with_sourmash: bool = True) -> dict:
 
 @ray.remote(num_cpus=1)
 def _pair_task(app, a, b):
-    from pairflow.engine.pairs.loading import load_and_parse
+    from pairflow.engine.pairs.cache.loading import load_and_parse
     from pairflow.kernels.jaccard import intersection_count
     x = load_and_parse(app, a)[0]["kmers"]
     y = load_and_parse(app, b)[0]["kmers"]

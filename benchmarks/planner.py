@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # tests.oracles (the ragout genomes), not pairflow
 
 from pairflow.engine.pairs.items import ItemMap  # noqa: E402
-from pairflow.engine.pairs.simulate import choose_plan  # noqa: E402
+from pairflow.engine.pairs.plan.simulate import choose_plan  # noqa: E402
 from pairflow.engine.pairs.space import Triangle  # noqa: E402
 from _record import out_path, target, write  # noqa: E402
 
@@ -57,7 +57,7 @@ def part_a(sizes=(16, 120, 400), fractions=(0.05, 0.10, 0.25, 0.50)) -> list[dic
 def _item_by_item(fn):
     """``fn()`` with the planner simulating every run item by item, as it did before it took
     large runs on their grid of leaf blocks (``simulate.MAX_SIM_VISITS`` lifted)."""
-    from pairflow.engine.pairs import simulate as sim
+    from pairflow.engine.pairs.plan import simulate as sim
     kept, sim.MAX_SIM_VISITS = sim.MAX_SIM_VISITS, float("inf")
     try:
         return fn()
@@ -77,7 +77,7 @@ def part_c(cases=((2000, 25, 100), (10000, 125, 500), (10000, 125, 2000)),
     choice both ways; ``sized`` (n, S): a run's whole sizing (``plan_run``: the leaf search,
     a choice per candidate leaf) both ways, on one node of 2 CPUs."""
     from pairflow.engine.pairs.config import AllPairsConfig
-    from pairflow.engine.pairs.sizing import plan_run
+    from pairflow.engine.pairs.plan.sizing import plan_run
     rows = []
     for n, leaf, s_items in cases:
         def choose():

@@ -1,5 +1,5 @@
 """An independent replay of a run's item loads: the oracle for the planner's simulator
-(``engine.pairs.simulate``). Nothing here imports pairflow: the rules are written out again
+(``engine.pairs.plan.simulate``). Nothing here imports pairflow: the rules are written out again
 from the design (DESIGN.md's tiers, ``policy.TilePolicy``'s and ``tiers.BudgetCache``'s
 docstrings), over plain dicts and lists, for one node.
 

@@ -51,6 +51,18 @@ class PackKey(str):
         return PackKey, (self.members,)
 
 
+def default_parse_params(app) -> dict:
+    """What an app's parse may depend on, when it does not say: its class and every public
+    attribute that is a plain scalar (k, canonical, fmt, ...). Lists (the inputs) are left out,
+    so a run over more inputs still finds the items of the earlier ones; an app whose parse
+    depends on anything else overrides ``parse_params``."""
+    out = {"app": f"{type(app).__module__}.{type(app).__qualname__}"}
+    for name, value in sorted(vars(app).items()):
+        if not name.startswith("_") and isinstance(value, (bool, int, float, str, type(None))):
+            out[name] = value
+    return out
+
+
 @runtime_checkable
 class PairApp(Protocol):
     """What the engine calls on an all-pairs app, stage by stage: ``keys``, ``url`` (where an
@@ -173,9 +185,8 @@ class BasePairApp:
 
     def parse_params(self) -> dict:
         """The settings ``parse`` (and a host-side ``preprocess``) depends on, beside the item's
-        bytes: the L4 store (store.py) keys parsed items by them. The default takes every public
-        scalar attribute; an app whose parse reads anything else says so here."""
-        from .store import default_parse_params
+        bytes: the L4 store (cache/store.py) keys parsed items by them. The default takes every
+        public scalar attribute; an app whose parse reads anything else says so here."""
         return default_parse_params(self)
 
     def store_source(self, key: Key) -> str | None:

@@ -29,15 +29,15 @@ from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
 from ..run.runtime import import_in_background
 from .app import BasePairApp, FunctionApp
-from .clients import MetricsClient, NodeCacheClient, SchedulerClient
+from .workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
-from .frontier import use_hierarchical
+from .workers.frontier import use_hierarchical
 from .membership import Membership
 from .preflight import Checked, Preflight, packed_inputs, read_inputs
 from .result import AllPairsResult, RunHandle
-from .shipped import ResultWriter
+from .sinks.shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
-from .sizing import plan_run, read_ahead_items, validation_sample
+from .plan.sizing import plan_run, read_ahead_items, validation_sample
 from .summary import run_summary
 from .validation import validate
 
@@ -160,12 +160,12 @@ class _Run:
         metrics_kw["outbox"] = self.pre.ship
         hierarchical = use_hierarchical(cfg.hierarchical, self.ex.name,
                                         sum(1 for n in plan.nodes if n.actors))
-        if hierarchical:  # engine/pairs/frontier.py
+        if hierarchical:  # engine/pairs/workers/frontier.py
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
                 "seed": cfg.seed, "shares": plan.shares,
                 "fallback": plan.fallback_order, "course": plan.course}
-        if self.pre.ship:  # the driver writes what the workers ship (pairs/shipped.py)
+        if self.pre.ship:  # the driver writes what the workers ship (pairs/sinks/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,
                                         cfg.journal_fsync_s)

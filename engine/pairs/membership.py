@@ -31,12 +31,12 @@ import time
 from typing import Any, Callable
 
 from ..errors import PairflowError
-from .actors import NodeCacheSpec
-from .device_worker import DeviceSpec
-from .clients import NodeCacheClient
-from .frontier import FrontierClient, FrontierSpec
+from .workers.actors import NodeCacheSpec
+from .workers.device_worker import DeviceSpec
+from .workers.clients import NodeCacheClient
+from .workers.frontier import FrontierClient, FrontierSpec
 from .preflight import RunInputs
-from .sizing import RunPlan, one_object_loads, plan_nodes
+from .plan.sizing import RunPlan, one_object_loads, plan_nodes
 
 
 class Membership:

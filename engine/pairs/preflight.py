@@ -28,14 +28,14 @@ from ..run.journal import check_same_work
 from ..run.runtime import shares_files
 from ..run.shipping import Shipment, check_reachable, input_urls
 from .app import PackKey
-from .executor import (RayExecutor, choose, estimate_work_s, local_gpus, local_node,
-                       make_executor, ray_is_up)
-from .loading import check_items, measure_stages
+from .workers.executor import (RayExecutor, choose, estimate_work_s, local_gpus, local_node,
+                               make_executor, ray_is_up)
+from .cache.loading import check_items, measure_stages
 from .items import ItemMap
-from .shipped import check_sinks
-from .sizing import app_weights, plan_nodes, weighted_probe
+from .sinks.shipped import check_sinks
+from .plan.sizing import app_weights, plan_nodes, weighted_probe
 from .space import PairSpace, PairWeights
-from .store import open_store
+from .cache.store import open_store
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ class Preflight:
 
     def _ship_inputs(self, nodes: list[dict]) -> Shipment | None:
         """Nothing shared (``shares_files``): the driver's local inputs go out through the
-        object store once, and results come back (``pairs/shipped.py``). Returns the shipment,
+        object store once, and results come back (``pairs/sinks/shipped.py``). Returns the shipment,
         or None when the workers read the inputs themselves."""
         ship = not shares_files(nodes, self.cfg.shared_fs)
         urls = input_urls(self.app, self.inputs.keys)

@@ -15,7 +15,7 @@ process; a failed run's actors are stopped, never reused. ``close()`` (or leavin
 """
 from __future__ import annotations
 
-from .executor import RayExecutor
+from .workers.executor import RayExecutor
 
 
 class Session:

@@ -7,8 +7,8 @@ writes the result; nothing here talks to an actor or a file.
 """
 from __future__ import annotations
 
-from .directory import l3_summary
-from .store import store_summary
+from .cache.directory import l3_summary
+from .cache.store import store_summary
 
 
 def run_summary(run, *, snap: dict, closed: dict, cache_stats: list[dict], scheduling: dict,

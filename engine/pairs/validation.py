@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PairflowError
-from .scheduler import describe_tile
+from .plan.scheduler import describe_tile
 
 
 def validate(ex, kept: dict, members, tiles: list, space, row_keys: list[str],

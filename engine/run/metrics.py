@@ -1,7 +1,7 @@
 """Run metrics: counters per tier, per stage and per actor, and the files the dashboard reads.
 
 Actors send batched events to one ``Metrics`` (fire and forget; it lives in the run's
-coordinator, engine/pairs/coordinator.py). ``MetricsState`` is the pure aggregation (tested
+coordinator, engine/pairs/workers/coordinator.py). ``MetricsState`` is the pure aggregation (tested
 without Ray); ``Metrics`` appends spans and finished tiles to JSON Lines and writes a cumulative
 snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
 

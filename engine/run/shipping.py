@@ -9,8 +9,8 @@ worker must neither read the driver's local files nor write to its run directory
   node once). URLs every node can reach (``s3://``, ``gs://``, ``http(s)://``) are read where
   they are needed. ``memory://`` lives in one process and reaches no worker: refused up front.
 * **results**: ``Outbox`` keeps, in a worker, the run directory's JSON Lines records until the
-  driver drains and appends them; for all-pairs, ``engine/pairs/shipped.py`` does the same with
-  the tiles' encoded sink payloads and the journal, so the driver is the only process touching
+  driver drains and appends them; for all-pairs, ``engine/pairs/sinks/shipped.py`` does the same
+  with the tiles' encoded sink payloads and the journal, so the driver is the only process touching
   the run directory.
 
 Ray is imported only inside the functions that need it (this module is imported without Ray).

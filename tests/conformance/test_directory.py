@@ -1,15 +1,15 @@
-"""L3 (engine/pairs/directory.py) without Ray: node caches (``node_cache.NodeCache`` with fake loads)
-joined through in-memory clients. A node takes what a peer holds instead of loading it; lookups
-are one call per shard per batch; what a peer no longer holds, or fails to hand over, is loaded;
-hits per hop and misses are counted and agree with the loads the fake loader saw."""
+"""L3 (engine/pairs/cache/directory.py) without Ray: node caches (``node_cache.NodeCache`` with fake
+loads) joined through in-memory clients. A node takes what a peer holds instead of loading it;
+lookups are one call per shard per batch; what a peer no longer holds, or fails to hand over, is
+loaded; hits per hop and misses are counted and agree with the loads the fake loader saw."""
 import asyncio
 
 import pytest
 
-from pairflow.engine.pairs.directory import DirectoryShard, Peers, l3_summary, shard_of
-from pairflow.engine.pairs.policy import LRUEviction
-from pairflow.engine.pairs.node_cache import NodeCache
-from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.pairs.cache.directory import DirectoryShard, Peers, l3_summary, shard_of
+from pairflow.engine.pairs.cache.eviction import LRUEviction
+from pairflow.engine.pairs.cache.node_cache import NodeCache
+from pairflow.engine.pairs.cache.tiers import BudgetCache
 from pairflow.engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import Events, FakeLoads, FakeScheduler
 
@@ -181,7 +181,7 @@ def test_a_node_waits_for_a_peers_load_under_way_instead_of_loading_again():
 
 
 def test_stand_ins_and_lost_peer_errors():
-    from pairflow.engine.pairs.directory import PeerLost, is_peer_lost, stand_in
+    from pairflow.engine.pairs.cache.directory import PeerLost, is_peer_lost, stand_in
     assert [stand_in(s, 4, set()) for s in range(4)] == [0, 1, 2, 3]
     assert [stand_in(s, 4, {1, 2}) for s in range(4)] == [0, 3, 3, 3]
     assert stand_in(3, 4, {3}) == 0 and stand_in(0, 2, {0, 1}) == 0  # round the ring; none
@@ -204,7 +204,7 @@ class Lost(Client):
 
     def _fail(self):
         async def lost():
-            from pairflow.engine.pairs.directory import PeerLost
+            from pairflow.engine.pairs.cache.directory import PeerLost
             raise PeerLost("node gone")
         return lost()
 

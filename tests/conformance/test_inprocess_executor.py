@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from pairflow.engine.pairs.executor import LocalActor, _LoadThreads
-from pairflow.engine.pairs.policy import LRUEviction
-from pairflow.engine.pairs.node_cache import NodeCache
-from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.pairs.workers.executor import LocalActor, _LoadThreads
+from pairflow.engine.pairs.cache.eviction import LRUEviction
+from pairflow.engine.pairs.cache.node_cache import NodeCache
+from pairflow.engine.pairs.cache.tiers import BudgetCache
 from pairflow.engine.run.metrics import EventBuffer
 from tests.conformance.test_node_cache import (Events, FakeScheduler, lru_oracle, settle,
                                                size_of)

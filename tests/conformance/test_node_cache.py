@@ -9,9 +9,9 @@ from collections import OrderedDict
 
 import pytest
 
-from pairflow.engine.pairs.policy import AdvisedEviction, LRUEviction
-from pairflow.engine.pairs.node_cache import NodeCache
-from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.pairs.cache.eviction import AdvisedEviction, LRUEviction
+from pairflow.engine.pairs.cache.node_cache import NodeCache
+from pairflow.engine.pairs.cache.tiers import BudgetCache
 from pairflow.engine.run.metrics import EventBuffer
 
 INLINE = 50  # items of at most this many bytes come back by value

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pairflow.engine.pairs.sink_base import SinkContext
-from pairflow.engine.pairs.sink_dense import DenseMatrix
+from pairflow.engine.pairs.sinks.base import SinkContext
+from pairflow.engine.pairs.sinks.dense import DenseMatrix
 from pairflow.engine.pairs.space import Tile, Triangle, leaves as engine_leaves
 from pairflow.engine.run.journal import JournalWriter
 from pairflow.engine.run.rundir import (JOURNAL, METRICS, STATUS, SUMMARY, TILE_PLAN, TILES, TRACE,

@@ -203,7 +203,7 @@ def test_every_default_the_docs_state_in_passing_is_the_engines():
 def test_the_host_tier_share_is_the_one_sizing_uses():
     """configs/cache/default.yaml and AllPairsConfig once said half the object store while
     sizing.py took 0.4 of it."""
-    from pairflow.engine.pairs import sizing
+    from pairflow.engine.pairs.plan import sizing
     share = f"{sizing.HOST_TIER_SHARE:.0%}".replace("%", " %")
     line = next(l for l in Path(CONFIG_DIR, "cache", "default.yaml").read_text().splitlines()
                 if l.startswith("host_cache_bytes:"))

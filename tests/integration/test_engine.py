@@ -87,7 +87,7 @@ def test_same_matrix_for_leaf_sizes_and_cache_budgets(ray_local, runs, loci, lea
         # loaded, each earlier one still has its pair with it to come), in the host tier or an
         # actor's L1: when they cannot hold as many together, some unit is loaded again.
         # (Where they can, R = 1 does come out: the actors' L1s may keep every pack.)
-        from pairflow.engine.pairs.tiers import device_cache_items
+        from pairflow.engine.pairs.cache.tiers import device_cache_items
         in_flight = json.load(open(os.path.join(res.run_dir, "meta.json")))["in_flight"]
         host_units, l1_units = (max(1, host // leaf), device_cache_items(1, in_flight)) \
             if s["packs"] else (host, device_cache_items(leaf, in_flight))
@@ -224,8 +224,8 @@ def test_load_task_returns_its_items_as_one_object(ray_local):
     """``one_object``: a load task's items come back as one object, each item a part of it."""
     import asyncio
     from pairflow.apps.synthetic import SyntheticApp
-    from pairflow.engine.pairs.actors import NodeCacheSpec, _LoadTasks
-    from pairflow.engine.pairs.loading import BatchPart, resolve
+    from pairflow.engine.pairs.workers.actors import NodeCacheSpec, _LoadTasks
+    from pairflow.engine.pairs.cache.loading import BatchPart, resolve
     app = SyntheticApp(6, item_floats=20_000)  # 160 KB items: above the 64 KiB kept by value
     spec = dict(node="node-0", node_id=None, app=app, item_keys=app.keys(), budget_bytes=None,
                 budget_items=None, eviction="lru", preprocess_on="cpu")

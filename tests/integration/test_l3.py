@@ -27,7 +27,7 @@ DRIVER = textwrap.dedent("""
     import numpy as np, ray
     from pairflow.engine.pairs.driver import allpairs
     from pairflow.engine.pairs.sinks import DenseMatrix
-    from pairflow.engine.pairs.warm import WARM
+    from pairflow.engine.pairs.workers.warm import WARM
     from tests.parse_count import CountedBytes, parsed
     PATHS, COUNT, RUNS = {paths!r}, {count!r}, {runs!r}
     ray.init(address=os.environ["PAIRFLOW_TEST_ADDRESS"])

@@ -21,7 +21,7 @@ def test_sixteen_genomes_with_four_in_the_host_tier_never_lose_to_the_baseline(
     from pairflow.engine import DenseMatrix
     from pairflow.engine.pairs.driver import allpairs
     from pairflow.engine.pairs.items import ItemMap
-    from pairflow.engine.pairs.policy import make_plan
+    from pairflow.engine.pairs.plan.policy import make_plan
     from pairflow.engine.pairs.space import Triangle, leaves
     need(RAGOUT)
     paths = sorted(glob.glob(os.path.join(RAGOUT, "*/references/*.fasta.gz")))

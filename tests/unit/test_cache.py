@@ -1,7 +1,7 @@
 """Advised next-use eviction (the rest of the cache contract lives in
 tests/conformance/test_tiers.py)."""
-from pairflow.engine.pairs.policy import AdvisedEviction
-from pairflow.engine.pairs.tiers import BudgetCache
+from pairflow.engine.pairs.cache.eviction import AdvisedEviction
+from pairflow.engine.pairs.cache.tiers import BudgetCache
 
 
 def test_advice_for_some_keys_keeps_the_others():

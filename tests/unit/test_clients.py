@@ -3,7 +3,7 @@ actor holding the part, naming the method and passing the arguments as given, an
 survives pickling (it travels inside actor specs)."""
 import pickle
 
-from pairflow.engine.pairs.clients import MetricsClient, NodeCacheClient, SchedulerClient
+from pairflow.engine.pairs.workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
 
 
 class FakeHandle:
@@ -89,8 +89,8 @@ def _called(client, skip=()):
 
 
 def test_every_client_method_exists_on_the_actor_it_calls():
-    coordinator = _methods("engine/pairs/coordinator.py", "CoordinatorCore")
+    coordinator = _methods("engine/pairs/workers/coordinator.py", "CoordinatorCore")
     assert _called(SchedulerClient) <= coordinator
     assert _called(MetricsClient) <= coordinator
     assert _called(lambda h: NodeCacheClient(h, in_coordinator=True)) <= coordinator
-    assert _called(NodeCacheClient) <= _methods("engine/pairs/actors.py", "NodeCacheWorker")
+    assert _called(NodeCacheClient) <= _methods("engine/pairs/workers/actors.py", "NodeCacheWorker")

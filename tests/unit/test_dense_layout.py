@@ -76,7 +76,7 @@ class Run:
        itemsize=st.sampled_from([1, 4, 8]), mib=st.sampled_from([1, 8, 16]))
 def test_chunks_hold_whole_tiles_and_are_sized_for_the_reader(n_rows, n_cols, leaf, itemsize,
                                                                mib):
-    from pairflow.engine.pairs.sink_dense import chunk_shape
+    from pairflow.engine.pairs.sinks.dense import chunk_shape
     rows, cols = chunk_shape(n_rows, n_cols, leaf, itemsize, mib << 20)
     assert 1 <= rows <= n_rows and 1 <= cols <= n_cols
     # whole tiles: a side is a multiple of the leaf, or the matrix's whole side
@@ -226,7 +226,7 @@ def test_a_record_never_holds_python_objects(tmp_path):
     with open(os.path.join(run.driver.staging, "planted.log"), "wb") as fh:
         fh.write(b"PFTILE\x00\x01" + struct.pack("<II", len(header), zlib.crc32(header))
                  + header + b"\x00" * 72)
-    from pairflow.engine.pairs.tile_log import StagedTiles
+    from pairflow.engine.pairs.sinks.tile_log import StagedTiles
     staged = StagedTiles(run.driver.staging)
     assert all(r.dtype.kind == "f" for recs in staged.records.values() for r in recs)
     staged.close()

@@ -12,8 +12,8 @@ import time
 import numpy as np
 
 from pairflow.engine import FunctionApp
-from pairflow.engine.pairs.device_worker import DeviceSpec, DeviceWorker
-from pairflow.engine.pairs.scheduler import Scheduler
+from pairflow.engine.pairs.workers.device_worker import DeviceSpec, DeviceWorker
+from pairflow.engine.pairs.plan.scheduler import Scheduler
 from pairflow.engine.pairs.space import Triangle, leaves
 
 LATENCY_S = 0.02

@@ -3,7 +3,7 @@
 import pytest
 
 from pairflow.engine.errors import PairflowError
-from pairflow.engine.pairs.executor import choose, estimate_work_s, local_node
+from pairflow.engine.pairs.workers.executor import choose, estimate_work_s, local_node
 
 
 def test_forced_choices_win_over_size():

@@ -1,4 +1,4 @@
-"""The L4 item store (engine/pairs/store.py) and loading through it, without Ray."""
+"""The L4 item store (engine/pairs/cache/store.py) and loading through it, without Ray."""
 from __future__ import annotations
 
 import hashlib
@@ -8,8 +8,9 @@ import pickle
 import numpy as np
 import pytest
 
-from pairflow.engine.pairs.loading import load_and_parse, load_items
-from pairflow.engine.pairs.store import ItemStore, StoreStats, default_parse_params, parse_params
+from pairflow.engine.pairs.cache.loading import load_and_parse, load_items
+from pairflow.engine.pairs.cache.store import (ItemStore, StoreStats, default_parse_params,
+                                               parse_params)
 
 
 class _ParseCounter:

@@ -1,12 +1,12 @@
-"""The tile side (engine/pairs/leaf.py), pure: the cost model, the tiers' bounds, even blocks
+"""The tile side (engine/pairs/plan/leaf.py), pure: the cost model, the tiers' bounds, even blocks
 and the candidates searched under a host tier short of items, each against a hand-computed
 case, without Ray."""
 import math
 
 import pytest
 
-from pairflow.engine.pairs.leaf import (choose_leaf, even_side, leaf_candidates, modelled_seconds,
-                               pick_leaf)
+from pairflow.engine.pairs.plan.leaf import (choose_leaf, even_side, leaf_candidates,
+                                             modelled_seconds, pick_leaf)
 from pairflow.engine.pairs.space import Rectangle, Triangle, leaves
 
 

@@ -1,7 +1,7 @@
-"""Loading (engine/pairs/loading.py), without Ray: load batches, and one item from a URL."""
+"""Loading (engine/pairs/cache/loading.py), without Ray: load batches, and one item from a URL."""
 import pytest
 
-from pairflow.engine.pairs.loading import load_batches
+from pairflow.engine.pairs.cache.loading import load_batches
 
 
 def test_load_batches_cover_every_item_once_in_order():
@@ -36,7 +36,7 @@ class _Object:
 
 def test_resolve_fetches_each_batch_once_and_indexes_its_parts():
     import asyncio
-    from pairflow.engine.pairs.loading import BatchPart, resolve
+    from pairflow.engine.pairs.cache.loading import BatchPart, resolve
     batch, single = _Object(["a", "b", "c"]), _Object("z")
     handles = {7: BatchPart(batch, 2), 3: BatchPart(batch, 0), 9: single, 4: BatchPart(batch, 1)}
     assert asyncio.run(resolve(handles)) == {7: "c", 3: "a", 9: "z", 4: "b"}
@@ -50,7 +50,7 @@ def test_resolve_fetches_each_batch_once_and_indexes_its_parts():
 
 def test_one_object_loads_only_where_nothing_is_evicted_alone():
     from types import SimpleNamespace as NS
-    from pairflow.engine.pairs.sizing import one_object_loads
+    from pairflow.engine.pairs.plan.sizing import one_object_loads
     one_node = [NS(actors=2)]
     two_nodes = [NS(actors=2), NS(actors=1)]
     assert one_object_loads(NS(holds_every_item=True, nodes=one_node))
@@ -89,7 +89,7 @@ def test_measure_grows_a_fast_compare_into_a_tile():
     """Pairs of microseconds are timed inside a tile (the sample's items repeated), not around
     a 2 x 2 call; an app whose probe must stay the two items (weighted tiles) asks for no
     growth."""
-    from pairflow.engine.pairs.loading import MEASURE_MAX_SIDE, measure_stages
+    from pairflow.engine.pairs.cache.loading import MEASURE_MAX_SIDE, measure_stages
     app = _CountingApp()
     got = measure_stages(app, ["a", "bb"], "cpu")
     sides = [s for s, _, _ in app.sides]
@@ -144,7 +144,7 @@ def test_a_cold_first_parse_does_not_set_the_parse_time(monkeypatch):
     from it; the warm second parse stands for both: 10 ms, and no third parse. With one-off
     costs of 40 ms (first parse 50 ms against 10: 5x) the same; with 5 ms (15 against 10:
     1.5x) the mean stands: 12.5 ms."""
-    from pairflow.engine.pairs import loading
+    from pairflow.engine.pairs.cache import loading
     clock = _ProbeClock()
     monkeypatch.setattr(loading, "time", clock)
     for cold, want in ((0.1, 0.01), (0.04, 0.01), (0.005, 0.0125)):
@@ -173,7 +173,7 @@ def test_the_probe_times_a_sharing_kernel_in_a_larger_tile_for_a_large_run(monke
     grow its compare to 16 x 16 (90 ms; the next, 32 x 32, would take 358 ms, over
     MEASURE_GROW_S); a run of 200 pairs keeps the 2 x 2 tile (4 x 4 would take 34 ms, over 1 %
     of the run's 0.42 s of compares)."""
-    from pairflow.engine.pairs import loading
+    from pairflow.engine.pairs.cache import loading
     clock = _ProbeClock()
     monkeypatch.setattr(loading, "time", clock)
     app = _SharingApp(0.002, 0.0001, clock)
@@ -203,7 +203,7 @@ def test_a_waiting_compare_stops_the_probe_growing_by_its_wall_time(monkeypatch)
     would double to MEASURE_MAX_SIDE (a 512 x 512 tile of this one sleeps 524 s). Its wall
     time stops it: 8 x 8 waits 128 ms (a 16 x 16, 4x that, fits MEASURE_GROW_WALL_S), 16 x 16
     waits 512 ms (a 32 x 32 would wait 2.05 s): hand-computed, 16 is the last side."""
-    from pairflow.engine.pairs import loading
+    from pairflow.engine.pairs.cache import loading
     assert loading.MEASURE_GROW_WALL_S == 2.0
     clock = _ProbeClock()
     monkeypatch.setattr(loading, "time", clock)
@@ -217,8 +217,9 @@ def test_probe_grows_while_a_larger_tile_still_cuts_a_pairs_cost():
     """Hand cases of the probe's rule: a short compare always grows; a long one grows while
     the doubled compare fits MEASURE_GROW_S and the last doubling cut a pair's cost by more
     than a tenth (forensics' kernel shares each item's part among a tile's pairs)."""
-    from pairflow.engine.pairs.loading import (MEASURE_AMORTISED, MEASURE_GROW_S, MEASURE_MAX_SIDE,
-                                      MEASURE_MIN_S, probe_grows)
+    from pairflow.engine.pairs.cache.loading import (MEASURE_AMORTISED, MEASURE_GROW_S,
+                                                     MEASURE_MAX_SIDE, MEASURE_MIN_S,
+                                                     probe_grows)
     assert probe_grows(2, MEASURE_MIN_S / 4 / 2)               # a 2 x 2 under the least
     assert not probe_grows(MEASURE_MAX_SIDE, 1e-9)             # the largest tile: no more
     # a first long tile: one doubling when the 4 x 4 fits the budget, none when it does not
@@ -238,7 +239,7 @@ def test_probe_grows_while_a_larger_tile_still_cuts_a_pairs_cost():
     # a compare that waits spends almost no CPU: its wall time stops the growth once the
     # doubled tile (4x the pairs) would take more than MEASURE_GROW_WALL_S; a longer compare's
     # wall time does not (a busy machine's), its CPU budget bounds it
-    from pairflow.engine.pairs.loading import MEASURE_GROW_WALL_S
+    from pairflow.engine.pairs.cache.loading import MEASURE_GROW_WALL_S
     assert probe_grows(8, 1e-9, wall_s=MEASURE_GROW_WALL_S / 4)
     assert not probe_grows(8, 1e-9, wall_s=MEASURE_GROW_WALL_S / 4 * 1.01)
     assert probe_grows(4, 0.0012, 0.0025, wall_s=10 * MEASURE_GROW_WALL_S)

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 from pairflow.engine.pairs.config import AllPairsConfig
-from pairflow.engine.pairs.executor import local_node
-from pairflow.engine.pairs.sizing import plan_nodes
+from pairflow.engine.pairs.workers.executor import local_node
+from pairflow.engine.pairs.plan.sizing import plan_nodes
 
 
 def test_a_cpu_run_counts_no_gpu_and_imports_no_torch():
-    code = ("import sys; from pairflow.engine.pairs.executor import local_gpus; "
+    code = ("import sys; from pairflow.engine.pairs.workers.executor import local_gpus; "
             "print(local_gpus('cpu'), local_gpus('auto'), local_gpus('torch-cpu'), "
             "'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

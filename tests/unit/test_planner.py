@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from pairflow.engine.pairs.items import ItemMap
-from pairflow.engine.pairs.policy import HilbertPlan, LRUEviction, hilbert_index, hilbert_pairs, make_plan
-from pairflow.engine.pairs.simulate import _acquire, candidates, choose_plan, pick, simulate
+from pairflow.engine.pairs.plan.policy import HilbertPlan, hilbert_index, hilbert_pairs, make_plan
+from pairflow.engine.pairs.cache.eviction import LRUEviction
+from pairflow.engine.pairs.plan.simulate import _acquire, candidates, choose_plan, pick, simulate
 from pairflow.engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
-from pairflow.engine.pairs.tiers import BudgetCache, device_cache_items
+from pairflow.engine.pairs.cache.tiers import BudgetCache, device_cache_items
 from tests.cache_oracle import replay, tile_item_lists
 
 PLANS = ("stripe", "hilbert", "zorder")

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from pairflow.engine.pairs.items import ItemMap
-from pairflow.engine.pairs.policy import (LRUEviction, NextUseEviction, StripePlan, TilePolicy,
-                                 ZOrderPlan, bound_R, largest_first, read_ahead)
-from pairflow.engine.pairs.simulate import simulate
+from pairflow.engine.pairs.cache.eviction import LRUEviction, NextUseEviction
+from pairflow.engine.pairs.plan.policy import (StripePlan, TilePolicy, ZOrderPlan, bound_R,
+                                               largest_first, read_ahead)
+from pairflow.engine.pairs.plan.simulate import simulate
 from pairflow.engine.pairs.space import Rectangle, Triangle, leaves
 
 
@@ -116,7 +117,7 @@ def test_endgame_counts_only_tiles_a_device_still_has_to_compute(tmp_path):
     an actor saying so (``busy=0``) gets one of the last tiles at once instead of idling
     through the write and the completion's round trip; without the count the scheduler counts
     every tile the actor has not completed."""
-    from pairflow.engine.pairs.scheduler import Scheduler
+    from pairflow.engine.pairs.plan.scheduler import Scheduler
     tiles = [t.to_dict() for t in leaves(Triangle(8), 2)]  # 4 x 5 / 2 = 10 tiles
     sch = Scheduler(str(tmp_path), tiles, list(range(8)), list(range(8)),
                     list(range(len(tiles))), journal=False)
@@ -157,7 +158,7 @@ def test_largest_first_ends_on_the_smallest_tiles_keeping_the_plan_among_equals(
 
 def test_a_host_tier_holding_every_item_plans_the_largest_tiles_first():
     from pairflow.engine.pairs.config import AllPairsConfig
-    from pairflow.engine.pairs.sizing import plan_run
+    from pairflow.engine.pairs.plan.sizing import plan_run
     node = {"node_id": "n0", "address": "127.0.0.1", "head": True, "cpus": 2, "gpus": 0,
             "object_store": 2 ** 30}
     space = Triangle(30)

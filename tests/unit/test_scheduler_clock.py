@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from pairflow.engine.pairs.scheduler import Scheduler
+from pairflow.engine.pairs.plan.scheduler import Scheduler
 from pairflow.engine.pairs.space import Triangle, leaves
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from pairflow.engine.errors import InputError, PairflowError
 from pairflow.engine.pairs.config import AllPairsConfig
-from pairflow.engine.pairs.shipped import ResultWriter, ShippedJournal, check_sinks
+from pairflow.engine.pairs.sinks.shipped import ResultWriter, ShippedJournal, check_sinks
 from pairflow.engine.pairs.sinks import DenseMatrix, Sink, SinkContext, Threshold, TopK
-from pairflow.engine.pairs.sizing import plan_nodes
+from pairflow.engine.pairs.plan.sizing import plan_nodes
 from pairflow.engine.pairs.space import Triangle, leaves
 from pairflow.engine.run import io
 from pairflow.engine.run.metrics import Metrics
@@ -139,7 +139,7 @@ def test_memory_urls_are_refused_and_local_paths_recognised():
 
 
 def test_liveness_limit_follows_the_tile_costs_not_a_fixed_floor():
-    from pairflow.engine.pairs.sizing import liveness
+    from pairflow.engine.pairs.plan.sizing import liveness
     cfg = AllPairsConfig()
     # small tiles: beats at the 0.25 s floor, silent after 10 beats but never under 5 s
     assert liveness([0.01] * 10, cfg) == (0.25, 5.0)

@@ -7,9 +7,9 @@ evicted there and loads it again. A run dealt in stripes of one leaf a node meas
 where the lockstep simulation said 5.0, worse than one node (7.0)."""
 from pairflow.engine.pairs.config import AllPairsConfig
 from pairflow.engine.pairs.items import ItemMap
-from pairflow.engine.pairs.policy import StripePlan, interleave
-from pairflow.engine.pairs.simulate import Timing, choose_plan, share_modes, simulate
-from pairflow.engine.pairs.sizing import plan_run
+from pairflow.engine.pairs.plan.policy import StripePlan, interleave
+from pairflow.engine.pairs.plan.simulate import Timing, choose_plan, share_modes, simulate
+from pairflow.engine.pairs.plan.sizing import plan_run
 from pairflow.engine.pairs.space import Rectangle, Triangle
 
 EVEN = dict(t_tile=1.0, t_pair=0.0, t_load=0.0, t_ask=0.0, t_take=0.0, jitter=0.0)

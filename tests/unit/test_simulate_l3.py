@@ -1,11 +1,11 @@
-"""The simulator's multi-node runs with an L3 directory (engine/pairs/simulate.py), on cases
+"""The simulator's multi-node runs with an L3 directory (engine/pairs/plan/simulate.py), on cases
 computed by hand and on an invariant: with the same tiles dealt to the same nodes, L3 changes
 where an item comes from, never what enters a node's L2, so loads + L3 hits = the loads without
 L3. With L3 the stripe plan deals stripes as wide as every host tier together
 (``StripePlan.deal``), which loads fewer."""
 import pytest
 
-from pairflow.engine.pairs.simulate import simulate
+from pairflow.engine.pairs.plan.simulate import simulate
 from pairflow.engine.pairs.space import Rectangle, Triangle
 
 

@@ -191,7 +191,7 @@ def test_merging_runs_ordered_by_query_equals_a_sort(k, runs, largest):
     """``topk_merge_runs`` (the final merge of the TopK parts, each ordered by query) against
     a lexsort of all candidates by (query, value, target): same rows, ranks and ties; a run
     out of query order is refused, not merged wrongly."""
-    from pairflow.engine.pairs.topk_passes import topk_merge_runs
+    from pairflow.engine.pairs.sinks.topk_passes import topk_merge_runs
     runs = [sorted(r, key=lambda c: c[0]) for r in runs]
     cand = [c for r in runs for c in r]
     q = np.array([c[0] for c in cand], np.int64)

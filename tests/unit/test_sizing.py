@@ -1,4 +1,4 @@
-"""Run sizing (engine/pairs/sizing.py), pure: tile size, budgets, deadlines and the weighted
+"""Run sizing (engine/pairs/plan/sizing.py), pure: tile size, budgets, deadlines and the weighted
 budget, each checked against a hand-computed case, without Ray."""
 import math
 
@@ -8,11 +8,11 @@ import pytest
 from pairflow.engine.errors import PairflowError
 from pairflow.engine.pairs.config import AllPairsConfig
 from pairflow.engine.pairs.items import ItemMap
-from pairflow.engine.pairs.simulate import simulate
-from pairflow.engine.pairs.tiers import device_cache_items
-from pairflow.engine.pairs.leaf import choose_leaf
-from pairflow.engine.pairs.sizing import (app_weights, plan_nodes, plan_run, validation_sample,
-                                 weighted_budget, weighted_probe)
+from pairflow.engine.pairs.plan.simulate import simulate
+from pairflow.engine.pairs.cache.tiers import device_cache_items
+from pairflow.engine.pairs.plan.leaf import choose_leaf
+from pairflow.engine.pairs.plan.sizing import (app_weights, plan_nodes, plan_run, validation_sample,
+                                               weighted_budget, weighted_probe)
 from pairflow.engine.pairs.space import PairWeights, Rectangle, Triangle, leaves
 
 
@@ -230,7 +230,7 @@ def test_a_resumed_weighted_plan_keeps_the_first_runs_tiles_whatever_it_would_cu
 
 
 def test_load_batch_hand_cases():
-    from pairflow.engine.pairs.sizing import LOAD_BATCH_MAX, load_batch
+    from pairflow.engine.pairs.plan.sizing import LOAD_BATCH_MAX, load_batch
     cfg = AllPairsConfig()
     assert load_batch(cfg, 0.044) == 7            # ceil(0.3 s / 0.044 s)
     assert load_batch(cfg, 0.5) == 1              # a slow parse: one item a task
@@ -243,7 +243,7 @@ def test_with_l3_on_several_nodes_the_run_is_dealt_in_cluster_stripes():
     """``cache.l3`` with more than one node running actors: each node gets its share
     (``StripePlan.deal``), the run's order interleaves them, and a resume names the same blocks
     by the first run's tile ids."""
-    from pairflow.engine.pairs.policy import StripePlan, interleave
+    from pairflow.engine.pairs.plan.policy import StripePlan, interleave
     from pairflow.engine.pairs.space import leaves
     nodes = [dict(NODE, node_id="head", cpus=0)] + \
         [dict(NODE, node_id=f"w{i}", head=False, cpus=1) for i in range(3)]

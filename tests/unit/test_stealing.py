@@ -1,4 +1,4 @@
-"""Hierarchical scheduling with work stealing (engine/pairs/stealing.py), without Ray.
+"""Hierarchical scheduling with work stealing (engine/pairs/plan/stealing.py), without Ray.
 
 A small discrete-time cluster drives the policy: each node has device slots and a speed (ticks
 per tile); a slot that is free asks its node's frontier, which refills from the head's policy
@@ -7,7 +7,7 @@ whatever joins, losses and steals happen.
 """
 from __future__ import annotations
 
-from pairflow.engine.pairs.stealing import Frontier, StealingPolicy
+from pairflow.engine.pairs.plan.stealing import Frontier, StealingPolicy
 
 
 def simulate(n_tiles, speeds, devices=1, batch=4, seed=0, join=None, lose=None, max_ticks=10_000):
@@ -164,7 +164,7 @@ def test_a_device_lost_on_a_live_node_puts_its_tile_first_in_the_queue():
 def test_the_scheduler_journals_each_tile_once_through_refills_and_a_lost_node(tmp_path):
     """``Scheduler.refill`` (the head's side of a frontier's round trip): completions carried up
     are recorded once, a lost node's held tiles and share go to the node still there."""
-    from pairflow.engine.pairs.scheduler import Scheduler
+    from pairflow.engine.pairs.plan.scheduler import Scheduler
     from pairflow.engine.pairs.space import Triangle, leaves
 
     tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 8 x 9 / 2 = 36 tiles
@@ -218,7 +218,7 @@ def test_a_closed_scheduler_journals_nothing_more_and_hands_out_nothing(tmp_path
     it), and no actor gets another tile, through either hand-out path."""
     import json
     import os
-    from pairflow.engine.pairs.scheduler import Scheduler
+    from pairflow.engine.pairs.plan.scheduler import Scheduler
     from pairflow.engine.pairs.space import Triangle, leaves
 
     tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]
@@ -245,7 +245,7 @@ def test_a_closed_scheduler_journals_nothing_more_and_hands_out_nothing(tmp_path
 
 
 def test_the_course_rule_by_hand():
-    from pairflow.engine.pairs.stealing import Course
+    from pairflow.engine.pairs.plan.stealing import Course
     # the simulation's R after each quarter of the tiles: 2, 3, 4, 5; 10 items
     c = Course([2.0, 3.0, 4.0, 5.0], units=10, margin=1.25, start=0.15, slack=2)
     assert c.expected_R(0.125) == 1.0 and c.expected_R(0.5) == 3.0
@@ -275,7 +275,7 @@ def test_the_scheduler_changes_course_when_loads_pass_the_simulation(tmp_path):
     """A dealt run whose loads (carried by the frontiers' refills) pass the simulated curve by
     the margin: what is left is re-dealt contiguously, once, and summary.json's scheduling
     says so."""
-    from pairflow.engine.pairs.scheduler import Scheduler
+    from pairflow.engine.pairs.plan.scheduler import Scheduler
     from pairflow.engine.pairs.space import Triangle, leaves
 
     tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 36 tiles

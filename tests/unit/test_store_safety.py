@@ -1,4 +1,4 @@
-"""The L4 store (engine/pairs/store.py) against what others can put in a shared store: a
+"""The L4 store (engine/pairs/cache/store.py) against what others can put in a shared store: a
 planted entry that would run code if unpickled, a name outside the root, links; and what it
 writes: files of the user's umask, no entry for an item its codec cannot write.
 
@@ -14,8 +14,8 @@ import struct
 import numpy as np
 import pytest
 
-from pairflow.engine.pairs.loading import load_and_parse
-from pairflow.engine.pairs.store import ItemStore, parse_params
+from pairflow.engine.pairs.cache.loading import load_and_parse
+from pairflow.engine.pairs.cache.store import ItemStore, parse_params
 from tests.item_oracle import assert_identical
 
 MAGIC, OLD_MAGIC = b"PFL4\x02", b"PFL4\x01"
@@ -98,7 +98,7 @@ def test_no_entry_is_named_outside_the_root(tmp_path, name):
 
 
 def _stats():
-    from pairflow.engine.pairs.store import StoreStats
+    from pairflow.engine.pairs.cache.store import StoreStats
     return StoreStats()
 
 

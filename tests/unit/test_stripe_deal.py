@@ -1,12 +1,12 @@
-"""``StripePlan.deal`` (engine/pairs/policy.py): stripes as wide as every node's host tier, checked
-against a hand-built case and against the properties the engine relies on: every tile dealt
+"""``StripePlan.deal`` (engine/pairs/plan/policy.py): stripes as wide as every node's host tier,
+checked against a hand-built case and against the properties the engine relies on: every tile dealt
 once, and the work split evenly enough that the nodes stream in step."""
 from collections import Counter
 
 import pytest
 
 from pairflow.engine.pairs.items import ItemMap
-from pairflow.engine.pairs.policy import StripePlan, interleave
+from pairflow.engine.pairs.plan.policy import StripePlan, interleave
 from pairflow.engine.pairs.space import Rectangle, Triangle, leaves
 
 

@@ -1,6 +1,7 @@
-"""The warm pool's rules (engine/pairs/warm.py), without Ray: an actor is taken only for the kind,
-node and resources it was started with, once, and only by the connection that handed it back."""
-from pairflow.engine.pairs.warm import WarmPool
+"""The warm pool's rules (engine/pairs/workers/warm.py), without Ray: an actor is taken only for
+the kind, node and resources it was started with, once, and only by the connection that handed it
+back."""
+from pairflow.engine.pairs.workers.warm import WarmPool
 
 OWNER = ("01000000", "node-a")
 

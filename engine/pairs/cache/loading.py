@@ -12,11 +12,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError, mark_failure
-from ..run.io import fetch, io_stats
-from ..run.runtime import keep_freed_memory, long_time_slices
-from ..run.shipping import install
-from .app import PackKey
+from ...errors import InputError, mark_failure
+from ...run.io import fetch, io_stats
+from ...run.runtime import keep_freed_memory, long_time_slices
+from ...run.shipping import install
+from ..app import PackKey
 from .store import StoreStats, add_stats, content_digest, source_digest
 
 
@@ -189,7 +189,7 @@ _WARM: set = set()
 
 def _warms_up(app) -> bool:
     """Does the app define its own ``warmup`` (whose contract is to load its kernels)?"""
-    from .app import BasePairApp
+    from ..app import BasePairApp
     return getattr(type(app), "warmup", BasePairApp.warmup) is not BasePairApp.warmup
 
 

@@ -15,7 +15,7 @@ import asyncio
 from typing import Awaitable, Callable
 
 from .loading import load_batches
-from .policy import AdvisedEviction
+from .eviction import AdvisedEviction
 from .store import add_stats
 from .tiers import BudgetCache
 

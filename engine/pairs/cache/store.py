@@ -35,22 +35,11 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from .codec import ItemCodec, Unencodable, item_codec
+from ..app import default_parse_params
+from ..codec import ItemCodec, Unencodable, item_codec
 
 MAGIC = b"PFL4\x02"  # \x01: the pickled entries of before; read as corrupt, parsed again
 _HEADER = struct.Struct(">5sQ32s")  # magic, payload length, SHA-256 of the payload
-
-
-def default_parse_params(app) -> dict:
-    """What an app's parse may depend on, when it does not say: its class and every public
-    attribute that is a plain scalar (k, canonical, fmt, ...). Lists (the inputs) are left out,
-    so a run over more inputs still finds the items of the earlier ones; an app whose parse
-    depends on anything else overrides ``parse_params``."""
-    out = {"app": f"{type(app).__module__}.{type(app).__qualname__}"}
-    for name, value in sorted(vars(app).items()):
-        if not name.startswith("_") and isinstance(value, (bool, int, float, str, type(None))):
-            out[name] = value
-    return out
 
 
 def parse_params(app) -> dict:
@@ -240,7 +229,7 @@ def source_digest(url: str) -> bytes:
     file and process. A local file's digest is reused while its size and mtime stay the same
     within this process (as the record cache itself does), a shipped file's for the run;
     anything else is read again."""
-    from ..run.io import _PROVIDED, fetch
+    from ...run.io import _PROVIDED, fetch
     ident = None
     if url in _PROVIDED:
         ident = ("shipped", url)

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Hashable, Iterable
 
-from .policy import LRUEviction
+from .eviction import LRUEviction
 
 
 def device_cache_items(leaf: int, in_flight: int, configured: int | None = None) -> int:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from .config import AllPairsConfig
-from .space import PairSpace, leaves
-from .tiers import largest_leaf_held
+from ..config import AllPairsConfig
+from ..space import PairSpace, leaves
+from ..cache.tiers import largest_leaf_held
 
 EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
 

@@ -1,4 +1,4 @@
-"""Which tile next, and which item to evict: the scheduling policy, free of Ray.
+"""Which tile next: the scheduling policy, free of Ray (which item to evict: cache/eviction.py).
 
 The engine knows every future pair, so unlike a hardware cache it can plan the order of tiles and
 the eviction choice together:
@@ -22,25 +22,25 @@ the eviction choice together:
 * ``largest_first``: when the host tier holds every item, any order loads each item once, so
   the plan's order is re-sorted by tile size (stable): a run ends on its smallest tiles (the
   triangle's diagonal ones), and the actors' idle wait for the last tile is shortest.
-* ``LRUEviction`` is the baseline eviction; ``AdvisedEviction`` is next-use eviction inside an
-  actor, from advice the scheduler sent (an actor cannot block on asking).
+* The eviction rules that ``next_use`` serves (``LRUEviction``, ``NextUseEviction``,
+  ``AdvisedEviction``, the ``EVICTIONS`` registry) live with the tiers: ``cache/eviction.py``.
 
-Each kind has one registry (``PLANS``, ``EVICTIONS``), so a config name means one thing.
+The plans have one registry (``PLANS``), so a config name means one thing.
 
 Everything here is a plain class over integer item ids so that the simulator
-(``engine.pairs.simulate``) and the Ray actors share exactly the same decisions.
+(``engine.pairs.plan.simulate``) and the Ray actors share exactly the same decisions.
 """
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..run.registry import Registry
-from .items import ItemMap
-from .space import Tile
+from ...run.registry import Registry
+from ..items import ItemMap
+from ..space import Tile
 
 INF = math.inf
 
@@ -364,58 +364,6 @@ class TilePolicy:
 
     def next_uses(self, items: Iterable[int]) -> dict[int, float]:
         return {int(i): self.next_use(i) for i in items}
-
-
-class LRUEviction:
-    """Evict the least recently used unpinned entry: the baseline."""
-
-    name = "lru"
-
-    def victims(self, candidates_lru_first: list) -> list:
-        return list(candidates_lru_first)
-
-
-class NextUseEviction:
-    """Evict by next planned use, latest first; an item no pending tile needs goes first.
-
-    ``next_use`` maps keys to plan positions (``TilePolicy.next_uses``). Ties fall back to LRU.
-    """
-
-    name = "next_use"
-
-    def __init__(self, next_use: Callable[[list], dict]):
-        self.next_use = next_use
-
-    def victims(self, candidates_lru_first: list) -> list:
-        if not candidates_lru_first:
-            return []
-        uses = self.next_use(candidates_lru_first)
-        rank = {k: i for i, k in enumerate(candidates_lru_first)}
-        return sorted(candidates_lru_first, key=lambda k: (-uses.get(k, INF), rank[k]))
-
-
-class AdvisedEviction(NextUseEviction):
-    """Next-use eviction from advice fetched just before evicting (an actor cannot block).
-    ``unknown``: the next use assumed for an item without advice (INF: evicted first; -1:
-    kept, for a cache that asks advice only about its least recently used items)."""
-
-    def __init__(self, unknown: float = INF):
-        self.advice: dict = {}
-        super().__init__(lambda keys: {k: self.advice.get(k, unknown) for k in keys})
-
-
-# with ``next_use`` (the simulator, beside its TilePolicy) next-use eviction asks the policy
-# itself; without (an actor) it evicts by the advice last received
-EVICTIONS = Registry("eviction", {
-    "next_use": lambda next_use=None, unknown=INF:
-        NextUseEviction(next_use) if next_use is not None else AdvisedEviction(unknown),
-    "lru": lambda next_use=None, unknown=INF: LRUEviction(),
-})
-
-
-def make_eviction(name: str, next_use: Callable[[list], dict] | None = None,
-                  unknown: float = INF):
-    return EVICTIONS.make(name, next_use=next_use, unknown=unknown)
 
 
 def read_ahead(tile_items: Sequence[Sequence[int]], order: Sequence[int],

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import time
 
-from ..run.journal import JournalWriter
-from ..run.rundir import JOURNAL, RunDir
-from .items import ItemMap
+from ...run.journal import JournalWriter
+from ...run.rundir import JOURNAL, RunDir
+from ..items import ItemMap
 from .policy import TilePolicy
-from .shipped import ShippedJournal
-from .space import Tile
+from ..sinks.shipped import ShippedJournal
+from ..space import Tile
 from .stealing import Course, StealingPolicy
 
 
@@ -75,7 +75,7 @@ class Scheduler:
         self.silent_after_s = silent_after_s
         self.last_seen: dict[str, float] = {}
         self.finished_actors: set[str] = set()
-        # hierarchical scheduling (engine/pairs/frontier.py): node frontiers ``refill`` in
+        # hierarchical scheduling (engine/pairs/workers/frontier.py): node frontiers ``refill`` in
         # batches; ``hierarchical``: {"nodes": [...], "seed": int}
         self.stealing = None if hierarchical is None else StealingPolicy(
             order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or (),

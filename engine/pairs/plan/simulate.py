@@ -23,13 +23,14 @@ from typing import Sequence
 
 import numpy as np
 
-from .directory import DirectoryShard, shard_of
+from ..cache.directory import DirectoryShard, shard_of
 from .drift import Timing  # noqa: F401 (the simulator's clock; re-exported)
-from .tiers import BudgetCache, device_cache_items
-from .items import ItemMap
-from .policy import EVICTIONS, PLANS, TilePolicy, make_eviction, make_plan
+from ..cache.tiers import BudgetCache, device_cache_items
+from ..items import ItemMap
+from ..cache.eviction import EVICTIONS, make_eviction
+from .policy import PLANS, TilePolicy, make_plan
 from .stealing import contiguous_shares, deal as deal_shares, stripe_starts
-from .space import PairSpace, Rectangle, Tile, Triangle, leaves
+from ..space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
 CURVE_STEPS = 20  # SimResult.curve: R after each twentieth of the tiles (stealing.Course)

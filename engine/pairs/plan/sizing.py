@@ -20,14 +20,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import PairflowError
-from .config import AllPairsConfig
-from .items import ItemMap
+from ...errors import PairflowError
+from ..config import AllPairsConfig
+from ..items import ItemMap
 from .leaf import choose_leaf, search_leaf, with_search
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
-from .space import PairSpace, PairWeights, Tile, leaves, split_tail
+from ..space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import contiguous_shares, deal, stripe_starts
-from .tiers import device_cache_items, largest_leaf_held
+from ..cache.tiers import device_cache_items, largest_leaf_held
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,18 @@
-"""Sinks: where a tile's result fields go. The contract every sink keeps (opened and finalized
-in the driver, tiles written by the device actors, journal entries returned) is in
-``sink_base.py``; this module names the sinks and makes them from config entries.
-
-* ``DenseMatrix`` (``sink_dense.py``): one zarr v3 array per field, in chunks of whole tiles
-  sized for the reader (about 8 MiB); tiles are staged in a log per writer (``tile_log.py``)
-  and moved into their chunks by the driver at the end. Readable with
-  ``dask.array.from_zarr``.
-* ``TopK(k)`` (``sink_parts.py``): the k best columns per row (and per column for symmetric
-  spaces); ties go to the lower column index. Each tile writes its candidates as a part;
-  ``finalize`` merges them into Parquet.
-* ``Threshold(t)`` (``sink_parts.py``): an edge list of pairs with value >= t (or <= t), as
-  Parquet.
-"""
+"""Sinks: where a tile's result fields go. The package holds the contract every sink keeps
+(``base``: opened and finalized in the driver, tiles written by the device actors, journal
+entries returned); ``DenseMatrix`` (``dense``: one zarr v3 array per field in chunks of whole
+tiles sized for the reader, about 8 MiB, staged in a log per writer, ``tile_log``, until the
+driver moves them into their chunks; readable with ``dask.array.from_zarr``); ``TopK(k)`` and
+``Threshold(t)`` (``parts``: a part per tile, merged into Parquet by ``finalize``, with the
+compiled passes of ``topk_passes``); and the results of a run where nothing is shared, on
+their way to the driver (``shipped``). This module names the sinks (``SINKS``) and makes them
+from config entries (``make_sink``)."""
 from __future__ import annotations
 
-from ..run.registry import Registry
-from .sink_base import Sink, SinkContext, ThresholdReduction, TileCandidates, TopKReduction
-from .sink_dense import DenseMatrix
-from .sink_parts import Threshold, TopK
+from ...run.registry import Registry
+from .base import Sink, SinkContext, ThresholdReduction, TileCandidates, TopKReduction
+from .dense import DenseMatrix
+from .parts import Threshold, TopK
 
 __all__ = ["Sink", "SinkContext", "TopKReduction", "ThresholdReduction", "TileCandidates",
            "DenseMatrix", "TopK", "Threshold", "SINKS", "make_sink"]

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .space import PairSpace, Tile
+from ..space import PairSpace, Tile
 
 
 @dataclass

@@ -26,10 +26,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import PairflowError
-from ..run.journal import sink_entry
-from .sink_base import Sink, SinkContext, _atomic_replace_dir
-from .space import Tile
+from ...errors import PairflowError
+from ...run.journal import sink_entry
+from .base import Sink, SinkContext, _atomic_replace_dir
+from ..space import Tile
 from .tile_log import LogWriter, StagedTiles, encode_record
 
 #: a chunk holds about this many bytes: big enough that files and dask tasks are few, small
@@ -98,7 +98,7 @@ class DenseMatrix(Sink):
         return self.fill if dtype.kind == "f" else 0
 
     def preload(self) -> None:
-        from ..run.runtime import import_in_background
+        from ...run.runtime import import_in_background
         import_in_background("zarr")
 
     def open(self, ctx: SinkContext, resume: bool = False) -> None:

@@ -13,9 +13,9 @@ import zlib
 
 import numpy as np
 
-from ..run.journal import sink_entry
-from .sink_base import Sink, ThresholdReduction, TopKReduction
-from .space import Tile
+from ...run.journal import sink_entry
+from .base import Sink, ThresholdReduction, TopKReduction
+from ..space import Tile
 from .topk_passes import compiled, query_order, topk_cells, topk_merge_runs
 
 

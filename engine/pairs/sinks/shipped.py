@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 
-from ..errors import PairflowError
-from ..run.journal import JournalWriter
-from ..run.rundir import JsonlWriter
-from .sinks import Sink
+from ...errors import PairflowError
+from ...run.journal import JournalWriter
+from ...run.rundir import JsonlWriter
+from .base import Sink
 
 
 class ShippedJournal:

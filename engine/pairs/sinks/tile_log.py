@@ -1,5 +1,5 @@
 """Staged tiles: the append-only logs a dense sink's writers put tiles in until the driver moves
-them into the result's chunks (``sink_dense.py``).
+them into the result's chunks (``sinks/dense.py``).
 
 A chunk sized for the reader (megabytes) holds many tiles, computed by different actors in
 different processes, maybe on different nodes. No two writers may ever touch one chunk, so no

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..run.metrics import EventBuffer
+from ...run.metrics import EventBuffer
 from .clients import MetricsClient, SchedulerClient
 from .device_worker import DeviceWorker
 from .frontier import FrontierWorker
-from .loading import BatchPart, check_items, load_items, measure_stages
-from .node_cache import NodeCache
-from .policy import make_eviction
-from .tiers import BudgetCache
+from ..cache.loading import BatchPart, check_items, load_items, measure_stages
+from ..cache.node_cache import NodeCache
+from ..cache.eviction import make_eviction
+from ..cache.tiers import BudgetCache
 
 # The classes below are plain: Ray wraps them on first use (``__getattr__`` at the end), so the
 # in-process executor (executor.py) runs the same workers on threads without importing Ray.
@@ -135,7 +135,7 @@ async def own_object(entry: tuple) -> tuple:
 
 def connect_l3(cache: NodeCache, index: int, peers: list, hops: int) -> None:
     """Give a node cache its L3 side: the shard it hosts and the other nodes' caches."""
-    from .directory import Peers
+    from ..cache.directory import Peers
     cache.peers = Peers(index, peers, hops, own=own_object)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 class SchedulerClient:
-    """The run's ``Scheduler`` in the coordinator (engine/pairs/scheduler.py)."""
+    """The run's ``Scheduler`` in the coordinator (engine/pairs/plan/scheduler.py)."""
 
     __slots__ = ("handle",)
 

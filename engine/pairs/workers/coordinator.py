@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..run.metrics import Metrics
+from ...run.metrics import Metrics
 from .actors import NodeCacheSpec, node_cache
-from .scheduler import Scheduler
+from ..plan.scheduler import Scheduler
 
 
 class _InProcessScheduler:
@@ -126,7 +126,7 @@ class CoordinatorCore:
 
     def _drain(self) -> dict:
         """What waits for the driver to write (only when the run directory is out of reach):
-        finished tiles' payloads and the metrics' JSON Lines (engine/pairs/shipped.py)."""
+        finished tiles' payloads and the metrics' JSON Lines (engine/pairs/sinks/shipped.py)."""
         shipped, files = self.scheduler.drain(), self.metrics.drain()
         return {"shipped": shipped, "files": files} if shipped or files else {}
 

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import (InputError, PairflowError, WorkerError, mark_failure, root_cause,
-                      worker_traceback)
-from ..run.metrics import EventBuffer
-from ..run.runtime import long_time_slices
+from ...errors import (InputError, PairflowError, WorkerError, mark_failure, root_cause,
+                       worker_traceback)
+from ...run.metrics import EventBuffer
+from ...run.runtime import long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
-from .items import ItemMap
-from .loading import BatchPart, resolve, warm_process
-from .policy import AdvisedEviction, make_eviction
-from .scheduler import describe_tile
-from .space import PairSpace, Tile
-from .tiers import BudgetCache, TileCache
+from ..items import ItemMap
+from ..cache.loading import BatchPart, resolve, warm_process
+from ..cache.eviction import AdvisedEviction, make_eviction
+from ..plan.scheduler import describe_tile
+from ..space import PairSpace, Tile
+from ..cache.tiers import BudgetCache, TileCache
 
 
 @dataclass

@@ -31,7 +31,7 @@ import pickle
 import sys
 import threading
 import time
-from ..errors import PairflowError
+from ...errors import PairflowError
 from .warm import WARM
 
 EXECUTORS = ("auto", "inprocess", "ray")
@@ -89,7 +89,7 @@ def local_gpus(devices: str) -> int:
 
 def local_node(num_cpus: int | None, object_store_mb: int | None, gpus: int = 0) -> dict:
     """This machine as a node description (the shape ``runtime.alive_nodes`` returns)."""
-    from ..run.runtime import DEFAULT_OBJECT_STORE_MB
+    from ...run.runtime import DEFAULT_OBJECT_STORE_MB
     return {"node_id": "local", "address": "127.0.0.1", "head": True,
             "cpus": int(num_cpus or os.cpu_count() or 1), "gpus": int(gpus),
             "object_store": int((object_store_mb or DEFAULT_OBJECT_STORE_MB) * 2**20)}
@@ -198,7 +198,7 @@ class _LoadThreads:
         self.parsed = parsed if parsed is not None else {}  # the probe's items (hand_over)
 
     def __call__(self, batch: list[int]) -> tuple[list, LocalRef]:
-        from .loading import load_items
+        from ..cache.loading import load_items
         keys = [self.spec.item_keys[i] for i in batch]
         ref = LocalRef(self.pool.submit(load_items, self.spec.app, keys, self.spec.preprocess_on,
                                         self.spec.inline_bytes, True, None,
@@ -273,12 +273,12 @@ class InProcessExecutor:
         return [r for r in refs if r.future in done]
 
     def check_items(self, app, keys: list[str]) -> LocalRef:
-        from .loading import check_items
+        from ..cache.loading import check_items
         return LocalRef(self.pool.submit(check_items, app, keys))
 
     def measure(self, app, sample: list[str], device: str, shipment=None,
                 pairs: int = 0) -> LocalRef:
-        from .loading import measure_stages
+        from ..cache.loading import measure_stages
         return _done(measure_stages(app, sample, device, pairs=pairs))
 
     def coordinator(self, node: dict, scheduler_kw: dict, metrics_kw: dict, cache_spec):
@@ -348,7 +348,7 @@ class RayExecutor:
     def _init(self) -> None:
         t0 = time.time()
         try:
-            from ..run.runtime import init_ray
+            from ...run.runtime import init_ray
             self.started = init_ray(*self.args, log_path=self.log_path)
         except BaseException as exc:
             self._error = exc
@@ -376,7 +376,7 @@ class RayExecutor:
         self.lost_errors = (RayActorError,)
 
     def nodes(self) -> list[dict]:
-        from ..run.runtime import alive_nodes
+        from ...run.runtime import alive_nodes
         return alive_nodes()
 
     def put(self, obj):

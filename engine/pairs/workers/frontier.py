@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .clients import SchedulerClient
-from .stealing import Frontier
+from ..plan.stealing import Frontier
 
 INF = math.inf
 
