@@ -25,9 +25,9 @@ TOUR = os.path.join(REPO, "docs", "tour.md")
 
 
 def _hooks():
-    """docs/hooks/griffe_paths.py, for ``defined_at``: where a name of the face is defined."""
+    """docs/hooks/site_hooks.py, for ``defined_at``: where a name of the face is defined."""
     spec = importlib.util.spec_from_file_location(
-        "pairflow_docs_hooks", os.path.join(REPO, "docs", "hooks", "griffe_paths.py"))
+        "pairflow_docs_hooks", os.path.join(REPO, "docs", "hooks", "site_hooks.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
