@@ -17,8 +17,8 @@ import os
 import signal
 import sys
 import threading
+from pairflow.apps.extras import check_command, require_app
 from pairflow.apps.protocol import load_app_module, optional_hook, resumes, runs_itself
-from pairflow.apps.data import check_inputs
 from pairflow.apps.resolvers import register_resolvers
 from pairflow.apps.resume import wants_resume
 from pairflow.engine import InputError, PairflowError
@@ -40,6 +40,7 @@ def run_config(cfg, run_dir: str | None = None):
     name = cfg.app.name
     if name not in _apps_registry():
         raise PairflowError(f"unknown app {name!r}; known: {sorted(_apps_registry())}")
+    require_app(name)  # its extra installed, or one line naming it
     module = load_app_module(_apps_registry()[name])  # held to pairflow.apps.protocol
     if runs_itself(module):  # an app that is not an all-pairs run (e.g. a pipeline)
         if cfg.get("sink") is not None:  # its config takes none (sink: null): one was chosen
@@ -120,7 +121,6 @@ usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra ove
        pairflow dashboard RUN_DIR                 the dashboard of a run directory
        pairflow gather RUN_DIR STREAM [-o FILE]   a farm's output stream in input order
        pairflow bench [--quick] [--only NAME ...]  the benchmarks and their report
-       pairflow data install | where              fetch the example data | print their folder
        pairflow --help | --hydra-help             this text | Hydra's own help
 
 apps (app=NAME; the default is jaccard):
@@ -132,9 +132,6 @@ subcommands:
                      a farm's stream (stdout, tblout ...) in input order, every CRC checked
   bench [--quick] [--only NAME ...] [--out DIR] [--report-only]
                      every benchmark of benchmarks/, then RESULTS.md and plots from their JSON
-  data install [--only STEP ...] [--force] | data where
-                     the example data directory (PAIRFLOW_DATA, else the user data directory):
-                     fill it (Debian data packages, the derived sets), or print it
 
 options:
   -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
@@ -437,6 +434,11 @@ def _on_sigint(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:  # the extra an app or a subcommand needs, before any work (pairflow.apps.extras)
+        check_command(argv, CONFIG_DIR)
+    except PairflowError as exc:
+        _fail(exc, False)
+        return 2
     if argv and argv[0] == "dashboard":
         from pairflow.dashboard.cli import main as dashboard_main
         return dashboard_main(argv[1:])
@@ -445,9 +447,6 @@ def main(argv: list[str] | None = None) -> int:
         return gather_main(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
-    if argv and argv[0] == "data":  # pairflow data install | where (apps/data_install.py)
-        from pairflow.apps.data_install import main as data_main
-        return data_main(argv[1:])
     verbose = any(a in VERBOSE_FLAGS for a in argv) or \
         os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a not in VERBOSE_FLAGS]
@@ -467,7 +466,6 @@ def main(argv: list[str] | None = None) -> int:
         refuse_old_launcher(argv)
         if plain:
             composed = compose_run(argv)
-            check_inputs(composed[1])  # default inputs not installed: one line, no run dir
         elif not resume:
             check_keys(argv)
     except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
