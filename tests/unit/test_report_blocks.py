@@ -79,3 +79,53 @@ def test_a_rebuilt_report_keeps_the_bench_profile_sizes_of_the_same_run(tmp_path
     section = results.read_text().split("## Tool farm", 1)[1]
     assert (cut in section) is same_run
     assert "old figures" not in section  # the section itself is made anew from the JSON
+
+
+def test_every_benchmark_owns_its_section():
+    """Each section of the report is made by ``benchmarks/sections/NAME.py`` beside its note;
+    report.py keeps only what they share."""
+    for name, _, _ in report.SECTIONS:
+        assert callable(report.section_module(name).section), name
+    assert len((ROOT / "benchmarks" / "report.py").read_text().splitlines()) < 500
+
+
+def test_the_report_keeps_each_section_short(tmp_path):
+    """RESULTS.md rebuilt from the recorded JSON (and, for a benchmark without JSON here, the
+    committed report's section): no section runs past ~80 lines, and every benchmark with JSON
+    shows its latest run's targets as that JSON has them."""
+    import json
+    results = tmp_path / "RESULTS.md"
+    results.write_text((ROOT / "benchmarks" / "RESULTS.md").read_text())
+    out = ROOT / "benchmarks" / "out"
+    report.build(str(out), results_md=str(results), plots_dir=str(tmp_path / "plots"))
+    text = results.read_text()
+    sections = [s for s in text.split("\n## ")[1:]]
+    assert len(sections) >= len(report.SECTIONS)
+    for s in sections:
+        assert len(s.splitlines()) <= 90, s.splitlines()[0]
+    for name, title, _ in report.SECTIONS:
+        path = out / f"{name}.json"
+        if not path.exists():
+            continue
+        goals = json.loads(path.read_text()).get("_record", {}).get("targets") or []
+        section = text.split(f"\n## {title} — ", 1)[1].split("\n## ", 1)[0]
+        assert "(figures not shown" not in section, (name, section[-400:])
+        if goals:
+            assert f"**{sum(g['met'] for g in goals)} of {len(goals)} met**" in section, name
+
+
+def test_a_kept_section_shows_the_current_note(tmp_path):
+    """A benchmark without JSON here keeps its section's figures from the committed report,
+    followed by its note as it is now, not as it was."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "farm.json").write_text('{"_record": {"command": "x", "date": "d"}}')
+    mark = report.NOTES_MARK.format(name="cluster")
+    old = "\n\n".join(["# Benchmark results", "## Devices of unequal speed — `benchmarks/cluster.py`",
+                       "| measure | run |\n|---|---|\n| kept figure | 0.945 |", mark,
+                       "an outdated note"])
+    results = tmp_path / "RESULTS.md"
+    results.write_text(old + "\n")
+    report.build(str(tmp_path / "out"), results_md=str(results), plots_dir=str(tmp_path / "p"))
+    section = results.read_text().split("## Devices of unequal speed", 1)[1].split("\n## ")[0]
+    assert "kept figure" in section and "an outdated note" not in section
+    assert report.notes("cluster") in section
