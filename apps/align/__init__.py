@@ -10,8 +10,8 @@ engine calls; its docstring maps the app onto the engine), ``tracebacks`` (the a
 the reported scores), ``evalues`` (bit scores and E-values), ``rbh`` (the hit sinks and
 reciprocal best hits), ``results`` (``finish``: the hit table and the files of ``result/``),
 ``progress`` (the cells/s display), ``api`` (``align()``) and ``hooks`` (the CLI's ``build``,
-``after`` and ``report``, per ``pairflow.apps.protocol.AppModule``). docs/align.md has the whole
-story. Everything others import is named here.
+``after`` and ``report``, per ``pairflow.apps.protocol.AllPairsAppModule``). docs/align.md has
+the whole story. Everything others import is named here.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from .tracebacks import (TRACE_DIRECT_CELLS, TRACE_FANOUT_CELLS, TRACE_MAX_CELLS
                          traceback_hit)
 
 __all__ = [
-    # the CLI hooks (pairflow.apps.protocol.AppModule)
+    # the CLI hooks (pairflow.apps.protocol.AllPairsAppModule)
     "build", "watch", "after", "report",
     # the Python API and the app
     "align", "AlignApp", "hit_sinks", "finish",

@@ -1,6 +1,6 @@
-"""The align app's CLI hooks (``pairflow app=align``), as ``pairflow.apps.protocol.AppModule``
-declares them: ``build`` the app and its sinks from the Hydra config, ``watch`` (from
-``progress``), ``after`` the run, and ``report``.
+"""The align app's CLI hooks (``pairflow app=align``), as
+``pairflow.apps.protocol.AllPairsAppModule`` declares them: ``build`` the app and its sinks from
+the Hydra config, ``watch`` (from ``progress``), ``after`` the run, and ``report``.
 
 Why apart: they translate the Hydra config into the same calls ``align()`` makes.
 """
