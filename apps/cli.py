@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from pairflow.apps.data import check_inputs
 from pairflow.apps.extras import check_command, require_app
 from pairflow.apps.protocol import load_app_module, optional_hook, resumes, runs_itself
 from pairflow.apps.resolvers import register_resolvers
@@ -121,6 +122,7 @@ usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra ove
        pairflow dashboard RUN_DIR                 the dashboard of a run directory
        pairflow gather RUN_DIR STREAM [-o FILE]   a farm's output stream in input order
        pairflow bench [--quick] [--only NAME ...]  the benchmarks and their report
+       pairflow data install | where              fetch the example data | print their folder
        pairflow --help | --hydra-help             this text | Hydra's own help
 
 apps (app=NAME; the default is jaccard):
@@ -132,6 +134,9 @@ subcommands:
                      a farm's stream (stdout, tblout ...) in input order, every CRC checked
   bench [--quick] [--only NAME ...] [--out DIR] [--report-only]
                      every benchmark of benchmarks/, then RESULTS.md and plots from their JSON
+  data install [--only STEP ...] [--force] | data where
+                     the example data directory (PAIRFLOW_DATA, else the user data directory):
+                     fill it (Debian data packages, the derived sets), or print it
 
 options:
   -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
@@ -447,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         return gather_main(argv[1:])
     if argv and argv[0] == "bench":
         return _bench(argv[1:])
+    if argv and argv[0] == "data":  # pairflow data install | where (apps/data_install.py)
+        from pairflow.apps.data_install import main as data_main
+        return data_main(argv[1:])
     verbose = any(a in VERBOSE_FLAGS for a in argv) or \
         os.environ.get("PAIRFLOW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a not in VERBOSE_FLAGS]
@@ -466,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_old_launcher(argv)
         if plain:
             composed = compose_run(argv)
+            check_inputs(composed[1])  # default inputs not installed: one line, no run dir
         elif not resume:
             check_keys(argv)
     except Exception as exc:  # a bad group choice too: Hydra's message, without its traceback
