@@ -35,7 +35,7 @@ def facts(**kw) -> None:
 def parts_available(view, ov: dict) -> dict:
     """{part: callable} for what the run directory holds now."""
     run_dir = view.run_dir
-    plan = view.tiles_plan()
+    plan = view.matrix.plan()
     dense = shared_dense(run_dir)
     has_dense = dense.refresh(plan.to_dict("records") if not plan.empty else None, ov.get("space"),
                               final=ov["state"] in ("finished", "failed", "interrupted"))

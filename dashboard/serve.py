@@ -46,7 +46,7 @@ def warm(run_dir: str | None) -> None:
         import pyarrow.parquet  # noqa: F401  (only needed for trace.parquet)
         if run_dir:  # a big dense result's heatmap (the results view)
             from pairflow.dashboard.results_dense import warm as warm_results
-            plan = view.tiles_plan()
+            plan = view.matrix.plan()
             warm_results(run_dir, plan.to_dict("records") if not plan.empty else None, ov.get("space"),
                          ov["state"] in ("finished", "failed", "interrupted"))
     except Exception:  # noqa: BLE001 - warming is an optimisation; the app reports real problems

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import need_module
 AppTest = need_module("streamlit.testing.v1").AppTest
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines", "farm", "scheduling"]
+# the views of an all-pairs run (the views each kind of run is offered: test_views_offered_*)
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "scheduling"]
 
 
 def _run(monkeypatch, run_dir, view="overview", env=None):
@@ -42,6 +43,51 @@ def test_views_of_pipeline_run(monkeypatch, pipeline_run, view):
     at = _run(monkeypatch, pipeline_run, view)
     assert "state: finished" in _text(at)
     assert not at.warning, [w.value for w in at.warning]
+
+
+def _offered(at) -> list[str]:
+    return list(at.radio(key="view").options)
+
+
+def test_views_offered_to_an_all_pairs_run(monkeypatch, finished_run):
+    """An all-pairs run (meta.json kind "allpairs", no pipeline.jsonl nor farm.jsonl) is not
+    offered the pipelines or farm view; asked for one by its address, the page shows the
+    overview."""
+    import json
+
+    assert json.loads((finished_run / "meta.json").read_text())["kind"] == "allpairs"
+    assert not (finished_run / "pipeline.jsonl").exists() and not (finished_run / "farm.jsonl").exists()
+    at = _run(monkeypatch, finished_run, "farm")
+    assert _offered(at) == VIEWS + ["results"]
+    assert at.radio(key="view").value == "overview"
+    assert any(h.value == "overview" for h in at.subheader)
+
+
+def test_views_offered_to_a_pipeline_run(monkeypatch, pipeline_run):
+    """A pipeline run has no quadtree, actors, tiers, spans or tool farm: it is offered its
+    pipelines view and what every run has."""
+    import json
+
+    assert json.loads((pipeline_run / "meta.json").read_text())["kind"] == "pipeline"
+    at = _run(monkeypatch, pipeline_run, "matrix")
+    assert _offered(at) == ["overview", "pipelines", "results"]
+    assert at.radio(key="view").value == "overview"
+
+
+def test_views_offered_before_the_run_says_what_it_is(monkeypatch, tmp_path, finished_run):
+    """An empty directory may become any kind of run: every view is offered (each one waits);
+    once the run's files are there, the same page offers only the all-pairs views."""
+    import shutil
+
+    run_dir = tmp_path / "later"
+    at = _run(monkeypatch, run_dir, "farm")
+    assert _offered(at) == VIEWS[:5] + ["pipelines", "farm", "scheduling", "results"]
+    assert at.radio(key="view").value == "farm"
+    shutil.copytree(finished_run, run_dir)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _offered(at) == VIEWS + ["results"]
+    assert "state: finished" in _text(at)
 
 
 def test_failed_run(monkeypatch, failed_run):

@@ -28,13 +28,13 @@ def test_the_reading_layer_gives_summary_hits_per_hop(l3_run):
     assert l3["enabled"] and l3["hits"] > 0
     view = RunView(l3_run)
     view.refresh()
-    df = view.l3_hops()
+    df = view.cache.l3_hops()
     hops = df[df["hop"] == "1"]
     assert dict(zip(hops["node"], hops["hits"])) == \
         {n: part["hits_per_hop"][0] for n, part in l3["nodes"].items()}
     misses = df[df["hop"] == "miss"]
     assert int(misses["hits"].sum()) == l3["misses"]
-    assert view.l3_totals()["hits_per_hop"] == l3["hits_per_hop"]
+    assert view.cache.l3_totals()["hits_per_hop"] == l3["hits_per_hop"]
 
 
 def test_the_cache_view_draws_the_l3_panel(monkeypatch, l3_run):

@@ -140,13 +140,13 @@ def test_trace_jsonl_converted_to_parquet_at_the_end(tmp_path):
             for i in range(10)]
     _jl(tmp_path / "trace.jsonl", *rows[:6])
     v = RunView(tmp_path).refresh()
-    assert len(v.spans(max_rows=None)) == 6
+    assert len(v.timeline.spans(max_rows=None)) == 6
     _jl(tmp_path / "trace.jsonl", *rows[6:])
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "trace.parquet")
-    assert len(v.refresh().spans(max_rows=None)) == 10  # both exist: the JSONL is tailed
+    assert len(v.refresh().timeline.spans(max_rows=None)) == 10  # both exist: the JSONL is tailed
     (tmp_path / "trace.jsonl").unlink()
-    assert len(v.refresh().spans(max_rows=None)) == 10  # now from the Parquet file
-    assert len(v.refresh().spans(max_rows=None)) == 10
+    assert len(v.refresh().timeline.spans(max_rows=None)) == 10  # now from the Parquet file
+    assert len(v.refresh().timeline.spans(max_rows=None)) == 10
 
 
 def test_tailer_max_bytes_reads_in_chunks(tmp_path):
@@ -188,11 +188,11 @@ def test_empty_or_missing_directory_is_waiting(tmp_path, exists):
     assert ov["state"] == "waiting for run"
     assert ov["progress"]["tiles"]["done"] is None and ov["R"] is None and ov["eta_s"] is None
     # every frame is empty but well-formed
-    for frame in (v.metrics_frame(), v.actor_series(), v.actor_summary(), v.tier_series(), v.tier_totals(),
-                  v.r_series(), v.stage_totals(), v.tile_states(), v.spans(),
-                  v.pipeline_frames()[1], v.pipeline_frames()[2]):
+    for frame in (v.snapshots.frame(), v.devices.series(), v.devices.summary(), v.cache.tier_series(), v.cache.tier_totals(),
+                  v.cache.r_series(), v.timeline.stage_totals(), v.matrix.tile_states(), v.timeline.spans(),
+                  v.pipelines.frames()[1], v.pipelines.frames()[2]):
         assert isinstance(frame, pd.DataFrame) and frame.empty
-    assert v.span_extent() is None and not v.has_pipeline()
+    assert v.timeline.extent() is None and not v.pipelines.has_data()
 
 
 def test_starting_run_shows_plan_all_pending(tmp_path):
@@ -203,7 +203,7 @@ def test_starting_run_shows_plan_all_pending(tmp_path):
     assert ov["state"] == "starting"
     assert ov["progress"]["tiles"] == {"done": None, "total": meta["tiles_total"], "fraction": None}
     assert ov["progress"]["pairs"]["total"] == meta["pairs_total"] == 28
-    tiles = v.tile_states()
+    tiles = v.matrix.tile_states()
     assert len(tiles) == meta["tiles_total"] and set(tiles["state"]) == {"pending"}
     assert ov["bound_R"] == pytest.approx(2.0)
 
@@ -228,7 +228,7 @@ def test_partial_metrics_line_then_completed(tmp_path):
         f.write(json.dumps(_snap(1002.0, 12, 2))[30:] + "\n")
     v.refresh()
     assert v.overview()["progress"]["pairs"]["done"] == 12
-    assert len(v.metrics_frame()) == 2
+    assert len(v.snapshots.frame()) == 2
 
 
 def test_refresh_is_incremental_and_frames_cached(tmp_path):
@@ -237,14 +237,14 @@ def test_refresh_is_incremental_and_frames_cached(tmp_path):
     m = tmp_path / "metrics.jsonl"
     _jl(m, *[_snap(1000.0 + i, i) for i in range(1, 11)])
     v = RunView(tmp_path).refresh()
-    f1 = v.metrics_frame()
-    assert v.metrics_frame() is f1  # cached: nothing new
+    f1 = v.snapshots.frame()
+    assert v.snapshots.frame() is f1  # cached: nothing new
     v.refresh()
-    assert v.metrics_frame() is f1  # a refresh with no new bytes keeps the cache
+    assert v.snapshots.frame() is f1  # a refresh with no new bytes keeps the cache
     off = v._streams["metrics"].tailer.offset
     _jl(m, _snap(1011.0, 11))
     v.refresh()
-    f2 = v.metrics_frame()
+    f2 = v.snapshots.frame()
     assert f2 is not f1 and len(f2) == 11 and f2["pairs_done"].iloc[-1] == 11
     assert v._streams["metrics"].tailer.offset > off
 
@@ -297,13 +297,13 @@ def test_tiles_jsonl_dedup_int_and_str_ids_and_running(tmp_path):
         "dev-0": {"tiles": 1, "pairs": b["pairs"], "busy_s": 1.0, "running": [c["id"]]},
         "dev-1": {"tiles": 1, "pairs": a["pairs"], "busy_s": 0.5}}))
     v = RunView(tmp_path, clock=lambda: 1003.0).refresh()
-    tiles = v.tile_states().set_index("id")
+    tiles = v.matrix.tile_states().set_index("id")
     assert tiles.loc[str(a["id"]), "state"] == "done" and tiles.loc[str(a["id"]), "actor"] == "dev-1"
     assert tiles.loc[str(b["id"]), "state"] == "done"
     assert tiles.loc[str(c["id"]), "state"] == "running" and tiles.loc[str(c["id"]), "actor"] == "dev-0"
     assert (tiles["state"] == "pending").sum() == meta["tiles_total"] - 3
     assert v.progress()["tiles"]["done"] == 2
-    summ = v.actor_summary().set_index("actor")
+    summ = v.devices.summary().set_index("actor")
     assert summ.loc["dev-0", "idle_s"] == pytest.approx(2.0) and summ.loc["dev-1", "tiles"] == 1
 
 
@@ -317,9 +317,9 @@ def test_progress_falls_back_to_tiles_jsonl(tmp_path):
     p = v.progress()
     assert p["tiles"]["done"] == 2 and p["pairs"]["done"] == leaves[0]["pairs"] + leaves[1]["pairs"]
     # per-actor series from tiles.jsonl when the metrics carry no per-actor counters
-    s = v.actor_series()
+    s = v.devices.series()
     assert set(s["actor"]) == {"dev-0"} and s["tiles"].iloc[-1] == 2
-    assert v.actor_summary().set_index("actor").loc["dev-0", "tiles"] == 2
+    assert v.devices.summary().set_index("actor").loc["dev-0", "tiles"] == 2
 
 
 def test_spans_window_and_cap(tmp_path):
@@ -329,11 +329,11 @@ def test_spans_window_and_cap(tmp_path):
                                       "t1": 1000.5 + i} for i in range(20)],
         {"actor": "dev-0", "stage": "load"})  # missing times: skipped
     v = RunView(tmp_path).refresh()
-    assert len(v.spans(max_rows=None)) == 20
-    w = v.spans(window=(5.0, 7.2))
+    assert len(v.timeline.spans(max_rows=None)) == 20
+    w = v.timeline.spans(window=(5.0, 7.2))
     assert sorted(w["what"].astype(int)) == [5, 6, 7]  # span 4 = [4, 4.5] ends before the window
-    assert len(v.spans(max_rows=3)) == 3 and set(v.spans(max_rows=3)["what"]) == {"17", "18", "19"}
-    assert v.span_extent() == (0.0, 19.5)
+    assert len(v.timeline.spans(max_rows=3)) == 3 and set(v.timeline.spans(max_rows=3)["what"]) == {"17", "18", "19"}
+    assert v.timeline.extent() == (0.0, 19.5)
 
 
 def test_spans_capped_in_memory(tmp_path):
@@ -344,7 +344,7 @@ def test_spans_capped_in_memory(tmp_path):
         _jl(p, *[{"actor": "a", "stage": "load", "t0": 1000.0 + 60 * k + i, "t1": 1000.5 + 60 * k + i}
                  for i in range(60)])
         v.refresh()
-    df = v.spans(max_rows=None)
+    df = v.timeline.spans(max_rows=None)
     assert len(df) <= 100 and df["t1"].max() == pytest.approx(1000.5 + 60 * 4 + 59)
 
 
@@ -366,23 +366,23 @@ def test_finished_run_matches_its_own_totals(finished_run):
     assert ov["progress"]["pairs"]["done"] == ov["progress"]["pairs"]["total"] == meta["pairs_total"]
     assert ov["R"] == pytest.approx(summary["R"]) and ov["source"] == "summary"
     assert ov["bound_R"] == pytest.approx(meta["bound_R"])
-    assert set(v.tile_states()["state"]) == {"done"}
-    actors = v.actor_summary().set_index("actor")
+    assert set(v.matrix.tile_states()["state"]) == {"done"}
+    actors = v.devices.summary().set_index("actor")
     assert set(actors.index) == {a["id"] for a in meta["actors"]}
     assert actors["tiles"].sum() == meta["tiles_total"]
     for actor, counters in last["actors"].items():
         assert actors.loc[actor, "tiles"] == counters["tiles"]
-    totals = v.tier_totals().set_index("tier")
+    totals = v.cache.tier_totals().set_index("tier")
     assert set(totals.index) == set(last["tiers"]) == {"L1", "L2", "source"}
     for tier in ("L1", "L2"):
         hits, misses = last["tiers"][tier]["hits"], last["tiers"][tier]["misses"]
         assert (totals.loc[tier, "hits"], totals.loc[tier, "misses"]) == (hits, misses)
         assert totals.loc[tier, "hit_ratio"] == pytest.approx(hits / (hits + misses))
-    assert "hit_ratio" in set(v.tier_series()["counter"])
-    assert list(v.stage_totals()["stage"]) == ["load", "parse", "preprocess", "compare", "postprocess", "write"]
-    spans = v.spans(max_rows=None)
+    assert "hit_ratio" in set(v.cache.tier_series()["counter"])
+    assert list(v.timeline.stage_totals()["stage"]) == ["load", "parse", "preprocess", "compare", "postprocess", "write"]
+    spans = v.timeline.spans(max_rows=None)
     assert len(spans) == len(_jsonl(finished_run / "trace.jsonl"))
-    assert not v.has_pipeline()
+    assert not v.pipelines.has_data()
     assert "leaf_items: 4" in v.config_text
 
 
@@ -391,9 +391,9 @@ def test_pipeline_run_shows_its_last_plan(pipeline_run):
     plans = _jsonl(pipeline_run / "pipeline.jsonl")
     last = _jsonl(pipeline_run / "metrics.jsonl")[-1]
     ov = v.overview()
-    assert ov["state"] == "finished" and v.has_pipeline()
+    assert ov["state"] == "finished" and v.pipelines.has_data()
     assert ov["progress"]["batches"]["done"] == ov["progress"]["batches"]["total"] == last["batches_total"]
-    order, table, series = v.pipeline_frames()
+    order, table, series = v.pipelines.frames()
     assert order == plans[-1]["order"] and list(table["op"]) == order
     for op, stats in plans[-1]["ops"].items():
         row = table.set_index("op").loc[op]
@@ -412,7 +412,7 @@ def test_failed_run_shows_error(failed_run):
     assert ov["error"] == status["error"] and "cannot compare k3 with k9" in ov["error"]
     assert ov["eta_s"] is None
     assert ov["progress"]["tiles"]["done"] == len(done) < meta["tiles_total"]
-    assert (v.tile_states()["state"] == "done").sum() == len(done)
+    assert (v.matrix.tile_states()["state"] == "done").sum() == len(done)
 
 
 def test_live_run_progress_is_monotonic(tmp_path, synthetic_producer):
@@ -448,7 +448,7 @@ def test_directory_reused_for_a_new_run(tmp_path):
     _status(tmp_path / "r", "running")
     _jl(tmp_path / "r" / "metrics.jsonl", _snap(1001.0, 3, 1))
     ov = v.refresh().overview()
-    assert ov["state"] == "running" and ov["progress"]["pairs"]["done"] == 3 and len(v.metrics_frame()) == 1
+    assert ov["state"] == "running" and ov["progress"]["pairs"]["done"] == 3 and len(v.snapshots.frame()) == 1
 
 
 # --------------------------------------------------------------------------- the synthetic writer
@@ -539,16 +539,16 @@ def test_metrics_thinned_on_long_runs(tmp_path):
                                             actors={"dev-0": {"tiles": i, "pairs": i, "busy_s": 0.4 * i}})
                                       for i in range(2000)])
     v = RunView(tmp_path, max_snapshots=500).refresh()
-    m = v.metrics_frame()
+    m = v.snapshots.frame()
     assert len(m) <= 500 and m["pairs_done"].iloc[-1] == 1999 and m["pairs_done"].iloc[0] == 0
     assert m["t"].is_monotonic_increasing
-    assert set(v.tier_series()["sec"]) <= set(m["sec"]) and len(v.actor_series()) == len(m)
+    assert set(v.cache.tier_series()["sec"]) <= set(m["sec"]) and len(v.devices.series()) == len(m)
     assert v.throughput()["pairs_per_s"] == pytest.approx(2.0)  # recent snapshots kept at full rate
 
 
 def test_matrix_bins(finished_run):
     v = RunView(finished_run).refresh()
-    b = v.matrix_bins(max_cells_per_side=4)
+    b = v.matrix.bins(max_cells_per_side=4)
     assert len(b) <= 16 and b["pairs"].sum() == v.progress()["pairs"]["total"]
     assert (b["fraction_done"] == 1.0).all()
 
@@ -563,7 +563,7 @@ def test_concurrent_sessions(finished_run):
         try:
             for _ in range(20):
                 v.refresh()
-                v.overview(), v.tile_states(), v.actor_series(), v.tier_series(), v.spans()
+                v.overview(), v.matrix.tile_states(), v.devices.series(), v.cache.tier_series(), v.timeline.spans()
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -609,18 +609,42 @@ def test_serve_finds_run_dir_after_double_dash():
     assert run_dir_from_args(["--server.port", "1"]) is None
 
 
-def test_dashboard_imports_nothing_of_ours_but_itself():
-    """dashboard/ may import only its own package (never engine, ray, operators, kernels, apps)."""
+def _imports(py: Path) -> list[str]:
+    """The absolute module names ``py`` imports (at any depth of its code)."""
     import ast
 
+    names = []
+    for node in ast.walk(ast.parse(py.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.append(node.module or "")
+    return names
+
+
+def test_dashboard_imports_nothing_of_ours_but_itself():
+    """dashboard/ (every module, rundir/ included) may import only its own package (never the
+    engine, ray, operators, kernels, apps, configs, under either name), and the reading layer
+    dashboard/rundir/ not Streamlit either."""
     root = Path(__file__).resolve().parents[2] / "dashboard"
-    for py in root.glob("*.py"):
-        for node in ast.walk(ast.parse(py.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module or ""]
-            for n in names:
-                top = n.split(".")[0]
-                assert top not in {"engine", "ray", "operators", "kernels", "apps", "configs"}, (py, n)
+    forbidden = {"engine", "ray", "operators", "kernels", "apps", "configs"}
+    modules = sorted(root.rglob("*.py"))
+    assert root / "rundir" / "core.py" in modules
+    for py in modules:
+        for n in _imports(py):
+            parts = n.split(".")
+            assert parts[0] not in forbidden, (py, n)
+            if parts[0] == "pairflow":
+                assert parts[1:2] == ["dashboard"], (py, n)
+            if "rundir" in py.parts:
+                assert parts[0] not in {"streamlit", "altair"}, (py, n)
+
+
+def test_every_dashboard_module_is_short_and_says_why():
+    """House rule: under 500 lines, with a docstring."""
+    import ast
+
+    for py in sorted((Path(__file__).resolve().parents[2] / "dashboard").rglob("*.py")):
+        text = py.read_text()
+        assert len(text.splitlines()) < 500, py
+        assert ast.get_docstring(ast.parse(text)), py

@@ -427,7 +427,7 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
     # the dashboard's farm view of this run: units per worker, both failed runs, the failure
     from pairflow.dashboard.rundir import RunView
     view = RunView(result.run_dir).refresh()
-    frames = view.farm_frames()
+    frames = view.farm.frames()
     assert frames["workers"]["units"].sum() == s["units_done"]
     assert len(frames["failed_runs"]) == 2 and frames["retries"] == 1
     assert all("illegal character" in e for e in frames["failed_runs"]["stderr"])

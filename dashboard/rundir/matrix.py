@@ -1,0 +1,139 @@
+"""The matrix view's data: the pair space's quadtree leaves (tiles.json) and each one's state.
+
+An all-pairs run writes its plan at start and one line per finished tile (tiles.jsonl); a leaf is
+*done* once a line names it (the last line wins: a re-run tile counts once, under its last
+actor), *running* while the latest snapshot lists it under an actor, else *pending*. A space with
+too many leaves to draw one by one is summed into a coarse grid.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .base import Reader, locked
+from .state import TERMINAL_STATES
+from .values import first, int_or_none, num, tile_key
+
+__all__ = ["Matrix"]
+
+
+class Matrix(Reader):
+    """tiles.json (the plan) and tiles.jsonl (the finished tiles, by id)."""
+
+    view = "matrix"
+    streams = ("tiles",)
+
+    def __init__(self, run):
+        super().__init__(run)
+        self.done: dict[Any, dict] = {}  # tile id -> last tiles.jsonl record
+
+    def ingest(self, stream: str, recs: list[dict]) -> None:
+        for r in recs:
+            if "id" in r:
+                self.done[tile_key(r["id"])] = r
+
+    def clear(self, stream: str) -> None:
+        self.done.clear()
+
+    def applies(self, kind: str | None) -> bool:
+        return kind == "allpairs" or bool(self.done) or not self.plan().empty
+
+    @locked
+    def plan(self) -> pd.DataFrame:
+        """tiles.json as a frame: id, r0, r1, c0, c1, pairs, depth, order (planned position)."""
+        def build():
+            plan = self.run.files["plan"].get()
+            cols = ["id", "r0", "r1", "c0", "c1", "pairs", "depth", "order"]
+            if not isinstance(plan, list):
+                return pd.DataFrame(columns=cols)
+            rows = []
+            for i, t in enumerate(plan):
+                if not isinstance(t, dict) or "id" not in t:
+                    continue
+                rows.append({"id": tile_key(t["id"]), "r0": num(t.get("r0")), "r1": num(t.get("r1")),
+                             "c0": num(t.get("c0")), "c1": num(t.get("c1")),
+                             "pairs": num(t.get("pairs")), "depth": int_or_none(t.get("depth")), "order": i})
+            return pd.DataFrame(rows, columns=cols)
+        return self.cached("plan", ("plan",), build)
+
+    @locked
+    def done_frame(self) -> pd.DataFrame:
+        """tiles.jsonl deduplicated by tile id (last record wins): id, actor, t_start, t_end, pairs."""
+        def build():
+            cols = ["id", "actor", "t_start", "t_end", "pairs"]
+            rows = [{"id": k, "actor": str(r.get("actor", "?")), "t_start": num(r.get("t_start")),
+                     "t_end": num(r.get("t_end")), "pairs": num(r.get("pairs"))}
+                    for k, r in self.done.items()]
+            return pd.DataFrame(rows, columns=cols)
+        return self.cached("done", ("tiles",), build)
+
+    @locked
+    def tile_states(self) -> pd.DataFrame:
+        """The quadtree leaves with their state, for the matrix view.
+
+        Columns: id, r0, r1, c0, c1, pairs, depth, order, state (done | running | pending),
+        actor (who did it / is doing it), t_end, sec_end.  Running tiles come from the optional
+        per-actor ``running`` lists in the latest metrics snapshot.  Finished tiles that are not in
+        the plan (a plan not written yet) are omitted.
+        """
+        def build():
+            plan = self.plan().copy()
+            done = self.done_frame()
+            running: dict[Any, str] = {}
+            last = self.run.snapshots.raw_last or {}
+            if self.run.state() not in TERMINAL_STATES:
+                for aid, a in (last.get("actors") or {}).items():
+                    if isinstance(a, dict):
+                        for tid in a.get("running") or []:
+                            running[tile_key(tid)] = str(aid)
+            if plan.empty:
+                return plan.assign(state=pd.Series(dtype=str), actor=pd.Series(dtype=str),
+                                   t_end=pd.Series(dtype=float), sec_end=pd.Series(dtype=float))
+            if not done.empty:
+                plan = plan.merge(done[["id", "actor", "t_end"]], on="id", how="left")
+            else:
+                plan["actor"], plan["t_end"] = None, float("nan")
+            is_done = plan["t_end"].notna() | plan["actor"].notna()
+            run_actor = plan["id"].map(running)
+            plan["state"] = "pending"
+            plan.loc[run_actor.notna() & ~is_done, "state"] = "running"
+            plan.loc[is_done, "state"] = "done"
+            plan["actor"] = plan["actor"].where(is_done, run_actor).fillna("—").astype(str)
+            plan["t_end"] = pd.to_numeric(plan["t_end"], errors="coerce")
+            start = self.run.started
+            plan["sec_end"] = plan["t_end"] - start if start is not None else float("nan")
+            return plan
+        return self.cached("tile_states", ("plan", "tiles", "metrics", "status"), build)
+
+    @locked
+    def bins(self, max_cells_per_side: int = 64) -> pd.DataFrame:
+        """The leaves summed into a coarse grid, for a pair space with too many leaves to draw.
+
+        Columns: r0, r1, c0, c1 (bin bounds), leaves, pairs, pairs_done, fraction_done, running.
+        A leaf counts in the bin holding its centre."""
+        tiles = self.tile_states()
+        cols = ["r0", "r1", "c0", "c1", "leaves", "pairs", "pairs_done", "fraction_done", "running"]
+        if tiles.empty:
+            return pd.DataFrame(columns=cols)
+        space = self.run.meta.get("space") or {}
+        n_rows = float(first(space.get("n_rows"), tiles["r1"].max()))
+        n_cols = float(first(space.get("n_cols"), tiles["c1"].max()))
+        g = max_cells_per_side
+        bh, bw = max(1.0, math.ceil(n_rows / g)), max(1.0, math.ceil(n_cols / g))
+        br = np.floor(((tiles["r0"] + tiles["r1"]) / 2) / bh)
+        bc = np.floor(((tiles["c0"] + tiles["c1"]) / 2) / bw)
+        pairs = tiles["pairs"].fillna(1.0)
+        df = pd.DataFrame({"br": br, "bc": bc, "pairs": pairs,
+                           "pairs_done": pairs.where(tiles["state"] == "done", 0.0),
+                           "running": (tiles["state"] == "running").astype(int)})
+        agg = df.groupby(["br", "bc"]).agg(leaves=("pairs", "size"), pairs=("pairs", "sum"),
+                                           pairs_done=("pairs_done", "sum"), running=("running", "sum"))
+        agg = agg.reset_index()
+        agg["r0"], agg["r1"] = agg["br"] * bh, np.minimum((agg["br"] + 1) * bh, n_rows)
+        agg["c0"], agg["c1"] = agg["bc"] * bw, np.minimum((agg["bc"] + 1) * bw, n_cols)
+        agg["fraction_done"] = (agg["pairs_done"] / agg["pairs"]).where(agg["pairs"] > 0, 0.0)
+        return agg[cols]
