@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -28,9 +27,6 @@ DEB_GROUPS = {
     ".stamp-debs-farm": ("emboss-test", "dialign-tx-data"),
 }
 DERIVED = ("proteomes", "cameras", "particles")
-# the module a derived set needs -> the distribution and the extra that brings it
-EXTRA = {"pyrodigal": ("pyrodigal", "phylogeny"), "skimage": ("scikit-image", "imaging"),
-         "numpy": ("numpy", None)}
 
 
 class InstallError(RuntimeError):
@@ -81,11 +77,10 @@ def install_debs(home: str, stamp: str, packages, force: bool = False) -> str:
 def install_derived(home: str, name: str, force: bool = False) -> str:
     """Make the derived set ``name`` unless its stamp is current, or say why it is skipped."""
     from pairflow.apps import datasets
-    module = datasets.NEEDS[name]
-    if importlib.util.find_spec(module) is None:
-        dist, extra = EXTRA[module]
-        how = f"pip install 'pairflow[{extra}]'" if extra else f"pip install {dist}"
-        return f"skipped: it needs {dist} ({how})"
+    from pairflow.apps.extras import DATASET_EXTRAS, missing
+    extra = DATASET_EXTRAS.get(name)  # none: the core makes it
+    if extra and missing(extra):
+        return f"skipped: it needs pairflow's {extra} extra (pip install 'pairflow[{extra}]')"
     if name == "proteomes" and not glob.glob(os.path.join(home, "root", datasets.GENOMES)):
         return "skipped: it is predicted from the ragout genomes, which are not here"
     start = time.perf_counter()

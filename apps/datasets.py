@@ -229,13 +229,12 @@ def simulate_particles(out_dir: str, particles: int, labelling: float, blinks: f
 
 # --------------------------------------------------------------------------- the sets
 
-# name -> (the module it needs, the simulation, its defaults, what its recipe is made of)
+# name -> (the simulation, its defaults, what its recipe is made of); the extra each set needs
+# is pairflow.apps.extras.DATASET_EXTRAS'
 SIMULATED = {
-    "cameras": ("skimage", simulate_cameras, CAMERAS, (SCENES, _grey, _crop, simulate_cameras)),
-    "particles": ("numpy", simulate_particles, PARTICLES, (template_sites, simulate_particles)),
+    "cameras": (simulate_cameras, CAMERAS, (SCENES, _grey, _crop, simulate_cameras)),
+    "particles": (simulate_particles, PARTICLES, (template_sites, simulate_particles)),
 }
-# every derived set and the module it needs (its extra: pip install 'pairflow[...]')
-NEEDS = {"proteomes": "pyrodigal", **{name: spec[0] for name, spec in SIMULATED.items()}}
 
 
 def recipe_sha256(parts) -> str:
@@ -248,7 +247,7 @@ def simulate(name: str, out_dir: str, force: bool = False, **params) -> tuple[st
     """Make the simulated set ``name`` in ``out_dir`` unless its stamp matches the parameters
     (the defaults, updated by ``params``) and the recipe; returns the folder and whether it was
     made now."""
-    _, make, defaults, recipe = SIMULATED[name]
+    make, defaults, recipe = SIMULATED[name]
     unknown = set(params) - set(defaults)
     if unknown:
         raise TypeError(f"{name}: unknown parameters {sorted(unknown)}; known: {sorted(defaults)}")

@@ -202,3 +202,27 @@ def test_one_proteome_predicted_again_is_the_same(tmp_path):
     ref = need(Path(REAL) / "proteomes" / species / f"{strain}.faa")
     assert filecmp.cmp(out, ref, shallow=False)
     assert n_genes == ref.read_text().count(">") > 1000
+
+
+def test_what_cannot_be_made_here_is_skipped_in_one_line(tmp_path):
+    """A derived set whose extra is missing (absent as Python records it: ``sys.modules[name] =
+    None``), and Debian packages on a machine without apt (an empty PATH): one line each, the
+    rest made, exit 0."""
+    code = ("import sys; sys.modules['skimage'] = None; sys.modules['pyrodigal'] = None\n"
+            "from pairflow.apps.cli import main\n"
+            "sys.exit(main(['data', 'install']))")
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, "PAIRFLOW_DATA": str(tmp_path / "data"), "PATH": str(tmp_path / "bin")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[0].startswith("pairflow data: debs: skipped: no apt-get here to fetch "
+                               "ragout-examples kaptive-data"), lines
+    assert lines[1].startswith("pairflow data: debs-farm: skipped: no apt-get here"), lines
+    assert lines[2] == ("pairflow data: proteomes: skipped: it needs pairflow's phylogeny extra "
+                        "(pip install 'pairflow[phylogeny]')"), lines
+    assert lines[3] == ("pairflow data: cameras: skipped: it needs pairflow's imaging extra "
+                        "(pip install 'pairflow[imaging]')"), lines
+    assert lines[4].startswith("pairflow data: particles: made in "), lines
+    assert sorted(os.listdir(tmp_path / "data")) == ["particles"]
