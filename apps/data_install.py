@@ -90,7 +90,8 @@ def install_derived(home: str, name: str, force: bool = False) -> str:
 
 def install(home: str | None = None, only=None, force: bool = False) -> dict[str, str]:
     """Every step (or those named in ``only``: ``debs``, ``proteomes``, ``cameras``,
-    ``particles``) into ``home`` (default: the data directory); returns each step's outcome."""
+    ``particles``) into ``home`` (default: the data directory); returns each step's outcome
+    (``failed: ...`` for a download or an unpack that failed: the other steps are still done)."""
     home = home or data_dir()
     os.makedirs(home, exist_ok=True)
     steps = list(only) if only else ["debs", *DERIVED]
@@ -100,8 +101,11 @@ def install(home: str | None = None, only=None, force: bool = False) -> dict[str
     done = {}
     if "debs" in steps:
         for stamp, packages in DEB_GROUPS.items():
-            done[stamp.removeprefix(".stamp-")] = outcome = install_debs(home, stamp, packages,
-                                                                         force)
+            try:
+                outcome = install_debs(home, stamp, packages, force)
+            except InstallError as exc:  # said, and the other steps still done
+                outcome = f"failed: {exc}"
+            done[stamp.removeprefix(".stamp-")] = outcome
             _say(f"{stamp.removeprefix('.stamp-')}: {outcome}")
     for name in DERIVED:
         if name in steps:
@@ -128,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         print(data_dir())
         return 0
     try:
-        install(only=args.only, force=args.force)
+        done = install(only=args.only, force=args.force)
     except InstallError as exc:
         print(f"pairflow: error: {exc}", file=sys.stderr)
         return 2
     print(data_dir())
-    return 0
+    return 2 if any(outcome.startswith("failed: ") for outcome in done.values()) else 0

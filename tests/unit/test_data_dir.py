@@ -24,7 +24,7 @@ import pytest
 from pairflow.apps.data import (NoDataError, check_inputs, data_dir, data_path, data_root,
                                 dataset_path, expand_inputs)
 from pairflow.engine import InputError
-from tests.conftest import need
+from tests.conftest import need, need_program
 
 REAL = data_dir()  # the machine's data directory, as the suite's environment resolves it
 
@@ -146,6 +146,7 @@ def _files(root: Path) -> dict[str, Path]:
 
 def test_data_install_fills_a_directory_once(tmp_path):
     from pairflow.apps.data_install import DEB_GROUPS
+    need_program("dpkg-deb")
     real = Path(REAL)
     debs = tmp_path / "data" / "debs"
     debs.mkdir(parents=True)
@@ -226,3 +227,25 @@ def test_what_cannot_be_made_here_is_skipped_in_one_line(tmp_path):
                         "(pip install 'pairflow[imaging]')"), lines
     assert lines[4].startswith("pairflow data: particles: made in "), lines
     assert sorted(os.listdir(tmp_path / "data")) == ["particles"]
+
+
+def test_a_failed_download_is_said_and_the_rest_still_made(tmp_path):
+    """apt on a machine whose package lists are empty (a fresh container before apt-get
+    update; here APT_CONFIG points apt at an empty lists folder): each group's line names apt's
+    own error and the cure, the derived set is still made, the exit is non-zero."""
+    need_program("apt-get")
+    (tmp_path / "lists" / "partial").mkdir(parents=True)
+    (tmp_path / "apt.conf").write_text(f'Dir::State::Lists "{tmp_path / "lists"}";\n')
+    env = {**os.environ, "PAIRFLOW_DATA": str(tmp_path / "data"),
+           "APT_CONFIG": str(tmp_path / "apt.conf")}
+    out = subprocess.run([sys.executable, "-m", "pairflow", "data", "install", "--only", "debs",
+                          "particles"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 3, lines
+    for line in lines[:2]:
+        assert ": failed: apt-get download " in line and "Unable to locate package" in line
+        assert line.endswith("(are the package lists there? sudo apt-get update)"), line
+    assert lines[2].startswith("pairflow data: particles: made in "), lines
+    assert not (tmp_path / "data" / ".stamp-debs").exists()
