@@ -19,10 +19,11 @@ a sink, cache tier or store of yours joins by subclassing the same class in your
         def check_result(self, written, result, pairs):
             ...  # compare ``result`` with a brute-force computation of ``written.values``
 
-Suites (one module each): ``sinks.SinkTests`` (all-pairs sinks), ``pipeline_sinks.
-PipelineSinkTests`` (filter pipelines' sinks), ``tiers.TierTests`` (cache tiers under every
-eviction rule), ``journal.JournalTests`` (what a resume trusts, for each way a journal is
-written), ``shipped.ShippedJournalTests`` (tiles' payloads on their way to the driver),
+Suites (one module each): ``sinks.SinkTests`` (all-pairs sinks),
+``pipeline_sinks.PipelineSinkTests`` (filter pipelines' sinks), ``tiers.TierTests`` (cache
+tiers under every eviction rule), ``host_tier.HostTierTests`` (a node's L2, for each loader it
+is given), ``journal.JournalTests`` (what a resume trusts, for each way a journal is written),
+``shipped.ShippedJournalTests`` (tiles' payloads on their way to the driver),
 ``item_store.ItemStoreTests`` (the L4 store), ``farm.BlockWriterTests`` and
 ``farm.FarmIndexTests`` (a tool farm's output files and their index).
 
@@ -30,10 +31,11 @@ This package needs pytest (it is in the ``test`` extra), as ``zarr.testing`` doe
 the engine imports it. Class names here do not start with ``Test``, so pytest collects them only
 through a subclass.
 """
-__all__ = ["SinkTests", "PipelineSinkTests", "TierTests", "JournalTests", "ShippedJournalTests",
-           "ItemStoreTests", "BlockWriterTests", "FarmIndexTests"]
+__all__ = ["SinkTests", "PipelineSinkTests", "TierTests", "HostTierTests", "JournalTests",
+           "ShippedJournalTests", "ItemStoreTests", "BlockWriterTests", "FarmIndexTests"]
 
 _HOMES = {"SinkTests": ".sinks", "PipelineSinkTests": ".pipeline_sinks", "TierTests": ".tiers",
+          "HostTierTests": ".host_tier",
           "JournalTests": ".journal", "ShippedJournalTests": ".shipped",
           "ItemStoreTests": ".item_store", "BlockWriterTests": ".farm",
           "FarmIndexTests": ".farm"}

@@ -1,32 +1,27 @@
-"""The L2 tier's contract (test_node_cache.py) with the in-process executor's loader instead of a
-fake: ``load_items`` on the executor's thread pool, every item by value. The budget holds once
-loads settle, the counters match the independent LRU model, a second request waits for the load
-under way, a failed load reaches its reader and is loaded again. And the ``LocalActor`` a thread
-runs: calls from many threads run one at a time on its loop, in order, and can be awaited from
-another loop. No Ray is imported (nothing here needs it)."""
+"""The host tier's contract (``pairflow.engine.testing.host_tier.HostTierTests``) with the
+in-process executor's loader instead of a fake: ``load_items`` on the executor's thread pool,
+every item by value. And the ``LocalActor`` a thread runs: calls from many threads run one at a
+time on its loop, in order, and can be awaited from another loop. No Ray is imported (nothing
+here needs it)."""
 import asyncio
 import concurrent.futures as cf
-import random
 import threading
 import time
 
 import pytest
 
-from pairflow.engine.pairs.workers.executor import LocalActor, _LoadThreads
-from pairflow.engine.pairs.cache.eviction import LRUEviction
 from pairflow.engine.pairs.cache.node_cache import NodeCache
-from pairflow.engine.pairs.cache.tiers import BudgetCache
-from pairflow.engine.run.metrics import EventBuffer
-from tests.conformance.test_node_cache import (Events, FakeScheduler, lru_oracle, settle,
-                                               size_of)
+from pairflow.engine.pairs.workers.executor import LocalActor, _LoadThreads
+from pairflow.engine.testing.host_tier import HostTierTests, size_of
 
 
 class ItemsApp:
-    """Items 0..999 whose value is ``item-<i>``, ``size_of(i)`` bytes; some fail or are slow."""
+    """Items 0..999 whose value is ``item-<i>``, ``size_of(i)`` bytes; a key's parse sleeps the
+    delay its load started with, and fails for the items in ``fail``."""
 
     def __init__(self):
         self.fail: set = set()
-        self.delay = 0.0
+        self.delays: dict = {}
         self.parsed: list[int] = []
         self.lock = threading.Lock()
 
@@ -35,7 +30,7 @@ class ItemsApp:
 
     def parse(self, key, raw):
         i = int(key.split("-")[1])
-        time.sleep(self.delay)
+        time.sleep(self.delays.get(key, 0.0))
         with self.lock:
             self.parsed.append(i)
         if i in self.fail:
@@ -52,57 +47,70 @@ class Spec:  # the fields of actors.NodeCacheSpec the loader reads
         self.preprocess_on, self.inline_bytes = None, 64 * 1024
 
 
+class Probe:
+    """The in-process loader as the contract drives it: which loads started, in order, with
+    what delay, and how many ran at once."""
+
+    def __init__(self, pool):
+        self.app = ItemsApp()
+        self.inner = _LoadThreads(Spec(self.app), pool)
+        self.loaded: list[int] = []
+        self.delay = 0.0
+        self.under_way = self.most = 0
+        self.lock = threading.Lock()
+
+    @property
+    def fail(self):
+        return self.app.fail
+
+    @fail.setter
+    def fail(self, items):
+        self.app.fail = set(items)
+
+    def __call__(self, batch):
+        self.loaded += batch
+        for i in batch:
+            self.app.delays[f"key-{i}"] = self.delay
+        with self.lock:
+            self.under_way += 1
+            self.most = max(self.most, self.under_way)
+        handles, infos = self.inner(batch)
+        infos.future.add_done_callback(self._done)
+        return handles, infos
+
+    def _done(self, _):
+        with self.lock:
+            self.under_way -= 1
+
+
 @pytest.fixture
 def pool():
     with cf.ThreadPoolExecutor(2) as p:
         yield p
 
 
-def make(pool, budget_items, load_batch=4):
-    app, sched, events = ItemsApp(), FakeScheduler(), Events()
-    cache = NodeCache("node-0", Spec(app).item_keys,
-                      BudgetCache(None, budget_items, LRUEviction()),
-                      _LoadThreads(Spec(app), pool), sched, EventBuffer(events),
-                      load_batch=load_batch, load_slots=2)
-    return cache, app, events
+class TestNodeCacheLoadThreads(HostTierTests):
+    tier_cls = NodeCache
 
+    @pytest.fixture(autouse=True)
+    def _pool_for_loads(self, pool):
+        self._pool = pool
 
-@pytest.mark.parametrize("seed", range(4))
-def test_counters_and_residents_match_the_lru_model_and_the_budget_holds(pool, seed):
-    rng = random.Random(seed)
-    requests = [rng.sample(range(20), rng.randint(1, 3)) for _ in range(50)]
-    want, resident = lru_oracle(requests, budget_items=6)
+    def make_loads(self):
+        probe = Probe(self._pool)
+        return probe, probe
 
-    async def main():
-        cache, app, events = make(pool, 6)
-        for items in requests:
-            got = await cache.get(items)
-            assert got == {i: ("value", f"item-{i}") for i in items}  # by value, in-process
-            await settle()
-            while cache._pending:  # the thread pool's loads land on this loop
-                await asyncio.sleep(0.001)
-            assert len(cache.cache) <= 6
-        return cache, app, await cache.stats(), events
+    def answer(self, item):
+        return ("value", f"item-{item}")  # in-process: every item by value
 
-    cache, app, stats, events = asyncio.run(main())
-    assert {k: stats[k] for k in want} == want
-    assert sorted(cache.cache.keys()) == sorted(resident)
-    assert stats["loads"] == want["misses"] == len(app.parsed)
-    tier = [e for e in events.events if e["kind"] == "tier"][-1]
-    assert tier["tier"] == "L2" and tier["stats"] == {k: stats[k] for k in tier["stats"]}
+    async def check_failed(self, answer):
+        kind, handle = answer
+        assert kind == "ref"  # no value: the handle carries the error to whoever reads it
+        with pytest.raises(OSError, match="key-2"):
+            await handle
 
-
-def test_a_second_request_waits_for_the_load_under_way(pool):
-    async def main():
-        cache, app, _ = make(pool, 10)
-        app.delay = 0.05
-        first, second = await asyncio.gather(cache.get([3, 4]), cache.get([4, 5]))
-        return cache, app, first, second
-
-    cache, app, first, second = asyncio.run(main())
-    assert sorted(app.parsed) == [3, 4, 5], "item 4 must be loaded once"
-    assert first[4] == second[4] == ("value", "item-4")
-    assert cache.cache.stats.misses == 3 and cache.cache.stats.hits == 1
+    def raw_bytes(self, item):
+        return 0  # the items have no URL: nothing is read
 
 
 def test_every_handle_of_a_load_resolves_to_its_own_item(pool):
@@ -110,7 +118,7 @@ def test_every_handle_of_a_load_resolves_to_its_own_item(pool):
     items (not the load's infos), in the batch's order; a failed load raises in each."""
     async def main():
         app = ItemsApp()
-        app.delay = 0.05
+        app.delays = {f"key-{i}": 0.05 for i in (7, 3, 9)}
         handles, infos = _LoadThreads(Spec(app), pool)([7, 3, 9])
         got = [await h for h in handles]
         app.fail = {5}
@@ -125,24 +133,6 @@ def test_every_handle_of_a_load_resolves_to_its_own_item(pool):
     got, values, errors = asyncio.run(main())
     assert got == values == ["item-7", "item-3", "item-9"]
     assert errors == [True, True]
-
-
-def test_a_failed_load_reaches_its_reader_and_is_loaded_again(pool):
-    async def main():
-        cache, app, _ = make(pool, 10)
-        app.fail = {2}
-        got = await cache.get([2])
-        kind, handle = got[2]
-        assert kind == "ref"  # no value: the handle carries the error to whoever reads it
-        with pytest.raises(OSError, match="key-2"):
-            await handle
-        await settle()
-        assert 2 not in cache.cache
-        app.fail = set()
-        assert (await cache.get([2]))[2] == ("value", "item-2")
-        return app
-
-    assert asyncio.run(main()).parsed == [2, 2]
 
 
 class Counter:
