@@ -118,8 +118,8 @@ def part_a(runs_root: str, sizes=("small", "large"), repeat: int = 2) -> dict:
         # times of T_min are the best of their repetitions too
         runs = []
         for _ in range(repeat):
-            # sampled every 0.5 s: the meter runs in this process, and at 5 Hz it cost ~1 % of
-            # a core that the efficiency would charge to the engine
+            # sampled every 0.5 s: the meter runs in this process, and a faster one costs CPU
+            # that the efficiency would charge to the engine
             meter = CpuMeter(interval=0.5)
             try:
                 res = allpairs(app=app, sink="dense", runs_root=runs_root, progress=False,

@@ -51,9 +51,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # scripts/ and tests/ (simulated data, the CVTree oracle), not pairflow
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # T_min is one core's time: the stage measurement and the two plain processes get one BLAS
-# thread each, as each device actor has (Ray gives a 1-CPU actor OMP_NUM_THREADS=1). With
-# OpenBLAS's default of a thread per core, microscopy's stage times used both cores (T_min
-# 32 s against 45 s on one) and two plain processes oversubscribed them (limit 0.54 vs 0.98).
+# thread each, as each device actor has (Ray gives a 1-CPU actor OMP_NUM_THREADS=1); with a
+# thread per core the stage times would use both cores and the plain processes oversubscribe
+# them.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # (not setdefault: a caller's setting would make T_min no core's)
 
@@ -64,26 +64,20 @@ from cpu_meter import CpuMeter  # noqa: E402
 
 # items a side of the tiles T_min's compares are timed in, at least: never smaller than the
 # run's own tiles (``tmin_side``), as forensics' compare costs less a pair in larger tiles (its
-# matrix products amortise each item's part over more pairs: T_min 23.0 s in tiles of 26
-# against 21.6-21.8 s in tiles of 32 and 37 in one set of runs), and a T_min timed in smaller
+# matrix products amortise each item's part over more pairs), and a T_min timed in smaller
 # tiles would flatter the engine
 STAGE_TILE = 26
-# engine runs with the engine's host tier (quick, full): five, not three. This VM has slow
-# minutes (microscopy's T_min 28.5, 25.2 and 21.3 s for the same particles within five
-# minutes; a fixed Python loop 5-13 ms from one call to the next), each sinking the run it
-# falls in, and of three runs two slow ones set the median
+# engine runs with the engine's host tier (quick, full): five, not three. A shared VM has slow
+# minutes, each sinking the run it falls in, and of three runs two slow ones set the median
 REPEATS = (1, 5)
 ROCKET = {"microscopy": 0.992, "forensics": 0.946, "phylogeny": 0.885}
 from pairflow.apps.data import data_dir  # noqa: E402  (PAIRFLOW_DATA, else the user data dir)
 DATA = data_dir()
-# (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores
-# phylogeny: the 16 proteomes at k = 7 (the most the app accepts) are under 10 s of compute
-# here on a fast day, so the full size adds two jackknife replicates of each (CVTree's own
-# robustness test: a seeded 90 % of each proteome's proteins), 48 proteomes of the real shape;
-# forensics: 384 shots (96 a camera): the residual's compiled Wiener loop left 256 at T_min
-# 18.0-18.2 s, this VM's faster cores (2026-12-02) left 288 at 18.8-19.8 s and 320 at
-# 18.4-19.4 s; 384 (1.44x the pairs of 320) keeps T_min above 20 s with room for the VM's
-# fast minutes
+# (quick, full) problem sizes; full aims at >= 20 s of compute on 2 cores (each app's T_min:
+# benchmarks/RESULTS.md). phylogeny: the 16 proteomes at k = 7 (the most the app accepts) fall
+# short, so the full size adds two jackknife replicates of each (CVTree's own robustness test:
+# a seeded 90 % of each proteome's proteins), 48 proteomes of the real shape; forensics: 384
+# shots (96 a camera), the fewest that keep T_min above 20 s with room for the VM's fast minutes
 SIZES = {"phylogeny": ({"proteomes": 4, "k": 4, "jackknife": 1},
                        {"proteomes": 16, "k": 7, "jackknife": 2}),
          "forensics": ({"size": 256, "cameras": 2, "shots": 4},
@@ -104,13 +98,11 @@ def tmin_side(leaf: int) -> int:
 def stage_times(app, side: int = STAGE_TILE) -> tuple[float, float, int]:
     """(Σ parse + preprocess over every item, mean compare seconds per pair, pairs), all
     measured: every item prepared once and every pair compared once, in tiles of ``side``
-    items on one thread. A sample could not stand for the run: items differ in
-    cost (particles of 78 to 102 points: pairs up to 1.7x apart), and on this VM a 6 x 6
-    sample timed 11 and 19 ms a pair two minutes apart for the same 40 particles."""
+    items on one thread. A sample could not stand for the run: items differ in cost
+    (particles of 78 to 102 points), and a shared VM's speed drifts within minutes."""
     keys = list(app.keys())
     # the first item once, untimed: a fresh process's first parse loads the app's kernels
-    # (0.13-0.14 s with numba's cache on disk, seconds without), which the engine's processes
-    # do in their warm-up, before T
+    # (numba's cache), which the engine's processes do in their warm-up, before T
     app.preprocess(keys[0], app.parse(keys[0], _raw(app.url(keys[0]))), "cpu")
     items, t_items = [], 0.0
     for key in keys:

@@ -43,9 +43,9 @@ class CpuMeter:
         self.clock = clock
         self.read_stat = read_stat or self._stat
         self.read_machine = read_machine or self._machine
-        # reading every process of the machine cost ~4 ms a sample (1-1.5 % of 2 cores at 5 Hz,
-        # charged to the driver): the whole of /proc is read every ``rescan_every`` samples to
-        # find new processes, and only this process's tree in between
+        # reading every process of the machine every sample costs CPU that would be charged to
+        # the driver: the whole of /proc is read every ``rescan_every`` samples to find new
+        # processes, and only this process's tree in between
         self.rescan_every, self.n_samples, self.interval = rescan_every, 0, interval
         self.mine: set[int] = set()
         self.last: dict[int, float] = {}
