@@ -157,11 +157,9 @@ def import_in_background(*names: str) -> None:
 
 
 # glibc's malloc thresholds for a process that computes (see keep_freed_memory). 32 MB is the
-# largest mmap threshold glibc accepts on 64 bits. The trim threshold is what a parse's
-# temporaries need: phylogeny's k = 7 parse of a bacterial proteome frees ~130-250 MB, and at
-# 128 MB a loader gave the top of its heap back after every parse and faulted it in again on
-# the next (~6 K minor faults and ~45 ms of system time a proteome; ~600 faults for 16 in all
-# at 256 MB)
+# largest mmap threshold glibc accepts on 64 bits. Rule: the trim threshold stays above what a
+# parse's temporaries free (phylogeny's k = 7 parse of a bacterial proteome: up to ~250 MB), or
+# a loader gives the top of its heap back after every parse and faults it in again on the next
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20
 _allocator_tuned = False
@@ -176,10 +174,9 @@ def keep_freed_memory() -> bool:
     Why: numpy kernels allocate temporaries of a few MB per call. glibc serves an allocation
     of at least its mmap threshold with fresh pages and, once more than its trim threshold lies
     free at the top of the heap, returns that to the system, so a loop of such calls faults in
-    (and the kernel zeroes) every page again. The microscopy kernel's pair took 14.6 ms in a
-    fresh process and 8.7 ms with these thresholds (and in a process whose earlier large
-    allocations had raised glibc's own dynamic ones). The cost: up to ``TRIM_THRESHOLD`` of
-    freed memory stays with each process that computes."""
+    (and the kernel zeroes) every page again: a large share of a short kernel's time (the
+    microscopy kernel's pair). The cost: up to ``TRIM_THRESHOLD`` of freed memory stays with
+    each process that computes."""
     global _allocator_tuned
     if _allocator_tuned:
         return True
@@ -198,7 +195,7 @@ def keep_freed_memory() -> bool:
 
 
 # the time slice a computing thread asks Linux's scheduler (EEVDF) for, instead of its default
-# (1.4 ms here); the kernel accepts 0.1-100 ms (see long_time_slices)
+# (about a millisecond); the kernel accepts 0.1-100 ms (see long_time_slices)
 TIME_SLICE_NS = 20_000_000
 _SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}  # the syscall's number, by machine
 _long_slices = threading.local()
@@ -212,13 +209,12 @@ def long_time_slices() -> bool:
     took the call.
 
     Why: while items load, a node runs more computing processes than it has cores (each
-    device actor and each load slot), and with the default slice (1.4 ms here) every core
-    switches between them hundreds of times a second, each switch refilling the caches the
-    kernels are blocked for (prnu's tile kernel keeps its blocks within one core's L2). Two
-    processes comparing forensics tiles and two computing residuals on 2 cores spent less CPU
-    per tile and per residual with 20 ms slices, and the engine's forensics runs took less
-    time (benchmarks/RESULTS.md, forensics). Threads that wait (Ray's, the event loop) keep
-    their short slices and still preempt these when they wake."""
+    device actor and each load slot), and with the default slice (about a millisecond) every
+    core switches between them hundreds of times a second, each switch refilling the caches
+    the kernels are blocked for (prnu's tile kernel keeps its blocks within one core's L2).
+    Rule: a thread that computes keeps its core, and its caches, for a long slice; threads that
+    wait (Ray's, the event loop) keep their short slices and still preempt these when they
+    wake."""
     if getattr(_long_slices, "done", None) is not None:
         return _long_slices.done
     _long_slices.done = False

@@ -98,9 +98,8 @@ class BatchPart:
     """One item of a load task that returned its items as one object (``one_object``).
 
     Why: each object a task returns costs its worker, its owner and the raylet CPU (create,
-    seal, location and reference bookkeeping, a borrow per device actor that uses it): one
-    object per task instead of one per item took ~2 % off forensics' T (the raylet's and the
-    coordinator's CPU down by a third). The price: an item cannot leave the object store
+    seal, location and reference bookkeeping, a borrow per device actor that uses it), so a
+    task returns one object, not one per item. The price: an item cannot leave the object store
     alone, so a node cache does this only when its tier holds every item (none is evicted).
     ``await part`` gives the item; ``resolve`` fetches each batch once for many parts."""
 
@@ -200,8 +199,8 @@ def warm_process(app, device: str) -> None:
 
     ``warm_token`` (optional, hashable): what else the warm-up prepares besides kernels (the
     Jaccard app builds its files' record items there). Without it a second run in one session
-    (a REPL, a benchmark) over other files skipped that, probed a record's parse as a whole
-    file's and sent a 2-second job to Ray."""
+    (a REPL, a benchmark) over other files would skip that and probe a record's parse as a
+    whole file's."""
     keep_freed_memory()
     token = (type(app).__qualname__, device, getattr(app, "warm_token", None))
     warm = getattr(app, "warmup", None)
@@ -238,8 +237,8 @@ def load_batches(missing: list, per_task: int, slots: int) -> list[list]:
 
 
 # the probe's first parse taking more than this many times its second, and this much longer,
-# is a cold one and the second stands for both: a first parse in a fresh process (forensics':
-# 0.12-0.14 s against 0.03) set the load batch and the leaf from a cold figure
+# is a cold one and the second stands for both: the load batch and the leaf are not set from a
+# fresh process's cold first parse
 MEASURE_COLD, MEASURE_COLD_S = 2.0, 0.001
 # a sample compare shorter than this is repeated on a larger tile of the same items
 MEASURE_MIN_S = 0.005
@@ -254,8 +253,8 @@ MEASURE_GROW_S = 0.25
 MEASURE_GROW_SHARE = 0.01
 # the probe times CPU, and a compare that waits (on a tool, a service, a sleep) spends little:
 # a compare short in CPU doubles only while the doubled one's wall time (4x the last) stays
-# under this. Not a bound on longer ones: while Ray starts beside the probe, its wall time was
-# 12x its CPU time (forensics, 8 x 8), and their CPU budget bounds them already
+# under this. Not a bound on longer ones: while Ray starts beside the probe, wall time runs many
+# times the CPU time, and their CPU budget bounds them already
 MEASURE_GROW_WALL_S = 2.0
 
 
@@ -267,9 +266,9 @@ def probe_grows(side: int, t_pair: float, t_half: float | None = None,
     ``wall_s``, this one's) stays under ``MEASURE_GROW_WALL_S``; a longer one only within
     ``budget_s``.
 
-    Forensics' 2 x 2 tile timed 2.0-3.2 ms a pair against 0.51 ms in the run's tiles of 26 (a
-    tile gathers each item's spectrum rows once for all its pairs), and the leaf chosen on the
-    2 x 2 figure came out 22-26 where the cost model, on a pair's cost in a real tile, wants 37."""
+    Rule: a pair is timed in a tile near the run's, not in 2 x 2. A kernel that gathers each
+    item's part once for all a tile's pairs (forensics' spectrum rows) costs several times
+    less a pair in a real tile, and a leaf chosen from the 2 x 2 figure comes out too small."""
     if side >= MEASURE_MAX_SIDE:
         return False
     if t_pair * side * side < MEASURE_MIN_S:
@@ -337,8 +336,7 @@ def measure_stages(app, keys: Sequence[str], device: str, grow: bool = True,
     if not _warms_up(app):  # the first call compiles; an app's own warm-up has done that
         _step("compare", probe, app.compare, dev, dev, mask, device)
     # on the CPU, this thread's CPU time: the inputs are checked on another thread meanwhile,
-    # and waits for the GIL made a 256 x 256 tile of reads time 96 ns a pair, not 7 (the
-    # run went to Ray on an estimate 35x too high)
+    # and its waits for the GIL are not a pair's cost (counted, they can send a small run to Ray)
     clock = time.thread_time if device == "cpu" else time.perf_counter
     t_half = None  # t_pair in the tile of half the side
     while True:

@@ -217,11 +217,10 @@ BASELINE = ("zorder", "lru")
 # that keeps its stripes (``_proxy_scale``): the simulation is paid before the run starts
 MAX_SIM_TILES = 1500
 # a run whose tiles hold more items than this in all (tiles x a tile's items) is simulated on its
-# grid of leaf blocks, one item per block (``_proxy`` at full scale): item by item, each of the
-# six candidates costs ~2.5 us an item a tile, and 10,000 items in leaves of 125 with 500 in the
-# host tier took 10.8 s to choose (3,240 tiles of 250 items), the same R as leaves of 25: a
-# block's items travel together. The grid chose the items' own choice, or one loading at most
-# 0.5 % more, in every case measured (benchmarks/RESULTS.md, planner (c))
+# grid of leaf blocks, one item per block (``_proxy`` at full scale). Rule: past this bound an
+# item-by-item simulation costs seconds before the run starts, and a block's items travel
+# together, so the grid chooses the items' own plan or one within 5 % of its R (measured:
+# RESULTS.md, "Planner", part (c))
 MAX_SIM_VISITS = 60_000
 # past this many simulated tiles (a proxy that must stay large to keep its stripes) the choice
 # would cost seconds: such a run has a host tier of >= 16 leaf blocks or many tiles per block,
@@ -366,8 +365,8 @@ def _one_item_a_cell(space: PairSpace, items: ItemMap) -> bool:
 def _proxy(space: PairSpace, leaf: int, host_items: int, l1_items: int, f: float):
     """A smaller run with the same shape: the leaf grid with one item per leaf block, every side
     scaled by ``f``, the host tier and L1 in blocks scaled alike (L1 not below its blocks). The
-    host tier counts the whole blocks it holds: 190 items hold 4 blocks of 40, and a grid that
-    gave it 5 had room for a stripe the items have not (its choice loaded 1.42x the best)."""
+    host tier counts the whole blocks it holds: 190 items hold 4 blocks of 40, not 5 (a grid
+    with room for a stripe the items have not chooses a plan that loads more)."""
     def scaled(n: int) -> int:
         return max(2, round(math.ceil(n / leaf) * f))
     small = Triangle(scaled(space.n)) if isinstance(space, Triangle) else \
@@ -390,9 +389,9 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
     stripes dealt across the cluster or contiguous shares) is simulated for every candidate in
     lockstep, and, given ``timing``, each way's best again with the nodes drifting apart as
     they do on a cluster (``Timing``, averaged over ``TIMED_SEEDS``); the way of least R runs,
-    so a plan that only wins in lockstep is not chosen (issue 57: dealt stripes of one leaf a
-    node simulated R 5.0 in lockstep, measured 11.7; contiguous shares 5.3). One node at the
-    same host tier is simulated too (``one_node_R``: what the cluster must not exceed).
+    so a plan that only wins in lockstep is not chosen (issue 57; measured: RESULTS.md,
+    "Scaling grid"). One node at the same host tier is simulated too (``one_node_R``: what
+    the cluster must not exceed).
 
     Nothing is simulated when there is one candidate and one way of sharing, or when the host
     tier holds every item (each item is then loaded once, whatever the order)."""
