@@ -48,7 +48,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)  # scripts/ and tests/ (simulated data, the CVTree oracle), not pairflow
+sys.path.insert(0, ROOT)  # tests/ (the CVTree oracle), not pairflow
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # T_min is one core's time: the stage measurement and the two plain processes get one BLAS
 # thread each, as each device actor has (Ray gives a 1-CPU actor OMP_NUM_THREADS=1); with a
