@@ -396,7 +396,7 @@ def test_reference_on_another_array_namespace(globins, globin_scores):
 
 def test_reference_without_precomputed_profile(globins, globin_scores, monkeypatch):
     """Big batches gather substitution scores row by row instead of holding a 24x profile."""
-    import pairflow.kernels.smith_waterman as sw
+    import pairflow.kernels.sw_reference as sw
 
     monkeypatch.setattr(sw, "_PROFILE_BYTES", 0)
     seqs = [s for _, s in globins]
