@@ -11,7 +11,8 @@ from pairflow.engine.pairs.cache.eviction import LRUEviction
 from pairflow.engine.pairs.cache.node_cache import NodeCache
 from pairflow.engine.pairs.cache.tiers import BudgetCache
 from pairflow.engine.run.metrics import EventBuffer
-from tests.conformance.test_node_cache import Events, FakeLoads, FakeScheduler
+from pairflow.engine.testing.host_tier import Events, FakeScheduler
+from tests.conformance.test_node_cache import FakeLoads
 
 
 def test_a_shard_keeps_every_holder_most_recent_first():

@@ -6,8 +6,7 @@ the same contract with the in-process executor's loader."""
 import asyncio
 
 from pairflow.engine.pairs.cache.node_cache import NodeCache
-from pairflow.engine.testing.host_tier import (INLINE, Events, FakeScheduler,  # noqa: F401
-                                               HostTierTests, size_of)
+from pairflow.engine.testing.host_tier import INLINE, HostTierTests, size_of
 
 
 class FakeLoads:
