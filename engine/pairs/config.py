@@ -13,7 +13,7 @@ class AllPairsConfig:
     tile_overhead_s: float = 0.02        # fixed cost per tile in the leaf's cost model
     load_batch: int | None = None        # items per load task; None: from the measured parse
     load_batch_s: float = 0.3            #   time, so one task carries about this much work
-                                         #   (a task costs its loader ~9 ms of CPU besides)
+                                         #   (a task costs its loader CPU of its own besides)
     in_flight: int = 2                   # tiles under way per device actor (prefetch depth)
     devices: str = "auto"                # auto | cpu | torch-cpu | cuda | cuda,cpu (side by
                                          #   side: sizing.plan_nodes)

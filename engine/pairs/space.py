@@ -33,9 +33,9 @@ import numpy as np
 def block_mask(rows: int, cols: int, diagonal: int | None) -> np.ndarray:
     """A read-only (rows, cols) mask shared by every block of that shape: all True
     (``diagonal`` None), or True where column - row > ``diagonal`` (a block of a triangle whose
-    first column is ``-diagonal`` past its first row). A tile of 2,495 reads a side spent
-    4-6 ms making its mask, as long as a sixth of its compare; equal tiles share one now.
-    A run has a few shapes (body, diagonal, edges); eight are kept, rows x cols bytes each."""
+    first column is ``-diagonal`` past its first row). Rule: equal tiles share one mask (a
+    large tile making its own spends a noticeable share of its compare on it). A run has a
+    few shapes (body, diagonal, edges); eight are kept, rows x cols bytes each."""
     if diagonal is None:
         m = np.ones((rows, cols), bool)
     else:

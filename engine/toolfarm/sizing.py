@@ -2,11 +2,11 @@
 no Ray and no tool in it (the driver runs the tool and reports what it measured).
 
 A tool's seconds per record fall as its units grow and then level off: blastp loads its
-database once per run and scans it once per batch of queries (so 1 query costs ~6 of a batched
-run's queries on a 4,000-protein database, 100 queries ~1.05), hmmsearch parses every profile
-once per run. A straight line ``fixed + per_record x n`` through two small units does not see
-this: on a 20,000-protein database it found no fixed cost and chose units of one record (4.1x
-slower than one ``blastp -num_threads 2``). So the curve itself is measured.
+database once per run and scans it once per batch of queries (a lone query costs several of a
+batched run's), hmmsearch parses every profile once per run. A straight line ``fixed +
+per_record x n`` through two small units does not see this: it can find no fixed cost and
+choose units of one record, far slower than the tool's own threads. So the curve itself is
+measured (the farm against the tool's threads: RESULTS.md, "Tool farm").
 
 ``UnitSizer`` runs a ladder: the first units of the run (real units, their outputs kept) are
 cut at sizes ``first``, x ``factor``, ... one per worker at a time, and each step's throughput

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 L3_ASK_S = 0.010
 L3_TAKE_S = 0.008
 # How much one tile's time varies on an actor (its coefficient of variation): a node's share of
-# the cores, other work, Ray's own threads. Measured on the same runs: 0.6-1.3 a tile, 0.3 over
-# ten tiles in a row (so successive tiles' times are correlated: ``JITTER_RHO``).
+# the cores, other work, Ray's own threads (issue 57's runs); successive tiles' times are
+# correlated (``JITTER_RHO``).
 JITTER = 0.8
 JITTER_RHO = 0.5
 
@@ -32,7 +32,7 @@ class Timing:
     item from a peer pays a lookup, a call and a pull, one that loads pays a parse, and every
     node's speed wanders (``jitter``): the nodes drift apart, and a node more than its room of
     streamed columns behind the one that loaded a column finds it evicted there and loads it
-    again (issue 57: a dealt run measured R 11.7 where the lockstep simulation said 5.0)."""
+    again (issue 57; measured: RESULTS.md, "Scaling grid")."""
 
     t_tile: float = 0.02        # a tile's fixed cost (hand-out, write: config.tile_overhead_s)
     t_pair: float = 1e-4        # compare, per pair

@@ -36,12 +36,12 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     b = model_leaf(t_pair, space, n_actors, target_s, t_item, n_items, overhead_s)
     side = max(space.n_rows, space.n_cols, 1)
     # a stripe of at least ~4 leaf blocks plus the streamed columns under way fit the host
-    # tier; a tier that holds every item needs no stripe (the cap cut 10 K reads into 45
-    # tiles where the model chose 10, and each tile's fixed costs came 4.5 times). Where
+    # tier; a tier that holds every item needs no stripe (a cap there only multiplies the
+    # tiles, and each tile's fixed costs with them). Where
     # every device actor's own tier holds the items of its tiles under way and one more
     # (``tiers.device_cache_items``), the streamed columns only pass through the host tier,
-    # and the stripe alone must fit it (the plan keeps their room beside it): counted there,
-    # they halved a quarter host tier's tiles (benchmarks/RESULTS.md, Rocket's applications)
+    # and the stripe alone must fit it (the plan keeps their room beside it; measured at a
+    # quarter host tier: RESULTS.md, "Rocket's applications")
     if n_items is None or host_items < n_items:
         cap = host_items // (4 + per_node_tiles)
         if device_items:
@@ -113,8 +113,8 @@ def search_leaf(leaf: int, measured: dict, space: PairSpace, cfg: AllPairsConfig
     Returns the leaf and, per candidate, (its choice, its modelled seconds); the leaf as given
     and nothing when there is one candidate or a plan is not simulated (as configured, or too
     many tiles). Why: the stripe rule asks the host tier for ~4 leaf blocks, but where the
-    device tiers hold a tile's items a larger leaf loads each item fewer times; forensics at a
-    quarter host tier: a leaf of 20 simulated R 2.31, one of 40 R 1.25 (benchmarks/RESULTS.md)."""
+    device tiers hold a tile's items a larger leaf loads each item fewer times (forensics at a
+    quarter host tier, measured: RESULTS.md, "Rocket's applications")."""
     t_pair, t_item = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
     model = model_leaf(t_pair, space, n_actors, cfg.target_tile_s, t_item, n_items,
                        cfg.tile_overhead_s)

@@ -147,11 +147,10 @@ LOAD_BATCH_MAX = 2048  # items of one load task at most (its infos travel as one
 
 def load_batch(cfg: AllPairsConfig, t_parse: float) -> int:
     """Items per load task: enough that one task carries ``load_batch_s`` of parsing
-    (a Ray task costs its loader ~9 ms of CPU, and its owner and the raylet some more), or
-    ``cfg.load_batch`` when set. Items that parse in
+    (a Ray task costs its loader milliseconds of CPU, and its owner and the raylet some more),
+    or ``cfg.load_batch`` when set. Items that parse in
     microseconds (a read's bitset from its file's, built once per process) come a few
-    thousand a task: at 256 a task, the first tiles of a run of reads waited for tens of
-    tasks."""
+    thousand a task, so a run's first tiles do not wait for tens of tasks."""
     if cfg.load_batch:
         return int(cfg.load_batch)
     return max(1, min(LOAD_BATCH_MAX, math.ceil(cfg.load_batch_s / max(t_parse, 1e-6))))
@@ -210,7 +209,7 @@ def weighted_budget(w: PairWeights, space: PairSpace, t_pair: float, probe_weigh
 
 # The host tier's default share of a node's object store (``host_cache_bytes=None``), and the
 # most it may take: the tier stays well below the store, since spilling is a fallback, not a
-# tier; the apps' runs of benchmarks/RESULTS.md fit their items in 40 %.
+# tier; the apps' runs fit their items in 40 % (measured: RESULTS.md, "Rocket's applications").
 HOST_TIER_SHARE = 0.4
 HOST_TIER_MAX_SHARE = 0.7
 
@@ -420,7 +419,7 @@ def liveness(expected_tile_s: Sequence[float], cfg: AllPairsConfig) -> tuple[flo
     beat: event-loop work between awaits, which grows with the tile (items handed over,
     a tile's bookkeeping), and a loaded machine's RPC latency. So: beats every typical tile
     (0.25..2 s), silence tolerated for 10 beats, never under the slowest expected tile's
-    quarter nor 5 s (Ray calls on a busy 2-core node have taken seconds)."""
+    quarter nor 5 s (Ray calls on a busy node can take seconds)."""
     costs = sorted(expected_tile_s) or [0.0]
     typical = costs[len(costs) // 2]
     beat = cfg.heartbeat_s or min(2.0, max(0.25, typical))

@@ -35,9 +35,8 @@ def contiguous_shares(order: Sequence[int], nodes: int,
                       starts: Sequence[int] = ()) -> list[list[int]]:
     """Equal contiguous runs of the plan's order, one per node. ``starts``: positions where
     the plan's stripes begin (``stripe_starts``); each cut then moves to the nearest of them,
-    so no stripe is split between two nodes, which would both load its rows (measured: two
-    nodes with cuts inside stripes loaded 5 % more than one node). Stealing evens out what the
-    moved cuts leave unequal."""
+    so no stripe is split between two nodes, which would both load its rows. Stealing evens
+    out what the moved cuts leave unequal."""
     order = [int(t) for t in order]
     cuts = [len(order) * i // nodes for i in range(1, nodes)]
     at = sorted({int(s) for s in starts if 0 < int(s) < len(order)})
@@ -72,7 +71,7 @@ class Course:
     Why: the planner's simulation models the nodes' drift (``simulate.Timing``), but a cluster
     may drift more (a busier machine, a slower network); a dealt run whose nodes are more than
     their room apart loads every streamed column on several nodes, worse than contiguous shares
-    would (issue 57: R 11.7 against one node's 7.0). ``curve``: the simulation's R after each
+    would (issue 57; RESULTS.md, "Scaling grid"). ``curve``: the simulation's R after each
     of its equal steps of tiles (``SimResult.curve``). Once ``start`` of the tiles are done, a
     measured R above ``margin`` times the curve at that point, plus ``slack`` items (the first
     stripe's rows arrive in a burst), says the run drifted: the head re-deals what is left in
@@ -216,8 +215,8 @@ class StealingPolicy:
         would also count the other nodes' tiles, which with L3 stream the same columns: a node
         would then keep a column its peers still need over its own stripe rows, and load those
         again at the next column. Granted tiles are left out: the head learns they are done
-        only at the node's next refill, so counting them kept what finished tiles needed and
-        evicted what comes next (measured on one node: R 5.4 with them, 3.2 without)."""
+        only at the node's next refill, so counting them would keep what finished tiles needed
+        and evict what comes next."""
         want = {int(i) for i in items}
         first: dict = {}
         pos = 0

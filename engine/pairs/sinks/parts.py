@@ -86,8 +86,8 @@ class _PartsSink(Sink):
 
     def _read_parts(self) -> np.ndarray | None:
         """Every part, concatenated (a structured array), or None when there is none. Parts
-        of one dtype are read straight into one array: loading each and concatenating took
-        14 ms for the 8 MB of parts of 10 K reads' top 10, against 3 ms."""
+        of one dtype are read straight into one array, not loaded each and concatenated (a
+        copy more of every part, on the finalize the run waits for)."""
         paths = [os.path.join(self.parts_dir, f)
                  for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".npy")]
         if not paths:
@@ -129,8 +129,8 @@ def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
 def _named(dictionary, index: np.ndarray):
     """The keys of ``index`` as an Arrow column, dictionary-encoded over ``dictionary`` (the
     keys as one Arrow string array): one Arrow string per key, not per row (a Python string
-    object per row of 10 K reads' top 10 cost ~30 ms of a ~60 ms finalize; Arrow's take would
-    register pyarrow.compute, ~0.4 s of CPU once per process). Written with
+    object per row was half of a top-k's finalize; Arrow's take would register
+    pyarrow.compute, a fixed CPU cost once per process). Written with
     ``store_schema=False`` it reads back as a plain string column."""
     import pyarrow as pa
     return pa.DictionaryArray.from_arrays(pa.array(np.asarray(index, np.int64)), dictionary)
@@ -141,9 +141,9 @@ def _write_parquet(table, path: str) -> None:
     Parquet's own dictionary encoding and read back as the plain type they encode.
 
     Only those columns (the keys) are dictionary-encoded, and only the numeric columns carry
-    min / max statistics: dictionaries of ~100 K distinct floats and indices and the min / max
-    of every key string took half of a top-k's 20-40 ms write (10 K reads, k = 10), and a
-    reader filters a top-k by its indices or scores, not by the order of its key strings."""
+    min / max statistics: dictionaries of distinct floats and indices and the min / max of
+    every key string were half of a top-k's write, and a reader filters a top-k by its
+    indices or scores, not by the order of its key strings."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     keys = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
@@ -187,9 +187,8 @@ class TopK(_PartsSink):
         ordered by query then rank. numpy only: per tile, pandas' overhead outweighs the work.
 
         Candidates mostly come in a few runs ordered by query (a tile's rows then its columns;
-        the parts, one after another): those are merged run by run, reading each in order;
-        grouping them by query first (a counting sort, then reads at random) was 2-3x slower
-        on the 345 K candidates of 10 K reads' top 10."""
+        the parts, one after another): those are merged run by run, reading each in order, not
+        grouped by query first (a counting sort, then reads at random: slower)."""
         q, t, v = np.asarray(q, np.int64), np.asarray(t, np.int64), np.asarray(v)
         if len(q) and v.dtype == np.float64 and q.min() >= 0 and not np.isnan(v).any():
             # (NaN ranks last in the sort below; the compiled merge takes every other float)

@@ -5,7 +5,8 @@ processes once.
 
 Why: a fresh actor is a fresh Python process that imports Ray and registers with it, about a
 CPU-second each, and on a small machine Ray starts only as many at once as it has cores; the
-process start was most of a small run's start-up. A reused one is rebound to the new run
+process start was most of a small run's start-up (a session's later runs, measured: RESULTS.md,
+"Start-up"). A reused one is rebound to the new run
 (``rebind``: every object of the old run replaced; imports, compiled kernels and the app's
 warm-up stay), and between runs it holds nothing of its last run (``retire``).
 
