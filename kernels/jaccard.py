@@ -11,10 +11,10 @@ Why a merge
 -----------
 Items are sorted unique arrays (:func:`kernels.kmers.canonical_kmers`), so |A ∩ B| is one linear
 merge with no allocation.  The merge is branch-free (each step advances by the comparison results)
-because k-mer codes are random and an if/elif merge mispredicts often: measured 20-35% faster here.
-Two S. aureus genomes (2.7 M k-mers each) merge in ~7 ms, an S. aureus against a V. cholerae
-(2.7 M vs 4.0 M, few shared) in ~15 ms, where ``np.intersect1d(assume_unique=True)`` (concatenate +
-sort) takes ~410 ms.  When one set is much smaller than the other (a plasmid against a genome, a
+because k-mer codes are random and an if/elif merge mispredicts often.  Rule: a merge, not
+``np.intersect1d(assume_unique=True)`` (concatenate + sort), which is several times slower on
+genome-sized sets (measured: benchmarks/RESULTS.md, "Kernel micro-benchmarks: k-mers and
+Jaccard").  When one set is much smaller than the other (a plasmid against a genome, a
 read set against a reference), galloping (exponential then binary search from the last position)
 costs O(s log(l/s)) instead of O(s + l); it wins from a size ratio of about 8.
 
@@ -34,16 +34,16 @@ from .lazyjit import compiled, lazy_njit
 
 __all__ = ["intersection_counts", "intersection_count", "jaccard_from_counts", "GALLOP_RATIO"]
 
-# Gallop when the larger set is at least this many times the smaller.  Measured crossover on real
-# k-mer sets (subsamples of one genome against another) is ~6-8x; below it the linear merge wins.
+# Gallop when the larger set is at least this many times the smaller (the crossover on real k-mer
+# sets, subsamples of one genome against another); below it the linear merge.
 GALLOP_RATIO = 8
 # Sets of at most this many k-mers are counted with numpy's searchsorted while the compiled kernels
 # are not loaded yet (a small run never pays numba's import and load); once loaded, always them.
 SMALL_SET = 1 << 17  # = kmers.SMALL_BASES: an item small enough to scan in numpy compares in it
 SMALL_TILE = 1024    # ... in a tile of at most this many pairs (more: the compiled tile loop)
 # Sets longer than this on average are counted pair by pair: a Python call per pair is then small
-# beside its merge, while packing a tile side into one buffer first copies every set (two
-# genomes of 4.5 M k-mers: ~35 ms a side, more than merging them).
+# beside its merge, while packing a tile side into one buffer first copies every set (for
+# genome-sized sets the copy costs more than the merge).
 PACK_MAX_MEAN = 1 << 14
 
 

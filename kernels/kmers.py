@@ -18,10 +18,10 @@ Why this shape
 Speed
 -----
 The scan is one compiled pass (numba, ``nogil`` so engine threads can parse items in parallel).
-Deduplication is a sort followed by a neighbour comparison: ``np.unique`` on 4.6 M uint64 took
-seconds here and ``np.sort`` ~0.29 s, while a compiled radix sort on only the 2k significant bits
-plus an in-place compaction takes ~0.06 s; the whole E. coli K-12 item (4.6 Mb, k=21) is ~0.07 s
-(``python benchmarks/kernels_micro.py`` reproduces these numbers).
+Deduplication is a sort followed by a neighbour comparison, not ``np.unique``: a compiled radix
+sort on only the 2k significant bits plus an in-place compaction (``sort="numpy"``: ``np.sort``
+instead). Both are timed per genome side by side in benchmarks/RESULTS.md, "Kernel
+micro-benchmarks: k-mers and Jaccard".
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ def _radix_sort(a, tmp, nbits, top_bits, digit_bits):
 
     One most-significant-digit pass on the top ``top_bits`` bits scatters the codes into buckets
     small enough for the L2 cache; each bucket is then LSD-sorted on the remaining bits in cache.
-    Sorting only the 2k significant bits (not 64) and keeping the passes in cache made this about
-    5x faster than ``np.sort`` on a 4.6 Mb genome, and ~20% faster than a plain LSD sort.
+    Rule: sort only the 2k significant bits (not 64) and keep the passes in cache (against
+    ``np.sort``: benchmarks/RESULTS.md, "Kernel micro-benchmarks: k-mers and Jaccard").
     """
     n = a.shape[0]
     if n < 2:
@@ -178,8 +178,8 @@ def _radix_sort(a, tmp, nbits, top_bits, digit_bits):
 
 def _radix_plan(n: int, nbits: int) -> tuple[int, int]:
     """(top_bits, digit_bits): an MSD split into buckets of ~8 k codes (64 KB, L2-resident), then
-    the fewest LSD passes with digits of at most 11 bits (2048 counters stay in L1).  Measured on
-    E. coli k=21: 9-10 top bits + 3 passes of 11 bits was the fastest of the layouts tried."""
+    the fewest LSD passes with digits of at most 11 bits (2048 counters stay in L1): the fastest
+    of the layouts tried on E. coli, k = 21."""
     top = 0
     while top < nbits and (n >> (top + 1)) >= 8192:
         top += 1

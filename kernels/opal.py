@@ -3,10 +3,10 @@ parasail for a tile.
 
 Why two kernels: parasail (``kernels.smith_waterman``) vectorises along one query against one
 target at a time, which pays off on long targets; Opal aligns one query against many targets at
-once (one target per SIMD lane), which pays off on many short targets. Measured per CPU second on
-real proteomes (S. aureus x E. coli, BLOSUM62 12/1, ``benchmarks/many_small_proteomes.py``
-records both), neither wins everywhere; :func:`prefer_opal` is the boundary those measurements
-drew. Both give identical scores: Opal gets the very matrix parasail uses (built from parasail's
+once (one target per SIMD lane), which pays off on many short targets. Per CPU second on real
+proteomes neither wins everywhere; :func:`prefer_opal` is the boundary those measurements drew
+(both kernels measured: benchmarks/RESULTS.md, "Many small sequences: proteomes"). Both give
+identical scores: Opal gets the very matrix parasail uses (built from parasail's
 own table) and the same open/extend numbers (open = the cost of a gap of length 1).
 
 Only protein matrices go to Opal: the boundary was measured on proteins.

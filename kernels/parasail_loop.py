@@ -1,12 +1,11 @@
 """The pair loop of :func:`kernels.smith_waterman.sw_scores` in compiled code, without the GIL.
 
-Why: parasail is called once per pair, and each call is short (a 300 x 300 protein pair takes
-~12 us). Called through ctypes, every pair released and retook the GIL and ran ~2 us of Python
-around it. In one process that costs ~15 %; in a Ray actor it cost far more, because the actor's
-event loop and Ray's own threads want the GIL too: the compare thread of a device actor got only
-~70 % of a core on short proteins while the machine had idle CPU (measured: compare wall 6.2 s,
-thread CPU 4.5 s, per actor). Here a whole tile runs in one ``nogil`` call: the GIL is taken once
-per tile.
+Why: parasail is called once per pair, and each call is short (microseconds for a protein pair).
+Called through ctypes, every pair released and retook the GIL and ran Python around it; in a Ray
+actor, whose event loop and Ray's own threads want the GIL too, the compare thread then got only
+part of a core while the machine had idle CPU. Rule: a whole tile runs in one ``nogil`` call, the
+GIL taken once per tile (the engine against the kernel in plain processes, measured:
+benchmarks/RESULTS.md, "Smith-Waterman").
 
 The same parasail C functions are called, in the same order, with the same width and method
 choices as the Python loop (``sw_scores(..., _direct=False)`` keeps that loop, and the tests

@@ -153,8 +153,8 @@ def wave_noise(xp, coef, noise_var: float):
     A float64 numpy array takes a compiled loop (``_wave_noise_cpu``) with the same integral
     image and the same operations in the same order (bit for bit the same on the 512², 256²
     and 64² arrays checked when it was written): the array version makes a dozen full-size
-    temporaries a call, and it was most of a residual's time (a 512² spectrum 6.1 ms against
-    2.6 compiled, a 256² band 1.37 against 0.64)."""
+    temporaries a call, most of a residual's time (the residual both ways, measured:
+    benchmarks/RESULTS.md, "Kernel micro-benchmarks: k-mers and Jaccard")."""
     if _compiled_path(coef):
         return _wave_noise_cpu(np.ascontiguousarray(coef), float(noise_var), _WINDOWS)
     var = None
@@ -216,8 +216,8 @@ def wiener_dft(xp, x):
     spectrum's real inverse, real(ifft2(S·g)), is the inverse of its Hermitian part,
     S·(g(k) + g(−k))/2, which the half spectrum holds. (The gains g are even in k when the
     rows and columns have zero mean, as a residual's do, but not for any image.) The same
-    result to rounding in a third of the transforms' time (fft2 + ifft2 6.3 ms at 512²,
-    rfft2 + irfft2 2.3). On numpy, the steps between the two transforms are one compiled
+    result to rounding in about a third of the transforms' time. On numpy, the steps between
+    the two transforms are one compiled
     filter (``_wiener_half_cpu``)."""
     h, w = x.shape
     n = h * w
@@ -346,13 +346,12 @@ def ncc_pce(xp, left: Sequence, right: Sequence, width: int, chunk_bytes: int | 
 
 
 # A block of left spectrum rows times the column factors, what each matrix product of
-# ``_tile_sums`` reads, is kept within one core's L2 (1 MB here): in L3 (4 MB blocks) two
-# devices comparing side by side slowed each other by 5-15 %, and one alone ran 10-20 %
-# slower (benchmarks/RESULTS.md, forensics)
+# ``_tile_sums`` reads, is kept within one core's L2: blocks that spill into the shared L3 slow
+# a device down, and two devices comparing side by side slow each other
 CPU_BLOCK_BYTES = 1 << 20
 # spectrum rows gathered from the tile's items at a time: their products are summed over the
-# row factors in one more product. The items are never stacked whole: a tile of 23 stacked
-# 48 MB a side, above glibc's largest mmap threshold (32 MB), so fresh pages every tile
+# row factors in one more product. The items are never stacked whole: a tile's stacked side
+# passes glibc's largest mmap threshold (32 MB) and takes fresh pages every tile
 FLUSH_ROWS = 32
 
 
@@ -373,8 +372,8 @@ def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int, 
     every column factor (a block of ``lb`` left items, ``band`` rows at a time, at most
     ``chunk_bytes``) times the right rows is one matrix product; those of the gathered rows
     are then summed over the row factors in one more. On numpy, both land in buffers made once
-    a tile: in these loops of a few hundred small products, a fresh array each time cost ~5 %
-    more. A block of left items is multiplied only with the right items ``mask`` wants of it
+    a tile, not a fresh array for each of these loops' few hundred small products. A block of
+    left items is multiplied only with the right items ``mask`` wants of it
     (``_wanted_span``); the sums of the others stay 0."""
     from .backend import is_numpy_namespace
     (h, half), nl, nr, s = left[0].shape, len(left), len(right), col.shape[0]
@@ -383,9 +382,8 @@ def _tile_sums(xp, left: list, right: list, col, row, weight, chunk_bytes: int, 
     lb = max(1, min(nl, chunk_bytes // item_bytes))
     mask = None if mask is None else np.asarray(mask, dtype=bool)
     if mask is not None and not mask.all():
-        # at least four blocks, so the skipped spans come near what the mask leaves out: a
-        # diagonal tile of 36 took 0.40 s in blocks of 23 and 13, 0.36 in blocks of 9, the
-        # whole tile 0.48 (blocks of 9 cost a whole tile 4 % more, so only here)
+        # at least four blocks, so the skipped spans come near what the mask leaves out
+        # (smaller blocks cost an unmasked tile more, so only here)
         lb = min(lb, -(-nl // 4))
     band = max(1, min(h, chunk_bytes // (lb * item_bytes)))
     flush = max(band, FLUSH_ROWS)

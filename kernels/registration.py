@@ -14,8 +14,8 @@ angles at once, the fixed-point iteration of weighted Procrustes (the EM step of
 Gaussian-mixture registration), annealing the scale down to the working one. No per-point
 Python: the whole search is array operations on ``xp`` (torch on CPU or GPU), and on numpy the
 same steps as compiled loops (``_register_compiled``): the array form builds (angles x n x m)
-temporaries at every step, which made a pair 3.6x slower and memory-bound (two processes of it
-ran at 0.83 of one alone on this project's 2-core machine).
+temporaries at every step, which makes a pair several times slower and memory-bound (two
+processes of it slow each other down).
 
 Fusion (``synchronize``, numpy on the host: once per run, on n×n numbers): absolute rotations
 from the pairwise ones are the leading eigenvector of the Hermitian matrix of weighted e^{iθ_ij}

@@ -74,7 +74,7 @@ def sw_reference_batch(q: str, targets: Sequence[str], scoring: Scoring, *, xp=N
 
 
 def _rows_numpy(rows, prof, table, tc, o: int, e: int) -> np.ndarray:
-    """The row loop with preallocated buffers: ~2x faster than the generic one, same arithmetic."""
+    """The row loop with preallocated buffers: faster than the generic one, same arithmetic."""
     b, n = tc.shape
     table64 = table.astype(np.int64)
     sub = np.empty((b, n), dtype=np.int64)
