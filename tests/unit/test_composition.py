@@ -108,7 +108,7 @@ def test_merge_membership_equals_numpy_isin_on_sorted_and_run_sorted_codes():
     """Past the table's range (k >= 6) membership on numpy is a merge walk; the codes it gets
     are sorted or sorted within runs (a proteome's k-words' suffixes restart at each first
     letter). np.isin is the oracle."""
-    from pairflow.kernels.composition import ALPHABET, _merge_member
+    from pairflow.kernels.composition_vectors import ALPHABET, _merge_member
     rng = np.random.default_rng(7)
     k = 7
     universe = ALPHABET ** (k - 1)
@@ -144,7 +144,8 @@ def test_shorter_words_counted_from_longer_ones_equal_a_plain_count():
     (random residues with breaks, empty and one-residue inputs, with and without a final −1)."""
     from collections import Counter
 
-    from pairflow.kernels.composition import ALPHABET, _breaks, _merge_index, _shorter_word_counts
+    from pairflow.kernels.composition_vectors import (ALPHABET, _breaks, _merge_index,
+                                                      _shorter_word_counts)
     rng = np.random.default_rng(11)
     for trial in range(200):
         res = rng.integers(-1, int(rng.integers(1, 21)), size=int(rng.integers(0, 80)))
