@@ -80,8 +80,8 @@ class ForensicsApp(FileItemsApp):
 
     def warmup(self, device):
         """In a process that parses (``host``), one residual of a small image, so that the first
-        load does not load the compiled Wiener loop (``kernels.prnu.wave_noise``: 0.8 s of CPU
-        in a fresh process, numba's import and its cached code)."""
+        load does not load the compiled Wiener loop (``kernels.prnu.wave_noise``: numba's import
+        and its cached code, a fixed cost of CPU in a fresh process)."""
         if device == "host":
             noise_residual(np, np.random.default_rng(0).normal(128.0, 20.0, (64, 64)),
                            sigma=self.sigma, levels=LEVELS)

@@ -202,7 +202,7 @@ class JaccardApp(BasePairApp):
         among the last few used."""
         tag = (url, self.k, self.canonical, self.kernel)
         # every record's parse comes here: the hit takes no lock (a dict read is atomic), as
-        # loader threads queueing for one behind the GIL measured seconds on 26 K reads
+        # loader threads queueing for one behind the GIL would serialise every record's parse
         hit = _FILES.get(tag)
         if hit is not None:
             hit.used = next(_FILE_USES)

@@ -75,7 +75,7 @@ class MicroscopyApp(FileItemsApp):
 
     def warmup(self, device):
         """One registration of two small rings, so that the process's first tile does not load
-        the numba kernels (over a second of CPU, measured in a fresh process)."""
+        the numba kernels (numba's import and cached code, a fixed cost of CPU per process)."""
         angles = np.linspace(0.0, 2 * np.pi, 12, endpoint=False)
         ring = np.stack([40.0 * np.cos(angles), 40.0 * np.sin(angles)], axis=1)
         left, right = (self.preprocess("warmup", center(np, points), device)

@@ -97,7 +97,7 @@ class PhylogenyApp(FileItemsApp):
 
     def warmup(self, device):
         """One vector and one distance, so that the process's first tile does not load the
-        numba kernels (over a second of CPU at k = 7, measured in a fresh process)."""
+        numba kernels (numba's import and cached code, a fixed cost of CPU per process)."""
         left, right = (self.preprocess("warmup", _item(composition_vector(
             np, encode_proteins([protein]), self.k)), device) for protein in _WARMUP_PROTEINS)
         self.compare([left], [right], np.ones((1, 1), bool), device)

@@ -53,7 +53,7 @@ class SyntheticApp(BasePairApp):
         return Rectangle(self.n, self.targets) if self.targets else Triangle(self.n)
 
     def warmup(self, device):
-        burn(1e-6, self.rate)  # loads the compiled _spin (~0.8 s of CPU per process)
+        burn(1e-6, self.rate)  # loads the compiled _spin (a fixed cost of CPU per process)
 
     def parse(self, key, raw):
         if self.io_sleep:

@@ -23,7 +23,8 @@ How it maps onto the engine (docs/align.md has the whole story):
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
   wanted pairs (the mask) and returns the int32 field ``score``; with ``kernel=auto`` (default)
   a whole tile of short targets goes to Opal instead (``kernels.opal``, identical scores, faster
-  there as measured), ``kernel=parasail|opal`` forces one.
+  there; measured: benchmarks/RESULTS.md, "Many small sequences: proteomes"),
+  ``kernel=parasail|opal`` forces one.
 * **Top-k**: the engine's ``TopK(k)`` sink on ``score``, merged across tiles. Ties: the shorter
   target first, then the target that comes first in the input (columns are sorted by length,
   stably, and the sink breaks ties by the lower column index). Equal-score ties are the only
@@ -154,7 +155,7 @@ class AlignApp(BasePairApp):
 
     # Ray unpickles the app for every item-load task: what workers get is a slim copy (the
     # scoring, the file of each key prefix, the options), not the per-key tables of the driver,
-    # which for 8,000 targets took longer to unpickle than a sequence takes to load.
+    # which for thousands of targets take longer to unpickle than a sequence takes to load.
     _DRIVER_ONLY = ("lengths", "query_order", "target_order", "_rows", "_cols",
                     "_keys", "_space", "filter_report", "filter_orders")
 
