@@ -12,10 +12,7 @@ lock (:func:`locked`) while it reads rows that a refresh may be appending to.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from .core import RunView
+from typing import Any, Callable
 
 __all__ = ["Reader", "locked"]
 
@@ -40,8 +37,8 @@ class Reader:
     view: str = ""
     streams: tuple[str, ...] = ()
 
-    def __init__(self, run: "RunView"):
-        self.run = run
+    def __init__(self, run):
+        self.run = run  # the RunView (core.py) this reader is part of
 
     @property
     def lock(self):

@@ -217,10 +217,12 @@ class RunView(RunState):
 
     @locked
     def views(self) -> list[str]:
-        """The views that apply to this run, in page order. Before anything of the run exists
-        every view is offered (nothing says yet what the run will be); after, each reader decides
-        from meta.json's kind and what it has read, and overview and results always apply."""
-        if self.kind is None and self.is_empty():
+        """The views that apply to this run, in page order. Until meta.json (or summary.json)
+        says what the run is, every view is offered: a run writes its status and plan first, and
+        a sidebar that grew view by view as files appeared would drop the view being looked at.
+        Then each reader decides from the kind and what it has read (pipeline.jsonl in an
+        all-pairs run would bring the pipelines view); overview and results always apply."""
+        if self.kind is None:
             return list(VIEWS)
         offered = {r.view for r in self.readers if r.applies(self.kind)} | {"overview", "results"}
         return [v for v in VIEWS if v in offered]

@@ -76,7 +76,8 @@ def test_views_offered_to_a_pipeline_run(monkeypatch, pipeline_run):
 
 def test_views_offered_before_the_run_says_what_it_is(monkeypatch, tmp_path, finished_run):
     """An empty directory may become any kind of run: every view is offered (each one waits);
-    once the run's files are there, the same page offers only the all-pairs views."""
+    once the run's files are there, the same page offers only the all-pairs views. A directory
+    whose meta.json says no kind (status.json alone here) is offered every view as well."""
     import shutil
 
     run_dir = tmp_path / "later"
@@ -88,6 +89,10 @@ def test_views_offered_before_the_run_says_what_it_is(monkeypatch, tmp_path, fin
     assert not at.exception, [e.value for e in at.exception]
     assert _offered(at) == VIEWS + ["results"]
     assert "state: finished" in _text(at)
+    (run_dir / "meta.json").unlink()
+    (run_dir / "summary.json").unlink()
+    at.run()
+    assert _offered(at) == VIEWS[:5] + ["pipelines", "farm", "scheduling", "results"]
 
 
 def test_failed_run(monkeypatch, failed_run):

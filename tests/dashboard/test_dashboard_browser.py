@@ -32,7 +32,9 @@ playwright_sync = need_module("playwright.sync_api")
 CHROMIUM = os.environ.get("PAIRFLOW_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "pipelines"]
+VIEWS = ["overview", "devices", "cache", "matrix", "timeline"]  # of an all-pairs run
+#: the views the sidebar offers an all-pairs run (no pipelines, no farm)
+ALLPAIRS_VIEWS = ["overview", "devices", "cache", "matrix", "timeline", "scheduling", "results"]
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 pytestmark = pytest.mark.browser
@@ -209,6 +211,27 @@ def show_view(page, name: str) -> None:
     page.wait_for_timeout(150)
 
 
+def offered_views(page) -> list[str]:
+    """The views the sidebar offers, in its order."""
+    radios = page.locator('[data-testid="stSidebar"] [role="radiogroup"] label')
+    radios.first.wait_for(state="visible")
+    return [t.strip() for t in radios.all_inner_texts()]
+
+
+def wait_offered(page, pred, timeout: float) -> list[str]:
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = offered_views(page)
+            if pred(last):
+                return last
+        except playwright_sync.Error:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the sidebar never offered the expected views within {timeout} s; last: {last}")
+
+
 def assert_no_exception(page) -> None:
     n = page.locator('[data-testid="stException"]').count()
     assert n == 0, page.locator('[data-testid="stException"]').first.inner_text()
@@ -381,6 +404,7 @@ def test_finished_run(finished_run, serve, page, artifacts_dir):
     assert s["pairs"] == (tot["meta"]["pairs_total"],) * 2
     assert s["R"] == pytest.approx(tot["summary"]["R"], abs=5.1e-4)
     assert "ETA" not in s["text"]
+    assert offered_views(page) == ALLPAIRS_VIEWS
     got = screenshot_views(page, artifacts_dir, "finished", checks={
         "cache": read_cache_r,
         "matrix": lambda p: p.locator('[data-testid="stMarkdown"]').filter(has_text="leaves:").first.inner_text(),
@@ -395,6 +419,7 @@ def test_pipeline_run_shows_its_operator_order(pipeline_run, serve, page, artifa
     record("pipeline", **open_dashboard(page, server))
     wait_status(page, lambda s: s["state"] == "finished", 30)
     plans = [json.loads(ln) for ln in (pipeline_run / "pipeline.jsonl").read_text().splitlines() if ln.strip()]
+    assert offered_views(page) == ["overview", "pipelines", "results"]
     got = screenshot_views(page, artifacts_dir, "pipeline", views=["overview", "pipelines"], checks={
         "pipelines": lambda p: p.locator('[data-testid="stMain"]').inner_text()})
     assert "order: " + " → ".join(plans[-1]["order"]) in got["pipelines"]
@@ -409,6 +434,7 @@ def test_empty_directory_then_run_appears(tmp_path, finished_run, serve, page, a
     record("empty", **ready)
     s = read_status(page)
     assert s["state"] == "waiting for run"
+    assert {"pipelines", "farm"} <= set(offered_views(page))  # nothing says yet what the run is
     main = page.locator('[data-testid="stMain"]').inner_text()
     assert "waiting for run" in main and "Traceback" not in main
     assert_no_exception(page)
@@ -427,6 +453,8 @@ def test_empty_directory_then_run_appears(tmp_path, finished_run, serve, page, a
             (shutil.copytree if path.is_dir() else shutil.copy2)(path, run_dir / path.name)
     s = wait_status(page, lambda s: s["state"] == "finished", 60)
     record("empty", run_appeared_visible_after_s=round(time.time() - t0, 3))
+    # before, any view could apply; now the sidebar offers the all-pairs run's views only
+    wait_offered(page, lambda v: v == ALLPAIRS_VIEWS, 30)
     assert s["tiles"][0] == s["tiles"][1] == json.loads((run_dir / "meta.json").read_text())["tiles_total"]
 
 
