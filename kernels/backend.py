@@ -90,8 +90,9 @@ def is_numpy_namespace(xp) -> bool:
 def fft_of(xp):
     """The FFT functions kernels call for namespace ``xp``: scipy.fft for numpy, the
     namespace's own ``fft`` otherwise. Both follow numpy.fft's signatures and are pocketfft;
-    scipy's real forward transform of a 512² residual ran about twice as fast here as numpy's
-    (its inverse alike), with the same bits in the residuals checked."""
+    scipy's real transforms are the faster on a residual, with the same bits in the residuals
+    checked (the residual both ways, measured: benchmarks/RESULTS.md, "Kernel micro-benchmarks:
+    k-mers and Jaccard")."""
     if is_numpy_namespace(xp):
         import scipy.fft
 

@@ -10,9 +10,11 @@ sends the outputs to the node's writer in batches), so the next tool starts the 
 one exits; a second thread waits for the writer's acknowledgements. Every core here also runs its share of
 the farm's bookkeeping, and with every core running a tool each millisecond of it is taken from
 a tool: one Ray task and one append per unit, with the driver waiting on each append's reference
-(owned by the worker), cost ~5 % of the tools' speed on 2 cores. The driver counts a unit finished only once
-its append is acknowledged (a failed append is a failed run of the unit, retried), and journals
-it once the writer says its blocks are on disk.
+(owned by the worker), cost the tools a share of their speed: hence one ``exchange`` and
+batched appends (the farm against the tools' own threads, measured: benchmarks/RESULTS.md,
+"Tool farm"). The driver counts a unit finished only once its append is acknowledged (a failed
+append is a failed run of the unit, retried), and journals it once the writer says its blocks
+are on disk.
 """
 from __future__ import annotations
 

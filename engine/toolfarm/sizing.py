@@ -30,7 +30,7 @@ engines follow).
 ``tail_units``: the last units of a run are cut smaller so no core idles long behind the
 last one (``units.unit_size``); where a unit takes less than ``TAIL_MIN_S`` that idle is short
 already, and smaller units would pay the tool's fixed cost again (on a small input every unit
-is in the tail: 50 queries became 16 units of 3 records), so they are not cut.
+is in the tail), so they are not cut.
 
 ``threads_per_worker``: a node's cores split over its workers; a worker owning several passes
 the tool's own thread option (``{threads}``: ``-num_threads``, ``--cpu``, ``--threads``). There
