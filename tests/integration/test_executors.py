@@ -14,7 +14,6 @@ from tests.dense_layout import cell_span
 from tests.oracles import KLEBSIELLA, canonical_kmers, jaccard_matrix, read_sequences
 
 pytestmark = pytest.mark.ray
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXECUTORS = ("inprocess", "ray")
 
 
@@ -100,7 +99,6 @@ def test_inprocess_run_imports_no_ray_and_is_chosen_for_small_work(tmp_path):
     imported; ``inprocess_max_s=0`` sends the same run to Ray."""
     script = textwrap.dedent(f"""
         import json, sys
-        sys.path.insert(0, {REPO!r})
         from pairflow.apps.synthetic import SyntheticApp
         from pairflow.engine import allpairs
         res = allpairs(app=SyntheticApp(12), runs_root={str(tmp_path)!r}, progress=False,
@@ -157,7 +155,6 @@ def test_a_session_keeps_one_ray_across_runs(tmp_path):
     leaving the session stops that Ray."""
     script = textwrap.dedent(f"""
         import json, sys, time
-        sys.path.insert(0, {REPO!r})
         import numpy as np
         import ray
         inits = []

@@ -126,7 +126,6 @@ def test_auto_units_follow_the_measured_curve_and_gather_equals_one_blastp(ray_l
 
 INPROCESS = textwrap.dedent("""
     import json, sys
-    sys.path.insert(0, {repo!r})
     from pairflow.engine import farm, gather
     out = []
     for kw in json.loads({runs!r}):
@@ -158,7 +157,7 @@ def test_small_farms_run_in_process_without_ray_and_equal_the_whole_tool(data, t
                  unit_records=10, run_dir=str(tmp_path / "hmmsearch")),
             dict(program=["clustalo", "-i", "{input}", "--threads", "{threads}"], inputs=[bb],
                  cut="file", unit_records=1, run_dir=str(tmp_path / "clustalo"))]
-    proc = subprocess.run([sys.executable, "-c", INPROCESS.format(repo=REPO,
+    proc = subprocess.run([sys.executable, "-c", INPROCESS.format(
                                                                   runs=json.dumps(runs))],
                           capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, PAIRFLOW_SCRATCH=str(tmp_path / "scratch")))
@@ -243,8 +242,6 @@ def test_blastp_three_volumes_equal_one_search(ray_local, data, tmp_path):
 
 
 KILLED = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {repo!r})
     from pairflow.engine import farm
     farm(program=["blastp", "-query", "{{input}}", "-db", "{{shared:db}}", "-outfmt", "6"],
          inputs=[{db!r}], shared={{"db": {db!r}}},
@@ -259,7 +256,7 @@ def test_kill_mid_run_then_resume_loses_and_duplicates_nothing(ray_local, data, 
     from pairflow.engine import farm
     rd = str(tmp_path / "run")
     script = tmp_path / "driver.py"
-    script.write_text(KILLED.format(repo=REPO, db=data["db"], run_dir=rd))
+    script.write_text(KILLED.format(db=data["db"], run_dir=rd))
     proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             # a killed run cannot remove its node scratch: keep it in tmp_path
@@ -447,7 +444,6 @@ def test_crashing_unit_is_reported_with_stderr_and_the_rest_completes(ray_local,
 
 MULTINODE = textwrap.dedent("""
     import json, os, sys
-    sys.path.insert(0, {repo!r})
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
@@ -475,7 +471,7 @@ MULTINODE = textwrap.dedent("""
 @pytest.mark.slow
 def test_two_nodes_fetch_the_database_once_each_and_write_a_file_each(data, tmp_path):
     rd, out, scratch = str(tmp_path / "run"), str(tmp_path / "hits.tsv"), tmp_path / "scratch"
-    script = MULTINODE.format(repo=REPO, queries=data["queries"], db=data["db"], run_dir=rd,
+    script = MULTINODE.format(queries=data["queries"], db=data["db"], run_dir=rd,
                               out=out, scratch=str(scratch))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=600, env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"))

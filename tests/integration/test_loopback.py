@@ -12,11 +12,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 PROBE = r'''
 import json, os, sys
-sys.path.insert(0, sys.argv[1])
 from pairflow import engine  # noqa: F401  (before Ray, as in the README's tour)
 from pairflow.engine.run.runtime import init_ray
 import ray
@@ -79,7 +76,7 @@ def _loopback(hex_addr: str) -> bool:
 
 def test_a_local_ray_listens_on_loopback_only():
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
-    out = subprocess.run([sys.executable, "-c", PROBE, ROOT], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     addresses = json.loads(out.stdout.strip().splitlines()[-1])

@@ -17,7 +17,6 @@ from tests.dense_layout import cell_span
 from tests.oracles import KLEBSIELLA
 
 pytestmark = pytest.mark.ray
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def journal(run_dir):
@@ -52,8 +51,6 @@ def clean_klebsiella(ray_local, tmp_path_factory):
 
 
 DRIVER = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {repo!r})
     from pairflow.apps.jaccard import JaccardApp
     from pairflow.engine.pairs.driver import allpairs
     from pairflow.engine.pairs.sinks import DenseMatrix
@@ -74,7 +71,7 @@ def test_sigkill_driver_then_resume_is_bitwise_identical(ray_local, clean_klebsi
     driver's own Ray did not register within Ray's fixed 30 s start-up wait (2)."""
     run_dir = str(tmp_path / "killed")
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(repo=REPO, gbk=KLEBSIELLA,
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(gbk=KLEBSIELLA,
                                                                   run_dir=run_dir)],
                             env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -239,7 +236,6 @@ def test_cache_budget_above_the_object_store_still_finishes(ray_local, tmp_path)
 def test_node_removed_from_a_cluster_mid_run(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys, time, os
-        sys.path.insert(0, {REPO!r})
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import numpy as np, ray
         from ray.cluster_utils import Cluster

@@ -2,21 +2,17 @@
 process (a kernel compiled by an earlier test would pass the check vacuously). Without it each
 process's first tile paid the load: over a second of CPU, in an engine run a tenth of the 16
 proteomes' work (benchmarks/RESULTS.md, Rocket's applications)."""
-import os
 import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 CHECK = textwrap.dedent("""
     import importlib, sys
-    sys.path.insert(0, sys.argv[1])
     from pairflow.kernels.lazyjit import compiled
     from pairflow.apps.microscopy import MicroscopyApp
     from pairflow.apps.phylogeny import PhylogenyApp
-    cases = [(MicroscopyApp([sys.argv[2]]), "pairflow.kernels.registration", ["_register_compiled"]),
-             (PhylogenyApp([sys.argv[3]], k=7), "pairflow.kernels.composition",
+    cases = [(MicroscopyApp([sys.argv[1]]), "pairflow.kernels.registration", ["_register_compiled"]),
+             (PhylogenyApp([sys.argv[2]], k=7), "pairflow.kernels.composition",
               ["_merge_index", "_shared_words", "_on_support", "_shared_support"])]
     for app, module, kernels in cases:
         before = compiled(module)
@@ -31,7 +27,7 @@ def test_warmup_compiles_the_kernels_a_tile_calls(tmp_path):
     particle, proteome = tmp_path / "p.csv", tmp_path / "p.faa"
     particle.write_text("x,y\n0,0\n10,0\n0,12\n")
     proteome.write_text(">p1\nMKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVK\n")
-    out = subprocess.run([sys.executable, "-c", CHECK, ROOT, str(particle), str(proteome)],
+    out = subprocess.run([sys.executable, "-c", CHECK, str(particle), str(proteome)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = [line.split() for line in out.stdout.splitlines()]

@@ -11,7 +11,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 
 PROBE = textwrap.dedent("""
     import ctypes, sys
-    sys.path.insert(0, {root!r})
     class Mallinfo2(ctypes.Structure):
         _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
                     "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
@@ -33,9 +32,7 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(tune: bool, large: bool = False) -> tuple[int, int]:
-    from tests.unit.conftest import REPO
-    out = subprocess.run([sys.executable, "-c", PROBE.format(root=str(REPO), tune=tune,
-                                                              large=large)],
+    out = subprocess.run([sys.executable, "-c", PROBE.format(tune=tune, large=large)],
                          capture_output=True, text=True, check=True).stdout.split()
     return int(out[0]), int(out[1])
 

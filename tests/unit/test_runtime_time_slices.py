@@ -12,7 +12,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 PROBE = textwrap.dedent("""
     import ctypes, os, struct, sys, threading
-    sys.path.insert(0, {root!r})
     from pairflow.engine.run.runtime import long_time_slices
     # the default slice first (sched_runtime 0): a thread inherits its parent's, and the test
     # process may have computed in a thread that asked for long ones
@@ -37,8 +36,7 @@ PROBE = textwrap.dedent("""
 
 
 def _probe(env: dict) -> list[str]:
-    from tests.unit.conftest import REPO
-    return subprocess.run([sys.executable, "-c", PROBE.format(root=str(REPO))],
+    return subprocess.run([sys.executable, "-c", PROBE.format()],
                           capture_output=True, text=True, check=True,
                           env={**os.environ, **env}).stdout.split()
 

@@ -47,8 +47,8 @@ def test_numpy_scan_equals_the_compiled_scan_and_the_oracle(k, seed):
 def test_canonical_kmers_gives_the_same_set_before_and_after_numba_loads():
     """In a fresh interpreter: small items parse and compare without numba, then again with it
     (a large item loads it), with identical results."""
-    script = f"""
-import sys; sys.path.insert(0, {REPO!r})
+    script = """
+import sys
 import numpy as np
 from pairflow.kernels.kmers import canonical_kmers
 from pairflow.kernels.jaccard import intersection_counts
