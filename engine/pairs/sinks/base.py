@@ -1,6 +1,6 @@
 """What every sink is: the contract between the driver, which opens and finalizes a sink, and
-the device actors, which write tiles into it (``sinks.py`` lists the sinks and makes them from
-config entries).
+the device actors, which write tiles into it (``sinks/__init__.py`` lists the sinks and makes
+them from config entries).
 
 A sink is created in the driver (``open``: make the output empty, under a ``.partial`` name),
 shipped to the device actors, which call ``write_tile`` once per finished tile (idempotent by tile

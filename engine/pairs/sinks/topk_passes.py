@@ -2,7 +2,7 @@
 column's k best cells of a full tile (``topk_cells``), and each query's k best among a
 run's candidates (``topk_merge_runs``, on runs ordered by query, or on all of them grouped
 by ``query_order``), all ties to the lower index. Pure functions of arrays;
-``sink_parts.TopK`` calls them through ``compiled``.
+``parts.TopK`` calls them through ``compiled``.
 """
 from __future__ import annotations
 
