@@ -30,7 +30,8 @@ def show(view: RunView, ov: dict) -> None:
         with c1:
             draw.chart(alt.Chart(downsample(series.dropna(subset=["cost_s"]), by="op"), title="cost per record (s)")
                        .mark_line(point=True).encode(x=alt.X("sec:Q", title="seconds since start"), y="cost_s:Q",
-                                                     color="op:N", tooltip=["op", "sec", "cost_s"]).properties(height=220))
+                                                     color="op:N", tooltip=["op", "sec", "cost_s"])
+                       .properties(height=220))
         with c2:
             draw.chart(alt.Chart(downsample(series.dropna(subset=["pass_rate"]), by="op"), title="pass rate")
                        .mark_line(point=True).encode(x=alt.X("sec:Q", title="seconds since start"),
