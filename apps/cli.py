@@ -19,12 +19,14 @@ import sys
 import threading
 from pairflow.apps.data import check_inputs
 from pairflow.apps.extras import check_command, require_app
+from pairflow.apps.help import help_text
+from pairflow.apps.overrides import check_composed, check_keys, quote_input_lists
 from pairflow.apps.protocol import load_app_module, optional_hook, resumes, runs_itself
 from pairflow.apps.resolvers import register_resolvers
 from pairflow.apps.resume import wants_resume
+from pairflow.configs import CONFIG_DIR
 from pairflow.engine import InputError, PairflowError
 
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
 
 def _apps_registry() -> dict[str, str]:
@@ -75,170 +77,7 @@ def run_config(cfg, run_dir: str | None = None):
 
 
 # Keys whose value is a list of input patterns: "a.fa,b.fa" there is a list, not a Hydra sweep.
-INPUT_KEYS = ("data.inputs", "data.queries", "data.targets", "farm.queries", "farm.inputs")
 VERBOSE_FLAGS = ("-v", "--verbose")
-CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
-TOUR = """\
-  pairflow                                        Jaccard of the 16 bundled genomes (local Ray)
-  pairflow data.inputs=a.fa,b.fa data.k=15        your own genomes, another k
-  pairflow data.item=record sink=threshold sink.t=0.2   one item per record, pairs >= 0.2
-  pairflow scheduler=zorder cache.host_cache_items=4    the Z-order/LRU baseline, a small cache
-  pairflow app=align data.queries=q.fa data.targets=db.fa align.top_k=5
-  pairflow app=jaccard_filtered filter.t=0.5      skip the pairs a sketch rules out
-  pairflow app=hep hep.order=poor                 a filter pipeline that fixes its own order
-  pairflow --cfg job app=align                    print an app's resolved config, run nothing
-  pairflow app=farm farm=blastp farm.queries=q.fa farm.db=db.fa   blastp over every core
-  pairflow gather runs/farm/<timestamp> stdout -o hits.tsv   a farm's output in order
-  pairflow dashboard runs/jaccard/<timestamp>     watch a run (live or finished)"""
-
-
-def _summary(path: str) -> str:
-    """What an app config does, in its own words: its first comment up to the first stop."""
-    import re
-    words = []
-    with open(path) as fh:
-        for line in fh:
-            text = line.strip()
-            if not text.startswith("#"):
-                if words:
-                    break
-                continue
-            if not text.startswith("# @package"):
-                words.append(text.lstrip("#").strip())
-    return re.split(r"\. |\.$|: | \(", " ".join(words), maxsplit=1)[0]
-
-
-def help_text() -> str:
-    """``pairflow --help``: the apps (the configs ``app=`` takes), the subcommands, a tour."""
-    app_dir = os.path.join(CONFIG_DIR, "app")
-    names = sorted(f[:-5] for f in os.listdir(app_dir) if f.endswith(".yaml"))
-    width = max(len(n) for n in names) + 2
-    apps = "\n".join(f"  {n:<{width}}{_summary(os.path.join(app_dir, n + '.yaml'))}"
-                     for n in names)
-    return f"""\
-pairflow: dataflow runs on Ray for data-intensive science.
-
-usage: pairflow [-v] [app=NAME] [KEY=VALUE ...]   a run, configured by Hydra overrides
-       pairflow dashboard RUN_DIR                 the dashboard of a run directory
-       pairflow gather RUN_DIR STREAM [-o FILE]   a farm's output stream in input order
-       pairflow bench [--quick] [--only NAME ...]  the benchmarks and their report
-       pairflow data install | where              fetch the example data | print their folder
-       pairflow --help | --hydra-help             this text | Hydra's own help
-
-apps (app=NAME; the default is jaccard):
-{apps}
-
-subcommands:
-  dashboard RUN_DIR  Streamlit dashboard of a run, live or finished (pairflow dashboard --help)
-  gather RUN_DIR STREAM [-o FILE]
-                     a farm's stream (stdout, tblout ...) in input order, every CRC checked
-  bench [--quick] [--only NAME ...] [--out DIR] [--report-only]
-                     every benchmark of benchmarks/, then RESULTS.md and plots from their JSON
-  data install [--only STEP ...] [--force] | data where
-                     the example data directory (PAIRFLOW_DATA, else the user data directory):
-                     fill it (Debian data packages, the derived sets), or print it
-
-options:
-  -v, --verbose      show the full traceback when a run fails (or set PAIRFLOW_DEBUG=1)
-  --cfg job          print the resolved config instead of running
-  -m, --multirun     sweep: data.k=15,21 runs once per value (input lists then need quotes)
-  KEY=VALUE          set a config key; a key the app does not have is refused, with the
-                     closest known ones (++KEY=VALUE adds one on purpose)
-
-a short tour:
-{TOUR}
-"""
-
-
-def _multirun(argv: list[str]) -> bool:
-    return any(a in ("-m", "--multirun") for a in argv)
-
-
-def quote_input_lists(argv: list[str]) -> list[str]:
-    """``data.inputs=a.fa,b.fa`` as the string Hydra would otherwise call ambiguous (a list or a
-    sweep?): on an input key it is a list of patterns, which the apps split at commas."""
-    if _multirun(argv):
-        return list(argv)
-    out = []
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if eq and key.lstrip("+~") in INPUT_KEYS and "," in value and value[:1] not in "[\"'":
-            quote = "'" if "'" not in value else '"'
-            arg = f"{key}={quote}{value}{quote}"
-        out.append(arg)
-    return out
-
-
-def _config_keys(cfg) -> list[str]:
-    """Every dotted key of a composed config, inner nodes included."""
-    from omegaconf import DictConfig, OmegaConf
-    keys: list[str] = []
-
-    def walk(node, prefix: str) -> None:
-        for k in node.keys():
-            path = f"{prefix}{k}"
-            keys.append(path)
-            child = node._get_node(k)
-            if isinstance(child, DictConfig) and not OmegaConf.is_missing(node, k):
-                walk(child, path + ".")
-    walk(cfg, "")
-    return keys
-
-
-def _value_overrides(argv: list[str]):
-    """The command line's overrides, and those that set a value (not a group choice, a
-    ``++`` force-add, a ``~`` delete, a package or ``hydra.`` key): the ones to check."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    overrides = OverridesParser.create().parse_overrides(
-        [a for a in argv if "=" in a and not a.startswith("-")])
-    groups = {d for d in os.listdir(CONFIG_DIR) if os.path.isdir(os.path.join(CONFIG_DIR, d))}
-    values = [o for o in overrides if o.key_or_group not in groups and not o.is_force_add()
-              and not o.is_delete() and o.package is None
-              and not o.key_or_group.startswith(("hydra.", "hydra/"))]
-    return overrides, groups, values
-
-
-def _refuse_unknown(values, known: list[str], overrides) -> None:
-    import difflib
-    app = next((o.value() for o in overrides if o.key_or_group == "app"), "jaccard")
-    for o in values:
-        if o.key_or_group in known:
-            continue
-        close = difflib.get_close_matches(o.key_or_group, known, n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise PairflowError(f"unknown config key {o.key_or_group!r} for app={app}{hint} "
-                            f"(pairflow app={app} --cfg job lists them all; ++KEY=VALUE adds "
-                            f"a key on purpose)")
-
-
-def check_keys(argv: list[str]) -> None:
-    """Refuse an override of a key the chosen app's config does not have (``+data.kk=15`` would
-    otherwise run silently with the default k), naming the closest known keys. Composes the
-    app's config on its own: for Hydra's other commands (``--cfg``, ``-m``) and to name the
-    key a composition refused (``check_composed`` checks a run's config without composing)."""
-    from hydra import compose, initialize_config_dir
-    if any(a.split("=")[0] in CONFIG_FLAGS for a in argv):
-        return  # another config tree than the one this knows
-    overrides, groups, values = _value_overrides(argv)
-    chosen = [o.input_line for o in overrides if o.key_or_group in groups]
-    register_resolvers()
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        known = _config_keys(compose(config_name="config", overrides=chosen))
-    _refuse_unknown(values, known, overrides)
-
-
-def check_composed(argv: list[str], cfg) -> None:
-    """``check_keys`` on the config a run composed from ``argv``: Hydra refuses ``key=value``
-    for a key it does not have, so only ``+key=value`` can reach here with a new key, and the
-    known keys are the config's less the ones ``+`` added."""
-    overrides, _, values = _value_overrides(argv)
-    added = [o for o in values if o.is_add()]
-    if not added:
-        return
-    new = {o.key_or_group for o in added}
-    known = [k for k in _config_keys(cfg) if not k.startswith("hydra")
-             and not any(k == n or k.startswith(n + ".") for n in new)]
-    _refuse_unknown(added, known, overrides)
 
 
 def _interrupted(run_dir: str | None) -> None:
