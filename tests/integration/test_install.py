@@ -166,6 +166,13 @@ def test_the_wheel_with_all_extras_works_outside_the_checkout(wheel, user, tmp_p
             if "/" in line and ".dist-info/" not in line and not line.startswith("../")}
     assert tops == {"pairflow", "hydra_plugins"}, tops
 
+    # Hydra finds pairflow's launcher among its plugins (hydra/launcher=pairflow)
+    out = _run([python, "-c", "from hydra.core.plugins import Plugins; "
+                "from hydra.plugins.launcher import Launcher; "
+                "print(sorted(c.__name__ for c in Plugins.instance().discover(Launcher)))"],
+               cwd=work, env=env)
+    assert out.returncode == 0 and "PairflowRayLauncher" in out.stdout, out.stderr[-3000:]
+
     # pairflow --help
     out = _run([bin_ / "pairflow", "--help"], cwd=work, env=env)
     assert out.returncode == 0 and out.stdout.startswith("pairflow:"), out.stderr[-3000:]
