@@ -64,3 +64,23 @@ class Reader:
     def cached(self, name: Any, inputs: tuple[str, ...], build: Callable[[], Any]) -> Any:
         """``build()``, kept until one of ``inputs`` (stream or file names) changes."""
         return self.run.cached((self.view, name), self.run.versions(*inputs), build)
+
+
+class RowsReader(Reader):
+    """A view fed by one stream whose records it keeps as they are (farm.jsonl, pipeline.jsonl),
+    offered for its run ``kind`` or once a record of its stream has been read."""
+
+    kind: str = ""
+
+    def __init__(self, run):
+        super().__init__(run)
+        self.rows: list[dict] = []
+
+    def ingest(self, stream: str, recs: list[dict]) -> None:
+        self.rows.extend(recs)
+
+    def clear(self, stream: str) -> None:
+        self.rows.clear()
+
+    def applies(self, kind: str | None) -> bool:
+        return kind == self.kind or bool(self.rows)

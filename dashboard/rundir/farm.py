@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .base import Reader, locked
+from .base import RowsReader, locked
 from .values import first
 
 __all__ = ["Farm"]
@@ -18,24 +18,12 @@ WORKER_COLUMNS = ["worker", "node", "units", "failed_runs", "busy_s", "units_per
 FAILED_COLUMNS = ["unit", "worker", "attempt", "error", "returncode", "stderr"]
 
 
-class Farm(Reader):
+class Farm(RowsReader):
     """farm.jsonl (one line per tool run) and the farm's summary."""
 
     view = "farm"
     streams = ("farm",)
-
-    def __init__(self, run):
-        super().__init__(run)
-        self.rows: list[dict] = []
-
-    def ingest(self, stream: str, recs: list[dict]) -> None:
-        self.rows.extend(recs)
-
-    def clear(self, stream: str) -> None:
-        self.rows.clear()
-
-    def applies(self, kind: str | None) -> bool:
-        return kind == "farm" or bool(self.rows)
+    kind = "farm"
 
     @locked
     def frames(self) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .base import Reader, locked
+from .base import RowsReader, locked
 from .fmt import format_seconds
 from .values import num
 
@@ -19,24 +19,12 @@ __all__ = ["Pipelines"]
 SERIES = ["sec", "op", "cost_s", "pass_rate", "records_in"]
 
 
-class Pipelines(Reader):
+class Pipelines(RowsReader):
     """pipeline.jsonl (one line per plan) and summary.json's ``order_report``."""
 
     view = "pipelines"
     streams = ("pipeline",)
-
-    def __init__(self, run):
-        super().__init__(run)
-        self.rows: list[dict] = []
-
-    def ingest(self, stream: str, recs: list[dict]) -> None:
-        self.rows.extend(recs)
-
-    def clear(self, stream: str) -> None:
-        self.rows.clear()
-
-    def applies(self, kind: str | None) -> bool:
-        return kind == "pipeline" or bool(self.rows)
+    kind = "pipeline"
 
     @locked
     def has_data(self) -> bool:
