@@ -16,6 +16,11 @@
 (c) DS/DP balancing against fixed splits of the slots (CPUs + 1) between reading and
     processing, for a read-heavy variant (LZMA file, every branch, reopened for each small batch,
     light preselection) and a compute-heavy one (uncompressed file, heavy reconstruction first).
+(d) Against the user's alternative, end to end as each is run: `pairflow app=hep` (the CLI,
+    cold, adaptive from the written order) against benchmarks/hep_plain.py (awkward/numpy over
+    all events at once, the written order) on the bundled 2,421 events, and both on the events
+    replicated to 1,002,294 (`data.repeat=414`; the plain script replicates them in memory) on
+    this machine's cores. Both must select the same rows.
 
 Times are the compute phase of each run (slot actors up, every batch read, processed and
 sunk), medians of interleaved repetitions; the machine is shared, so ratios matter and
@@ -26,7 +31,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -253,26 +261,90 @@ def part_c(reps: int, cpus: int) -> dict:
     return out
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+EVENTS_IN_FILE = 2421
+
+
+def _timed(cmd: list[str], cwd: str) -> tuple[float, str]:
+    """Wall seconds of one command as a user runs it (a fresh process, its own directory)."""
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=1800,
+                          env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    wall = time.perf_counter() - t
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return wall, proc.stdout
+
+
+def _same_rows(pairflow_parquet: str, plain_parquet: str) -> int:
+    import pandas as pd
+    got = pd.read_parquet(pairflow_parquet).sort_values("event").reset_index(drop=True)
+    want = pd.read_parquet(plain_parquet).sort_values("event").reset_index(drop=True)
+    pd.testing.assert_frame_equal(got[list(want.columns)], want, check_dtype=False)
+    return len(want)
+
+
+def part_d(reps: int, big_repeat: int) -> dict:
+    """pairflow's CLI against the plain script, end to end, interleaved, each run cold."""
+    cli = os.path.join(os.path.dirname(sys.executable), "pairflow")
+    plain = [sys.executable, os.path.join(HERE, "hep_plain.py")]
+    cases = {"bundled": 1, "replicated": big_repeat}
+    out = {}
+    for case, repeat in cases.items():
+        times = {"pairflow": [], "plain": []}
+        pipeline_wall, selected = [], None
+        for _ in range(reps):
+            cwd = tempfile.mkdtemp(dir=RUNS)
+            extra = [f"data.repeat={repeat}"] if repeat > 1 else []
+            wall, text = _timed([cli, "app=hep", *extra], cwd)
+            times["pairflow"].append(wall)
+            m = re.search(r"wall time ([\d.]+) s", text)
+            pipeline_wall.append(float(m.group(1)) if m else None)
+            pq = re.search(r"^parquet: (.+)$", text, re.M).group(1).strip()
+            wall, text = _timed([*plain, "--repeat", str(repeat), "--out", "plain.parquet"], cwd)
+            times["plain"].append(wall)
+            n = _same_rows(os.path.join(cwd, pq), os.path.join(cwd, "plain.parquet"))
+            assert selected in (None, n), "selections differ between repetitions"
+            selected = n
+        med = {k: _median(v) for k, v in times.items()}
+        out[case] = {"events": EVENTS_IN_FILE * repeat, "selected": selected, "times_s": times,
+                     "median_s": med, "pairflow_pipeline_wall_s": pipeline_wall,
+                     "pairflow_over_plain": med["pairflow"] / med["plain"],
+                     "pairflow_minus_plain_s": med["pairflow"] - med["plain"],
+                     "commands": {"pairflow": f"pairflow app=hep {' '.join(extra)}".strip(),
+                                  "plain": f"python benchmarks/hep_plain.py --repeat {repeat}"}}
+        print(f"(d) {case} ({EVENTS_IN_FILE * repeat:,} events, {selected} selected by both): "
+              f"pairflow app=hep {med['pairflow']:.2f} s, plain script {med['plain']:.2f} s "
+              f"-> {med['pairflow'] / med['plain']:.2f}x", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--parts", default="a,b,c")
+    ap.add_argument("--parts", default="a,b,c,d")
     ap.add_argument("--quick", action="store_true",
                     help="1 repetition, 60,000 records, the HEP file read twice")
     ap.add_argument("--reps", type=int, default=None, help="default 3 (1 with --quick)")
     ap.add_argument("--records", type=int, default=None, help="default 600,000")
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--hep-repeat", type=int, default=None, help="default 20")
+    ap.add_argument("--big-repeat", type=int, default=None,
+                    help="(d) copies of the 2,421 events: default 414 (10^6 events; 8 with --quick)")
     ap.add_argument("--out", default=None, help="default: benchmarks/out/pipeline.json")
     args = ap.parse_args()
     args.reps = args.reps or (1 if args.quick else 3)
     args.records = args.records or (60_000 if args.quick else 600_000)
     args.hep_repeat = args.hep_repeat or (2 if args.quick else 20)
+    args.big_repeat = args.big_repeat or (8 if args.quick else 414)
     cpus = os.cpu_count() or 1
     t0 = time.time()
-    init_ray(num_cpus=cpus)
     results = {"cpus": cpus, "reps": args.reps, "records": args.records,
                "hep_repeat": args.hep_repeat, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     parts = args.parts.split(",")
+    if "d" in parts:  # first, before this process starts Ray: each pairflow run starts its own
+        results["d_plain"] = part_d(args.reps, args.big_repeat)
+    if {"a", "b", "c"} & set(parts):
+        init_ray(num_cpus=cpus)
     if "a" in parts:
         results["a_synthetic"] = part_a(args.reps, args.records, args.batch)
     if "b" in parts:
@@ -283,6 +355,13 @@ def main() -> None:
     goals = [target(f"(a) adaptive / best static order, {name}",
                     row["adaptive_over_best_static"], "<=", 1.1)
              for name, row in results.get("a_synthetic", {}).items()]
+    d = results.get("d_plain")
+    if d:
+        big = d["replicated"]
+        goals += [target(f"(d) pairflow app=hep / plain script, {big['events']:,} events, "
+                         f"{cpus} cores, end to end", big["pairflow_over_plain"], "<=", 1.0),
+                  target("(d) pairflow app=hep - plain script, bundled 2,421 events, end to end",
+                         d["bundled"]["pairflow_minus_plain_s"], "<=", 1.5, "s")]
     write(out_path("pipeline.json", args.out), results, "pipeline", targets=goals,
           quick=args.quick, started=t0)
 

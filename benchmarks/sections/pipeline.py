@@ -43,6 +43,20 @@ def section(d: dict, ctx) -> list[str]:
         out.append(f"### (c) data-setup vs processing balance ({next(iter(c.values()))['slots']} "
                    "slots)\n\n" + table(["variant", "balanced", "best fixed split",
                                          "worst fixed split"], rows))
+    dp = d.get("d_plain")
+    if dp:
+        rows = []
+        for case, r in dp.items():
+            med = r["median_s"]
+            goal = ("≤ 1.0x" if case == "replicated" else "within 1.5 s")
+            wins = med["pairflow"] <= med["plain"]
+            rows.append([f"{r['events']:,} events ({r['selected']:,} selected by both)",
+                         f"{num(med['pairflow'], 's')} (`{r['commands']['pairflow']}`)",
+                         num(med["plain"], "s"), num(r["pairflow_over_plain"]) + "x", goal,
+                         "wins" if wins else "**loses**"])
+        out.append("### (d) against the plain columnar script, end to end\n\n" + table(
+            ["events", "pairflow", "plain script (awkward/numpy)", "pairflow / plain", "target",
+             "pairflow"], rows))
     return out
 
 
