@@ -11,15 +11,14 @@ of a big input (``pairflow.farm``, ``gather``), on a laptop or a Ray cluster::
 The names here are the engine's public face (``pairflow.engine``); the apps (``pairflow.apps``),
 kernels, operators and the dashboard are subpackages. Nothing here imports Ray: a run starts it.
 """
-from importlib import metadata as _metadata
-
-from .engine import *  # noqa: F401,F403  (the eager names; Ray is not imported)
+from . import engine as _engine
 from .engine import __all__ as _ENGINE_ALL
 
-try:
-    __version__ = _metadata.version("pairflow")
-except _metadata.PackageNotFoundError:  # a checkout that was never installed
-    __version__ = "0+unknown"
+# The names the engine's face defines at import (classes, spaces, sinks, errors); the others
+# (allpairs, session, Pipeline, farm ...) stay lazy, as they are there: a star import would
+# fetch every one of them, and their modules, at ``import pairflow``.
+globals().update({_name: getattr(_engine, _name) for _name in _ENGINE_ALL
+                  if _name in vars(_engine)})
 
 __all__ = list(_ENGINE_ALL) + ["__version__"]
 
@@ -28,8 +27,15 @@ def __getattr__(name):
     """The lazy names of ``pairflow.engine`` (``allpairs``, ``session``, ``Pipeline``, ``farm``
     ...): importing them waits until first use, so ``import pairflow`` stays cheap."""
     if name in _ENGINE_ALL:
-        from . import engine
-        return getattr(engine, name)
+        return getattr(_engine, name)
+    if name == "__version__":  # read on first use: importlib.metadata costs ~20 ms an import
+        from importlib import metadata
+        try:
+            version = metadata.version("pairflow")
+        except metadata.PackageNotFoundError:  # a checkout that was never installed
+            version = "0+unknown"
+        globals()["__version__"] = version
+        return version
     raise AttributeError(f"module 'pairflow' has no attribute {name!r}")
 
 
