@@ -364,11 +364,13 @@ def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=hep``)."""
     from omegaconf import OmegaConf
 
-    from pairflow.apps.options import runtime_options
+    from pairflow.apps.options import executor_options, runtime_options
     d, h = cfg.data, cfg.hep
     options = dict(OmegaConf.to_container(cfg.get("pipeline", {}) or {}, resolve=True))
     options = {k: v for k, v in options.items() if v is not None}
-    options.update(runtime_options(cfg))
+    # the cluster group's executor (auto: in-process or Ray by the work, as for all-pairs),
+    # unless pipeline.executor names one
+    options = {**executor_options(cfg), **options, **runtime_options(cfg)}
     p = hep_pipeline(file=str(d.file), order=h.order if isinstance(h.order, str)
                      else list(h.order), adaptive=bool(h.adaptive),
                      reco_draws=int(h.reco_draws), seed=int(h.seed), step_size=int(d.step_size),

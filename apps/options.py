@@ -23,6 +23,13 @@ def runtime_options(cfg) -> dict:
     return {k: cluster[k] for k in RUNTIME_KEYS if cluster.get(k) is not None}
 
 
+def executor_options(cfg) -> dict:
+    """In-process or Ray from the ``cluster`` group (``executor``, ``inprocess_max_s``): the
+    keys and the rule all-pairs runs follow, for farms and pipelines; a null is left out."""
+    cluster = _group(cfg, "cluster")
+    return {k: cluster[k] for k in ("executor", "inprocess_max_s") if cluster.get(k) is not None}
+
+
 def allpairs_options(cfg) -> dict:
     """Every ``pairflow.allpairs`` option the config sets: the ``cluster``, ``cache`` and
     ``scheduler`` groups and the run-wide keys (progress, resume, validate ...)."""

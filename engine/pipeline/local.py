@@ -14,13 +14,18 @@ import time
 from .processor import Processor, read_batch, where
 
 
-def run_local(run, source, specs: list) -> dict:
+def run_local(run, source, specs: list, first: dict | None = None) -> dict:
+    """``first``: batch 0 already read (by the executor choice's probe) and its read times."""
     proc = Processor(run.p.ops, run.cfg.method, run.cfg.op_clock)
     run.start(len(specs), None)
     run.running()
     for index, spec in enumerate(specs):
         t0, c0 = time.perf_counter(), time.thread_time()
-        batch = read_batch(source, spec, index)
+        if index == 0 and first is not None:
+            batch = first["batch"]
+            t0, c0 = t0 - first["wall_s"], c0 - first["cpu_s"]
+        else:
+            batch = read_batch(source, spec, index)
         t1, c1 = time.perf_counter(), time.thread_time()
         order, rows = run.dispatch(index, len(batch))
         survivors, obs, order = proc.process(batch, order, rows, where(source, index, spec),

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InputError, PairflowError, root_cause
+from ..run.executor_choice import INPROCESS_MAX_S, ray_is_up
 from .batch import Batch
 from .measure import OperatorStats, SampleRule
 from .ordering import Backoff, DSDPBalancer, OpSpec, OrderPolicy, check_dag, topological
@@ -37,7 +38,8 @@ class PipelineConfig:
     min_sample: int = 8
     sample_every: int = 1            # sample every k-th batch only
     sample_budget: float = 0.02      # adaptive: the sample costs at most this share of the work
-    executor: str = "ray"            # ray | local (in this process, no Ray)
+    executor: str = "auto"           # auto | ray | local (= inprocess: this process, no Ray);
+    inprocess_max_s: float = INPROCESS_MAX_S  # auto: local up to this much work per CPU
     slots: int | None = None         # concurrent DS + DP slots; default CPUs + 1 (>= 2)
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
     balance: bool = True
@@ -122,6 +124,8 @@ class PipelineRun:
         self.warnings: list[str] = []
         # per order run: [operator seconds as run (not the sample's), events], for the report
         self.order_seconds: dict[tuple, list] = {}
+        # which executor runs it and the work estimate that chose it (placement.py)
+        self.executor, self.estimate_s = cfg.executor, None
 
     @property
     def path(self) -> str:
@@ -138,7 +142,8 @@ class PipelineRun:
                      "written_order": self.written,
                      "order_mode": "adaptive" if self.fixed is None else "fixed",
                      "initial_order": self.order, "n_batches": n_batches,
-                     "executor": cfg.executor, "slots": slots,
+                     "executor": self.executor, "executor_requested": cfg.executor,
+                     "work_estimate_s": self.estimate_s, "slots": slots,
                      "sample_rate": self.sample.rate, "replan_every": cfg.replan_every,
                      "sinks": [s.name for s in self.p.sinks], "started": self.t_start}
         self.recorder.start(dump, self.meta)
@@ -388,14 +393,18 @@ class Pipeline:
         if not specs:
             raise InputError(str(describe_source(self.source)), "the source has no batches")
         try:
-            if cfg.executor == "local":
+            from .placement import pipeline_executor, probe
+            first = None
+            if cfg.executor == "auto" and not cfg.ray_address and not ray_is_up():
+                first, run.estimate_s = probe(run, self.source, specs)
+            run.executor = pipeline_executor(cfg.executor, cfg.ray_address, run.estimate_s,
+                                             cfg.inprocess_max_s, ray_is_up())
+            if run.executor == "local":
                 from .local import run_local
-                extra = run_local(run, self.source, specs)
-            elif cfg.executor == "ray":  # the one module that imports Ray
+                extra = run_local(run, self.source, specs, first)
+            else:  # the one module that imports Ray
                 from .ray_executor import run_ray
                 extra = run_ray(run, self.source, specs)
-            else:
-                raise ValueError(f"executor must be 'ray' or 'local', got {cfg.executor!r}")
             return run.finish(extra)
         except BaseException as exc:
             cause = root_cause(exc)

@@ -3,7 +3,7 @@
 check the spec -> open the run directory (or resume it: same work, same cut) -> run the first
 units in this process, measuring the tool (``sizing.UnitSizer``: with ``unit_records="auto"`` a
 ladder of sizes, their outputs kept) -> cut the rest (``units.py``) -> in-process or Ray, by
-the rule small all-pairs runs follow (``engine.pairs.workers.executor.choose`` on the measured
+the rule small all-pairs runs follow (``engine.run.executor_choice.choose`` on the measured
 seconds of work per CPU) -> hand out units (``dispatch.UnitQueue``: ``local.py`` on threads,
 ``raydrive.py`` on Ray actors) while journaling what the writers report on disk -> close the
 writers, move the files to their final names -> summary.
@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass, field, fields
 
 from ..errors import InputError, PairflowError
-from ..pairs.config import AllPairsConfig
-from ..pairs.workers.executor import choose, ray_is_up
+from ..run.executor_choice import INPROCESS_MAX_S, choose, ray_is_up
 from ..run.journal import check_same_work
 from ..run.rundir import FARM_UNITS, JOURNAL, RunRecorder, read_json, write_json
 from .index import replay
@@ -36,7 +35,6 @@ from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
 FALLBACK_UNIT_RECORDS = 50  # auto units when the ladder's first step fails
-INPROCESS_MAX_S = AllPairsConfig.inprocess_max_s  # one threshold for both engines
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """A farm on threads of this process, without Ray: for a farm small enough that starting Ray
-would cost more than it brings (the rule is ``engine.pairs.workers.executor.choose``, the one that
+would cost more than it brings (the rule is ``engine.run.executor_choice.choose``, the one that
 puts small all-pairs runs in-process too).
 
 Each worker is a thread that takes units from the same ``dispatch.UnitQueue`` the Ray driver

@@ -1,7 +1,7 @@
 """A farm on Ray: one ``NodeWriter`` per node and one ``FarmWorker`` per worker slot
 (``actors.py``), units handed out by ``dispatch.UnitQueue`` while the driver journals what the
 writers report on disk. For farms bigger than a small one
-(``engine.pairs.workers.executor.choose``), on a cluster (``ray_address``), or where Ray is up
+(``engine.run.executor_choice.choose``), on a cluster (``ray_address``), or where Ray is up
 already.
 """
 from __future__ import annotations

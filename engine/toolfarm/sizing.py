@@ -24,7 +24,7 @@ bound: the smallest measured size within ``tolerance`` of the best measured rate
 finer for balance, progress and resume), or the bound itself where the curve was still rising
 when the ladder stopped (larger units are then faster still); never a unit longer than
 ``max_unit_s``. ``work_s`` is the run's estimated seconds of work per CPU at that rate: what
-decides between in-process and Ray (``engine.pairs.workers.executor.choose``, the one rule both
+decides between in-process and Ray (``engine.run.executor_choice.choose``, the one rule both
 engines follow).
 
 ``tail_units``: the last units of a run are cut smaller so no core idles long behind the

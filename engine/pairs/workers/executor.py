@@ -18,9 +18,10 @@ checking the inputs overlaps its start-up (``start`` returns at once, ``ready`` 
 coordinator and device actors of a run that finished cleanly go to the process's warm pool
 (warm.py) and serve the next run on the same Ray.
 
-``choose`` is the policy: ``executor="inprocess"`` or ``"ray"`` forces one; ``"auto"`` runs
-in-process when no cluster is named, no Ray is up in this process, and the probe's estimate of
-the work per CPU is at most ``inprocess_max_s``.
+``choose`` is the policy (``engine.run.executor_choice``, the one rule farms and pipelines
+follow too): ``executor="inprocess"`` or ``"ray"`` forces one; ``"auto"`` runs in-process when
+no cluster is named, no Ray is up in this process, and the probe's estimate of the work per CPU
+is at most ``inprocess_max_s``.
 """
 from __future__ import annotations
 
@@ -28,23 +29,12 @@ import asyncio
 import concurrent.futures as cf
 import os
 import pickle
-import sys
 import threading
 import time
 from ...errors import PairflowError
+# the rule and its inputs live below every engine: farms and pipelines follow it too
+from ...run.executor_choice import EXECUTORS, choose, ray_is_up  # noqa: F401
 from .warm import WARM
-
-EXECUTORS = ("auto", "inprocess", "ray")
-
-
-def ray_is_up() -> bool:
-    """True when this process has a Ray session; never imports Ray to find out."""
-    ray = sys.modules.get("ray")
-    # a thread may be importing Ray right now (a session starts it in the background): a
-    # module half imported is not a session yet
-    is_initialized = getattr(ray, "is_initialized", None)
-    return is_initialized is not None and is_initialized()
-
 
 def estimate_work_s(measured: dict, pairs: int, n_items: int, cpus: int,
                     weights_total: float | None = None,
@@ -56,22 +46,6 @@ def estimate_work_s(measured: dict, pairs: int, n_items: int, cpus: int,
     else:
         compare = pairs * measured.get("t_pair", 0.0)
     return (compare + n_items * measured.get("t_parse", 0.0)) / max(1, cpus)
-
-
-def choose(executor: str, ray_address: str | None, estimate_s: float | None,
-           max_s: float, ray_up: bool = False) -> str:
-    """``"inprocess"`` or ``"ray"`` (the policy; see the module docstring). Pure: whether Ray
-    is up in this process (``ray_is_up()``) is the caller's to say (``ray_up``)."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, not {executor!r}")
-    if executor != "auto":
-        if executor == "inprocess" and ray_address:
-            raise PairflowError(f"executor=inprocess runs without Ray, but a cluster is named "
-                                f"(ray_address={ray_address!r})")
-        return executor
-    if ray_address or ray_up or estimate_s is None:
-        return "ray"
-    return "inprocess" if estimate_s <= max_s else "ray"
 
 
 def local_gpus(devices: str) -> int:

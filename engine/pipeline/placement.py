@@ -1,0 +1,84 @@
+"""In this process or on Ray: a pipeline's executor, chosen from its work by the rule all-pairs
+runs and farms follow (``engine.run.executor_choice.choose``).
+
+Starting Ray costs seconds; the default ``pairflow app=hep`` (2,421 events) has a fraction of
+one of operator time. So before dispatching anything, an ``executor="auto"`` run reads its
+first batch and runs a sample of it through every operator (what the adaptive run's first
+batch does anyway), scales read and operator seconds per record to the source's record count
+and divides by the CPUs. A source that does not say how many records it holds (no
+``num_entries``, no ``records`` in its ``describe()``, more than one batch) gives no estimate:
+Ray, as an all-pairs run without a probe. In-process, the probed batch is not read again.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..run.executor_choice import choose
+from .processor import Processor, read_batch, where
+from .protocol import describe_source
+
+EXECUTORS = ("auto", "local", "inprocess", "ray")  # local and inprocess: the same, no Ray
+
+
+def pipeline_executor(executor: str, ray_address: str | None, estimate_s: float | None,
+                      max_s: float, ray_up: bool = False) -> str:
+    """``"local"`` (in this process) or ``"ray"``; pure (``ray_up``: the caller's
+    ``ray_is_up()``)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    kind = choose("inprocess" if executor == "local" else executor, ray_address, estimate_s,
+                  max_s, ray_up)
+    return "local" if kind == "inprocess" else kind
+
+
+def records_total(source, specs: list, first_len: int) -> int | None:
+    """The source's record count when it says (or holds one batch only); None when unknown."""
+    n = getattr(source, "num_entries", None)
+    if callable(n):
+        n = n()
+    if n is None:
+        n = describe_source(source).get("records")
+    if n is None and len(specs) == 1:
+        n = first_len
+    return None if n is None else int(n)
+
+
+def work_estimate_s(read_s: float, n_read: int, fixed_s: float, per_record_s: float,
+                    total: int | None, n_batches: int, cpus: int) -> float | None:
+    """Seconds of work per CPU: reading (``read_s`` for ``n_read`` records) and the operators
+    (``fixed_s`` per batch, ``per_record_s`` per record: every operator on the records that
+    passed its dependencies, as the sample runs them) over the source's ``total`` records in
+    ``n_batches`` batches, divided by the CPUs; None when the total is unknown."""
+    if total is None or n_read <= 0:
+        return None
+    work = read_s / n_read * total + fixed_s * n_batches + per_record_s * total
+    return work / max(1, cpus)
+
+
+def probe(run, source, specs: list) -> tuple[dict, float | None]:
+    """Read batch 0 and time samples of two sizes of it through every operator (wall clock):
+    the operators' fixed cost per call (awkward's, numpy's: tens of ms a batch whatever its
+    size) is told apart from their cost per record, so a tiny sample does not scale its fixed
+    cost up to the whole source. The first pass only warms (imports, caches). Returns the
+    first batch with its read times (for the local executor to use) and the estimate."""
+    cfg = run.cfg
+    t0, c0 = time.perf_counter(), time.thread_time()
+    batch = read_batch(source, specs[0], 0)
+    first = {"batch": batch, "wall_s": time.perf_counter() - t0,
+             "cpu_s": time.thread_time() - c0}
+    n = len(batch)
+    proc, label = Processor(run.p.ops, cfg.method, "wall"), where(source, 0, specs[0])
+    small = run.boot_sample.rows(0, n)
+    big = np.arange(min(n, max(4 * len(small), 64)), dtype=np.int64)
+    seconds = [sum(o[3] for o in proc._sample(batch, rows, label))
+               for rows in (small, small, big)][1:]
+    per_record = 0.0
+    if len(big) > len(small):
+        per_record = max(0.0, (seconds[1] - seconds[0]) / (len(big) - len(small)))
+    fixed = max(0.0, seconds[0] - per_record * len(small))
+    cpus = int(cfg.num_cpus or os.cpu_count() or 1)
+    total = records_total(source, specs, n)
+    return first, work_estimate_s(first["wall_s"], n, fixed, per_record, total, len(specs), cpus)
