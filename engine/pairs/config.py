@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from pairflow.engine.run.executor_choice import INPROCESS_MAX_S
+
 
 @dataclass
 class AllPairsConfig:
@@ -44,7 +46,7 @@ class AllPairsConfig:
     result_store: str | None = None      # an fsspec URL (s3://bucket/prefix ...): the driver
                                          #   copies the finished outputs there (io.publish)
     executor: str = "auto"               # auto | inprocess | ray (executor.py: auto runs small
-    inprocess_max_s: float = 20.0        #   runs, up to this many probed seconds of work per
+    inprocess_max_s: float = INPROCESS_MAX_S  #   runs, up to this many probed seconds of work per
                                          #   CPU, on threads here without Ray)
     ray_address: str | None = None
     num_cpus: int | None = None
