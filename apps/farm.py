@@ -31,15 +31,12 @@ def run(cfg, run_dir: str | None = None):
     """The Hydra entry point (``pairflow app=farm farm=...``)."""
     from omegaconf import OmegaConf
 
-    from pairflow.apps.options import runtime_options
+    from pairflow.apps.options import executor_options, runtime_options
     from pairflow.engine import farm
-    cluster = cfg.get("cluster") or {}
-    chosen = {k: cluster[k] for k in ("executor", "inprocess_max_s")
-              if cluster.get(k) is not None}  # in-process or Ray: all-pairs' rule and keys
     return farm(**spec_options(cfg), run_dir=run_dir, runs_root=str(cfg.runs_root),
                 name=f"farm-{cfg.farm.name}", resume=bool(cfg.resume),
                 progress=bool(cfg.progress), config_dump=OmegaConf.to_container(cfg, resolve=True),
-                **runtime_options(cfg), **chosen)
+                **runtime_options(cfg), **executor_options(cfg))
 
 
 def report(result) -> str:
