@@ -115,6 +115,9 @@ def _hover_cell(page, k: int) -> dict:
     page.wait_for_timeout(200)
     cell.scroll_into_view_if_needed(timeout=15_000)  # a redrawn chart: found again by the retry
     box = cell.bounding_box()
+    if box is None:  # the cell went between the scroll and the look: a live run's redraw
+        from playwright.sync_api import Error
+        raise Error("not attached to the DOM (no bounding box)")
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     tip = page.locator("#vg-tooltip-element")
     tip.wait_for(state="visible")
