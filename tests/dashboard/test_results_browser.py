@@ -103,25 +103,6 @@ def download(page, label: str, nth: int = 0) -> bytes:
     return redrawn(once)
 
 
-LIVE_STATE = """() => {
-    const label = [...document.querySelectorAll('label')].find(l => l.innerText.includes('live refresh'));
-    const input = label && label.querySelector('input');
-    return input ? input.checked : null;
-}"""
-
-
-def set_live(page, on: bool) -> None:
-    """The sidebar's "live refresh" toggle set to ``on`` (a click on its label), and the page
-    redrawn after the rerun the click starts."""
-    state = page.evaluate(LIVE_STATE)
-    assert state is not None, "no live refresh toggle on the page"
-    if state != on:
-        page.locator("label").filter(has_text="live refresh").first.click()
-        page.wait_for_function(f"() => ({LIVE_STATE})() === {str(on).lower()}", timeout=30_000)
-        page.wait_for_timeout(1500)  # the rerun the toggle started has drawn
-        wait_drawn(page)
-
-
 def hover_cell(page, k: int) -> dict:
     """Hover the k-th cell of the heatmap (the first chart's rect marks, in data order) and
     read its tooltip."""
@@ -245,11 +226,7 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
                     t = next(t for t in json.loads((run_dir / "tiles.json").read_text()) if str(t["id"]) == first)
                     n = json.loads((run_dir / "meta.json").read_text())["n_items"]
                     r, c = t["r0"], t["c1"] - 1
-                    # as a user would: live refresh paused while reading a cell (a redraw every
-                    # second otherwise detaches the cell under the pointer), then resumed
-                    set_live(page, False)
                     tip = hover_cell(page, r * n + c)
-                    set_live(page, True)
                     hovered.append((r, c, tip["value"]))
                 if not shown or shown[-1][0] == 0:
                     page.locator(".vega-embed g.mark-rect.marks path").first.wait_for()
