@@ -49,7 +49,8 @@ def test_a_stopped_actor_is_declared_lost_within_the_derived_bound(ray_local, tm
     quiet = float(reason.split("silent for ")[1].split(" s")[0])
     # declared only past the limit (when, to the second, is tests/unit/test_scheduler_clock.py's
     # to check, on a controlled clock: here a busy machine decides how much past it)
-    assert quiet > limit, (quiet, limit)
+    # (the reason prints both to 0.1 s: a quiet of 5.04 s past a 5.0 s limit reads 5.0)
+    assert quiet >= round(limit, 1), (quiet, limit)
     journal = [json.loads(l)["tile"] for l in open(os.path.join(res.run_dir, "journal.jsonl"))]
     assert sorted(journal) == list(range(meta["tiles_total"])), "each tile journaled once"
 
