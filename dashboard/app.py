@@ -80,24 +80,8 @@ def offered(view: RunView) -> list[str]:
 
 
 def signature(view: RunView) -> tuple:
-    """What a refresh may read: the versions of every stream and file of the view, and the size and
-    time of what the results view reads beside them (journal.jsonl, the entries of result/, where
-    e.g. ``matrix.zarr.partial`` is renamed at the end)."""
-    found = []
-    for p in (view.run_dir / "journal.jsonl", *_entries(view.run_dir / "result")):
-        try:
-            s = p.stat()
-            found.append((p.name, s.st_size, s.st_mtime_ns))
-        except OSError:  # gone between listing and stat: a change the next look sees
-            found.append((p.name, None, None))
-    return view.versions(*STREAMS, *view.files), tuple(found)
-
-
-def _entries(d: Path) -> list[Path]:
-    try:
-        return sorted(d.iterdir())
-    except OSError:
-        return []
+    """The versions of every stream and file the view reads: changes whenever a refresh read anything."""
+    return view.versions(*STREAMS, *view.files)
 
 
 def settled(view: RunView) -> bool:
