@@ -7,16 +7,6 @@ Reads only the run directory (see docs/run-directory.md) through :mod:`dashboard
 imports Ray or the engine.  One :class:`~dashboard.rundir.RunView` per run directory
 (``shared_view``) is shared by all browser sessions and refreshed incrementally (only the bytes
 appended since the last refresh are read) inside a fragment that reruns every ``--refresh`` seconds.
-
-A finished run is static, so it is drawn once: when the run's state is terminal (finished, failed,
-interrupted) and one more refresh reads nothing new (``settled``), the page's fragment is made
-without ``run_every`` (Streamlit fixes a fragment's period when the script decorates it, so the
-switch is a full rerun, made once, on the tick that first sees the run settled).  Redrawing a
-finished run every second only raced whoever hovered a chart.  A terminal run may still change
-(resumed, or files copied in later), so a second fragment, which draws nothing, refreshes the
-view every ``WATCH_S`` seconds and reruns the page when anything new was read; a watcher that
-draws nothing leaves the charts alone, which a slow periodic redraw or a refresh button would not
-(the one still races a hover, the other misses a resume).
 The sidebar offers only the views that apply to the run (``RunView.views``: no farm view for an
 all-pairs run, no matrix for a pipeline ...); each view draws in a module of its own beside this
 one (``overview_view.py``, ``devices_view.py`` ...).
@@ -39,11 +29,7 @@ import streamlit as st
 
 from pairflow.dashboard import (cache_view, devices_view, draw, farm_view, matrix_view, overview_view,
                                 pipelines_view, scheduling_view, timeline_view)
-from pairflow.dashboard.rundir import TERMINAL_STATES, VIEWS, WAITING, RunView, shared_view
-from pairflow.dashboard.rundir.core import STREAMS
-
-#: seconds between the checks for new data of a settled (terminal, fully read) run
-WATCH_S = 5.0
+from pairflow.dashboard.rundir import VIEWS, WAITING, RunView, shared_view
 
 alt.data_transformers.disable_max_rows()
 
@@ -79,22 +65,6 @@ def offered(view: RunView) -> list[str]:
         return list(VIEWS)
 
 
-def signature(view: RunView) -> tuple:
-    """The versions of every stream and file the view reads: changes whenever a refresh read anything."""
-    return view.versions(*STREAMS, *view.files)
-
-
-def settled(view: RunView) -> bool:
-    """The run is terminal and one more refresh reads nothing new (a huge file may take several)."""
-    try:
-        if view.state() not in TERMINAL_STATES:
-            return False
-        before = signature(view)
-        return signature(view.refresh()) == before
-    except Exception:  # noqa: BLE001 - an unreadable directory keeps the page refreshing
-        return False
-
-
 # --------------------------------------------------------------------------- page
 
 
@@ -109,23 +79,9 @@ def main() -> None:
         st.caption(run_dir)
         choice = st.radio("view", views, key="view", bind="query-params")
         live = st.toggle("live refresh", value=True, key="live", help=f"every {args.refresh:g} s")
-    static = live and settled(view)  # a finished run: drawn once, watched for new data
-    seen = signature(view) if static else None
 
-    @st.fragment(run_every=WATCH_S if static else None)
-    def watch() -> None:
-        """Draws nothing: reruns the page when a settled run has new data (e.g. resumed)."""
-        try:
-            changed = signature(view.refresh()) != seen
-        except Exception:  # noqa: BLE001 - the page's own fragment says what is wrong
-            changed = True
-        if changed:
-            st.rerun()
-
-    @st.fragment(run_every=args.refresh if live and not static else None)
+    @st.fragment(run_every=args.refresh if live else None)
     def body() -> None:
-        if live and not static and settled(view):  # the run just finished: redraw once, statically
-            st.rerun()
         try:
             view.refresh()
             ov = view.overview()
@@ -147,8 +103,6 @@ def main() -> None:
                    f"{1000 * view.refresh_seconds:.1f} ms")
 
     body()
-    if static:
-        watch()
 
 
 main()
