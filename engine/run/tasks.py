@@ -6,14 +6,11 @@ that only reads their configs); this is the one place their side work meets it.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Sequence
 
+from .executor_choice import ray_is_up as _ray_is_up  # the one check (tests patch this name)
 
-def _ray_is_up() -> bool:
-    """True when this process has a Ray session; never imports Ray to find out."""
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
+
 
 
 def _chunks(n_items: int, n_chunks: int, weights: Sequence[float] | None) -> list[list[int]]:
