@@ -104,6 +104,14 @@ _FILES_KEPT = 4
 _FILES_LOCK = threading.Lock()
 
 
+def _set_sizes(seqs: list, k: int, canonical: bool, block: int = 65_536) -> np.ndarray:
+    """Each sequence's count of distinct k-mers, a block of sequences at a time: the k-mer
+    arrays of 10^6 reads at once are 1.2 GB."""
+    out = [np.diff(record_kmer_sets(seqs[b:b + block], k, canonical)[1])
+           for b in range(0, len(seqs), block)]
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def _bad_record_problem(k: int) -> str:
     return (f"no valid {k}-mer (every window of {k} letters holds a letter other than A/C/G/T, "
             f"or the sequence is shorter than k)")
@@ -148,10 +156,7 @@ class JaccardApp(BasePairApp):
         for url in self.urls:
             records = self.catalog.file_records(url)
             lengths = np.fromiter((len(r.sequence) for r in records), np.int64, len(records))
-            values, offsets = record_kmer_sets([r.sequence for r in records], self.k,
-                                               self.canonical)
-            del values
-            n = np.diff(offsets)
+            n = _set_sizes([r.sequence for r in records], self.k, self.canonical)
             sizes.append(n)
             fastq = bool(records) and records[0].quality is not None
             skip[url] = self.on_bad_record == "skip" or (self.on_bad_record == "auto" and fastq)
@@ -217,9 +222,9 @@ class JaccardApp(BasePairApp):
         return built
 
     def check(self, key, raw):
-        if self.item == "record":
+        if self.item == "record":  # (one record's windows: not its file's items)
             url, i = self.catalog.index_of(key, raw)
-            ok = self._file_items(url, raw).sizes[i] > 0
+            ok = _has_valid_kmer([self.catalog.file_records(url, raw)[i].sequence], self.k)
         else:
             ok = _has_valid_kmer(self._sequences(key, raw), self.k)
         if not ok:
@@ -249,10 +254,10 @@ class JaccardApp(BasePairApp):
                              [TopKReduction("similarity", 1, True, True, True),
                               ThresholdReduction("similarity", 0.5, True)])
         if host and self.item == "record":
-            # a loader builds the items of a file on its first record: before the clock
-            # starts, and before the stage measurement times a parse
+            # a loader parses a file on its first record: before the clock starts, and
+            # before the stage measurement times a parse
             for url in self.urls[:_FILES_KEPT]:
-                self._file_items(url)
+                self.catalog.file_records(url)
 
     @property
     def warm_token(self):
@@ -297,17 +302,20 @@ class JaccardApp(BasePairApp):
 
     def parse_pack(self, keys):
         """The items of records ``keys``: an (n, words) array of bitset rows, or a list of
-        k-mer arrays, cut from their files' items (built once per process)."""
+        k-mer arrays, built from these records only (their file parsed once per process):
+        never a whole file's items, which at 10^6 reads are 1 GB of bitset rows a process."""
         where = [self.catalog.index_of(key) for key in keys]
         parts, start = [], 0
         for end in range(1, len(where) + 1):  # runs of one file
             if end == len(where) or where[end][0] != where[start][0]:
-                items = self._file_items(where[start][0])
-                index = np.fromiter((i for _, i in where[start:end]), np.int64, end - start)
-                bad = np.flatnonzero(items.sizes[index] == 0)
+                records = self.catalog.file_records(where[start][0])
+                items = _FileItems([records[i].sequence for _, i in where[start:end]], self.k,
+                                   self.canonical, self.kernel)
+                bad = np.flatnonzero(items.sizes == 0)
                 if len(bad):  # a record without a k-mer that was not skipped: named
                     self.check(keys[start + int(bad[0])], None)
-                parts.append(items.items(index))
+                parts.append(items.bits if self.kernel == "bitset" else
+                             items.items(np.arange(end - start)))
                 start = end
         if self.kernel == "bitset":
             return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -16,7 +16,8 @@ import numpy as np
 from ...run.journal import sink_entry
 from .base import Sink, ThresholdReduction, TopKReduction
 from ..space import Tile
-from .topk_passes import compiled, query_order, topk_cells, topk_merge_runs
+from .topk_passes import (compiled, query_order, topk_cells, topk_merge_runs, topk_state_merge,
+                          topk_state_rows)
 
 
 class _PartsSink(Sink):
@@ -251,6 +252,9 @@ class TopK(_PartsSink):
         compiled(query_order)(np.zeros(1, np.int64))
         one = np.zeros(1, [("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
         self._select(one["qi"], one["ti"], one["score"])
+        state = np.zeros((1, self.k)), np.zeros((1, self.k), np.int64), np.zeros(1, np.int64)
+        compiled(topk_state_merge)(*state, one["qi"], one["ti"], one["score"], 1.0)
+        compiled(topk_state_rows)(*state)
 
     def _compiled_cells(self, values, mask, both: bool = True):
         return compiled(topk_cells)(
@@ -343,17 +347,46 @@ class TopK(_PartsSink):
         q, t, v, _ = self._select(q, t, v)
         return self._encode_part({"qi": q, "ti": t, "score": v})
 
+    def _stream_parts(self, n: int):
+        """Each query's k best over every part, the parts read one at a time into a state of
+        n * k (``topk_state_merge``): a run's finalize holds that, never all its parts at
+        once (10^6 reads leave some 10^8 candidates in them). None when a part is not of
+        the compiled merge's kind (scores not float64, or NaN): finalize then takes them all
+        at once."""
+        paths = [os.path.join(self.parts_dir, f)
+                 for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".npy")]
+        want = np.dtype([("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
+        bv = np.empty((n, self.k))
+        bt = np.empty((n, self.k), np.int64)
+        bn = np.zeros(n, np.int64)
+        merge = compiled(topk_state_merge)
+        sign = 1.0 if self.largest else -1.0
+        for path in paths:
+            offset, shape, dtype = _npy_head(path)
+            if dtype != want or len(shape) != 1:
+                return None
+            part = np.fromfile(path, dtype=want, count=shape[0], offset=offset)
+            if len(part) != shape[0]:
+                raise OSError(f"{path}: shorter than its header says")
+            if not merge(bv, bt, bn, part["qi"], part["ti"], part["score"], sign):
+                return None
+        return compiled(topk_state_rows)(bv, bt, bn)
+
     def finalize(self):
         import pyarrow as pa
-        table = self._read_parts()
-        if table is None:
-            q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
-                                         np.zeros(0))
-        else:
-            q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
         rows, cols = self.ctx.row_keys, self.ctx.col_keys
         if self.per == "col" and not self.ctx.space.symmetric:
             rows, cols = cols, rows
+        found = self._stream_parts(len(rows))
+        if found is not None:
+            q, t, v, rank = found
+        else:
+            table = self._read_parts()
+            if table is None:
+                q, t, v, rank = self._select(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                             np.zeros(0))
+            else:
+                q, t, v, rank = self._select(table["qi"], table["ti"], table["score"])
         named = len(q) and all(isinstance(x, str) for x in (rows[0], cols[0]))
         if named:  # (a symmetric space's rows and columns are the same keys: one dictionary)
             row_dict = pa.array(list(rows), pa.string())

@@ -1,8 +1,9 @@
 """The ``TopK`` sink's compiled passes (numba, compiled on first use): each row's and
 column's k best cells of a full tile (``topk_cells``), and each query's k best among a
 run's candidates (``topk_merge_runs``, on runs ordered by query, or on all of them grouped
-by ``query_order``), all ties to the lower index. Pure functions of arrays;
-``parts.TopK`` calls them through ``compiled``.
+by ``query_order``), all ties to the lower index; and the finalize's bounded state, each
+query's k best so far, into which the parts are merged one at a time (``topk_state_merge``,
+``topk_state_rows``). Pure functions of arrays; ``parts.TopK`` calls them through ``compiled``.
 """
 from __future__ import annotations
 
@@ -159,6 +160,65 @@ def topk_merge_runs(q, t, v, starts, k, sign):
             orank[w] = p + 1
             w += 1
     return oq[:w], ot[:w], ox[:w], orank[:w], True
+
+
+def topk_state_merge(bv, bt, bn, q, t, v, sign):
+    """Candidates (q, t, v) merged into each query's k best so far: ``bv`` / ``bt`` (n, k) the
+    values and targets of query q's ``bn[q]`` best, best first (value times ``sign``, then the
+    lower target). The same k as ``topk_merge_runs`` on all candidates at once, whatever the
+    order they come in (the order is total: a target is a query's candidate once), in memory
+    bounded by n * k, not by the candidates of a run. Returns False, merging nothing, when a
+    query is out of range or a value is NaN."""
+    n, k = bv.shape
+    for x in range(q.shape[0]):
+        if q[x] < 0 or q[x] >= n or v[x] != v[x]:
+            return False
+    for x in range(q.shape[0]):
+        g = q[x]
+        sv = v[x] * sign
+        tx = t[x]
+        m = bn[g]
+        if m == k:
+            last = bv[g, k - 1] * sign
+            if sv < last or (sv == last and tx > bt[g, k - 1]):
+                continue
+        p = m if m < k else k - 1
+        while p > 0:
+            pv = bv[g, p - 1] * sign
+            if sv > pv or (sv == pv and tx < bt[g, p - 1]):
+                if p < k:
+                    bv[g, p] = bv[g, p - 1]
+                    bt[g, p] = bt[g, p - 1]
+                p -= 1
+            else:
+                break
+        bv[g, p] = v[x]
+        bt[g, p] = tx
+        if m < k:
+            bn[g] = m + 1
+    return True
+
+
+def topk_state_rows(bv, bt, bn):
+    """The state of ``topk_state_merge`` as rows (query, target, value, rank), ordered by
+    query then rank."""
+    n, k = bv.shape
+    total = 0
+    for g in range(n):
+        total += bn[g]
+    oq = np.empty(total, np.int64)
+    ot = np.empty(total, np.int64)
+    ov = np.empty(total)
+    orank = np.empty(total, np.int64)
+    w = 0
+    for g in range(n):
+        for p in range(bn[g]):
+            oq[w] = g
+            ot[w] = bt[g, p]
+            ov[w] = bv[g, p]
+            orank[w] = p + 1
+            w += 1
+    return oq, ot, ov, orank
 
 
 _BUILT: dict = {}
