@@ -12,7 +12,8 @@ class AllPairsConfig:
 
     leaf_items: int | None = None        # tile side; None: chosen from measured stage costs
     target_tile_s: float = 0.05          # the least a tile should cost when the leaf is chosen
-    tile_overhead_s: float = 0.02        # fixed cost per tile in the leaf's cost model
+    tile_overhead_s: float | None = None  # fixed cost per tile in the leaf's cost model; None:
+                                         #   the executor's, measured (plan/tile_cost.py)
     load_batch: int | None = None        # items per load task; None: from the measured parse
     load_batch_s: float = 0.3            #   time, so one task carries about this much work
                                          #   (a task costs its loader CPU of its own besides)

@@ -8,10 +8,12 @@ run will use it) starts in the background first; ``loading.measure_stages`` time
 the stages in this process; the probe's estimate of the work chooses the executor
 (``executor.choose``); ``loading.check_items`` reads every input (on a thread beside the probe
 when no Ray is starting, else in this thread while Ray starts); then the inputs are shipped when
-nothing is shared and the loader processes are warmed. It returns a ``Checked``: what the run
-keeps (executor, measurements, nodes, shipment, timings). It is a class, not one function,
-only so the executor it has started so far stays reachable (``Preflight.ex``) when a check
-fails: the run must stop that executor, and an exception carries no return value.
+nothing is shared and the loader processes are warmed; last, what a tile costs beyond its
+compares on the executor chosen (``tile_cost.tile_overhead``, with ``measure_tile_io``). It
+returns a ``Checked``: what the run keeps (executor, measurements, nodes, shipment, timings).
+It is a class, not one function, only so the executor it has started so far stays reachable
+(``Preflight.ex``) when a check fails: the run must stop that executor, and an exception
+carries no return value.
 
 ``problems_error`` turns the checkers' problems into one error that names the files.
 """
@@ -34,6 +36,7 @@ from .cache.loading import check_items, measure_stages
 from .items import ItemMap
 from .sinks.shipped import check_sinks
 from .plan.sizing import app_weights, plan_nodes, weighted_probe
+from .plan.tile_cost import tile_overhead
 from .space import PairSpace, PairWeights
 from .cache.store import open_store
 
@@ -231,6 +234,8 @@ class Preflight:
                                             shipment_ref, pairs=inp.space.total)),
                         "device": node_plan[0].device}
             self.phases["measure_s"] += time.time() - t0
+        if previous is None:  # what a tile costs beyond its compares, on this executor
+            measured = {**measured, **tile_overhead(ex.name, measure_tile_io(self.run_path))}
         return Checked(ex, store, measured, probe_store, estimate_s, nodes, app_ref, shipment,
                        warm_refs, fingerprint, probe_weight, self.phases)
 
@@ -248,6 +253,39 @@ class Preflight:
         shipment = Shipment.of(urls)
         self.phases["ship_inputs_s"] = time.time() - t0
         return shipment
+
+
+TILE_IO_REPS = 16   # appends timed: a median of a few, each a few microseconds locally
+TILE_RECORD_BYTES = 4096  # a small tile's record (its fixed cost, not its bytes, is measured)
+
+
+def measure_tile_io(where: str, reps: int = TILE_IO_REPS) -> float:
+    """Seconds a tile's journal line and sink record take to reach the OS on the run's
+    filesystem (each a write and a flush, as ``JournalWriter`` and ``tile_log.LogWriter`` do
+    per tile): the median of ``reps``, in a temporary file of ``where``; 0 where it cannot
+    write there. Part of a tile's fixed cost (``tile_cost.tile_overhead``): on a network
+    filesystem it may cost more than the hand-out."""
+    import json
+    import os
+    import tempfile
+    line = (json.dumps({"tile": 0, "location": "probe", "length": TILE_RECORD_BYTES,
+                        "crc32": 0}) + "\n").encode()
+    blob = bytes(TILE_RECORD_BYTES)
+    try:
+        fd, path = tempfile.mkstemp(prefix=".tile-io-", dir=where)
+    except OSError:
+        return 0.0
+    took = []
+    try:
+        with os.fdopen(fd, "wb", buffering=0) as fh:
+            for _ in range(max(1, reps)):
+                t0 = time.perf_counter()
+                fh.write(blob)
+                fh.write(line)
+                took.append(time.perf_counter() - t0)
+    finally:
+        os.remove(path)
+    return float(np.median(took))
 
 
 def check_beside(app, keys: list[str]):

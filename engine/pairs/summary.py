@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .cache.directory import l3_summary
 from .cache.store import store_summary
+from .plan.tile_cost import run_tile_costs
 
 
 def run_summary(run, *, snap: dict, closed: dict, cache_stats: list[dict], scheduling: dict,
@@ -38,6 +39,9 @@ def run_summary(run, *, snap: dict, closed: dict, cache_stats: list[dict], sched
         "validated_tiles": run.validated, "warnings": run.warnings,
         "scheduling": scheduling,
         "journal_s": closed["journal_s"], "journal_fsync_s": closed["journal_fsync_s"],
+        # what a tile cost beyond its compares, measured, beside what the plan charged it
+        "tile_costs": run_tile_costs(snap["actors"], snap["stage_seconds"],
+                                     run.plan.tile_overhead_s, closed["journal_s"]),
         "shared_fs": not pre.ship,
         "shipped": None if not pre.ship else {
             "input_files": pre.shipment.files, "input_bytes": pre.shipment.nbytes,

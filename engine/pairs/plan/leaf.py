@@ -3,10 +3,12 @@
 Every tile pays a fixed cost and the run ends on idle actors, so the leaf comes from a
 two-term cost model (``model_leaf``), bounded by the tiers (``choose_leaf``: a stripe must
 fit a host tier that cannot hold every item) and cut into even blocks (``even_side``). Where
-that bound binds, the larger leaves the device tiers allow may load each item fewer times:
+that bound binds, the larger leaves the device tiers allow may load each item fewer times
+and pay fewer tiles' fixed costs (a tile grouping the small leaves, which share items):
 ``search_leaf`` simulates each candidate (``leaf_candidates``) and takes the least modelled
-time (``modelled_seconds``, ``pick_leaf``). ``sizing.plan_run`` calls these; the simulator
-and the driver thus cut the same tiles.
+time (``modelled_seconds``, ``pick_leaf``). The fixed cost per tile is the executor's,
+measured (``tile_cost``). ``sizing.plan_run`` calls these; the simulator and the driver thus
+cut the same tiles.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import math
 from ..config import AllPairsConfig
 from ..space import PairSpace, leaves
 from ..cache.tiers import largest_leaf_held
+from .tile_cost import overhead_s as tile_overhead_s
 
 EVEN_SLACK = 0.05  # a leaf may grow this much to save a block of the longer side
 
@@ -28,7 +31,8 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
     Every tile pays a fixed ``overhead_s`` (two Ray calls, the sink write, events), and the run
     ends with actors idle for about half a tile each. With W an actor's share of the work, the
     lost fraction is overhead/t + t/(2W), least at t* = sqrt(2 * overhead * W): big runs get big
-    tiles, small runs small ones, and no tile is aimed below ``target_s``.
+    tiles, small runs small ones, and no tile is aimed below ``target_s``. ``overhead_s`` is
+    the executor's measured fixed cost (``tile_cost.tile_overhead``).
 
     ``device_items``: the items one device actor's own tier (its L1) holds, ``in_flight`` its
     tiles under way (None: the host tier must hold those too).
@@ -53,7 +57,9 @@ def choose_leaf(t_pair: float, space: PairSpace, host_items: int, per_node_tiles
 def model_leaf(t_pair: float, space: PairSpace, n_actors: int, target_s: float = 0.05,
                t_item: float = 0.0, n_items: int | None = None, overhead_s: float = 0.02) -> int:
     """The leaf of ``choose_leaf``'s cost model before any tier bounds it (at least ~4 tiles
-    an actor, cut into even blocks)."""
+    an actor, cut into even blocks). At t* the fixed cost is sqrt(overhead / 2W) of a tile:
+    a tenth or less wherever an actor's share is 50 fixed costs or more (a second on Ray);
+    a smaller run keeps its ~4 tiles an actor and pays a larger share (``tile_cost``)."""
     work = ((n_items or 0) * t_item + space.total * t_pair) / max(1, n_actors)
     t_tile = max(target_s, math.sqrt(2 * overhead_s * work))
     b = math.ceil(math.sqrt(t_tile / max(t_pair, 1e-9)))
@@ -114,10 +120,13 @@ def search_leaf(leaf: int, measured: dict, space: PairSpace, cfg: AllPairsConfig
     and nothing when there is one candidate or a plan is not simulated (as configured, or too
     many tiles). Why: the stripe rule asks the host tier for ~4 leaf blocks, but where the
     device tiers hold a tile's items a larger leaf loads each item fewer times (forensics at a
-    quarter host tier, measured: RESULTS.md, "Rocket's applications")."""
+    quarter host tier, measured: RESULTS.md, "Rocket's applications"), and pays its fixed
+    cost (``tile_cost``: the executor's, measured) once for 4, 16 ... of the stripe rule's
+    leaves: a candidate is a square group of its blocks, which share their rows' and columns'
+    items (a square holds the most pairs for the items it needs at once)."""
     t_pair, t_item = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
-    model = model_leaf(t_pair, space, n_actors, cfg.target_tile_s, t_item, n_items,
-                       cfg.tile_overhead_s)
+    over = tile_overhead_s(measured, cfg.tile_overhead_s)
+    model = model_leaf(t_pair, space, n_actors, cfg.target_tile_s, t_item, n_items, over)
     side = max(space.n_rows, space.n_cols, 1)
     found = leaf_candidates(leaf, model, host_items, held, side)
     if len(found) < 2:
@@ -129,7 +138,7 @@ def search_leaf(leaf: int, measured: dict, space: PairSpace, cfg: AllPairsConfig
         if choice.R is None:
             return leaf, {}
         choices[b] = (choice, modelled_seconds(choice.R, n_items, t_item, space.total, t_pair,
-                                               len(tiles), cfg.tile_overhead_s, n_actors, b))
+                                               len(tiles), over, n_actors, b))
     return pick_leaf({b: c[1] for b, c in choices.items()}), choices
 
 

@@ -6,8 +6,9 @@ driver's) and every rule can be tested with hand-computed cases:
 
 * ``plan_nodes``: how many device actors each node gets, and on which device;
 * host (L2) and device (L1) budgets from the object store and the measured item size;
-* the tile side (``leaf``: its cost model, and under a host tier short of items the candidate
-  leaf of least modelled time); for apps with pair weights
+* the tile side (``leaf``: its cost model, with the executor's measured fixed cost per tile,
+  ``tile_cost``, and under a host tier short of items the candidate leaf of least modelled
+  time, packed runs included); for apps with pair weights
   (``app_weights``, ``weighted_probe``, ``weighted_budget``) the most one tile may weigh;
 * the tile order (a plan from ``policy.PLANS``, with ``plan=auto`` the one ``simulate.choose_plan``
   predicts to load least), the split of the last tiles, the load batch and every tile's deadline.
@@ -24,6 +25,7 @@ from ...errors import PairflowError
 from ..config import AllPairsConfig
 from ..items import ItemMap
 from .leaf import choose_leaf, search_leaf, with_search
+from .tile_cost import overhead_s as tile_overhead_s
 from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
 from ..space import PairSpace, PairWeights, Tile, leaves, split_tail
 from .stealing import contiguous_shares, deal, stripe_starts
@@ -80,6 +82,7 @@ class RunPlan:
     # the run loads more than its simulation (``course``: ``stealing.Course``'s arguments)
     fallback_order: list | None = None
     course: dict | None = None
+    tile_overhead_s: float = 0.0  # the fixed seconds the leaf's model charged a tile
 
     @property
     def pack_rows(self) -> int:
@@ -242,7 +245,8 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
         measured["total_weight"] / max(1, space.total) / measured["weight_per_s"]
     leaf = cfg.leaf_items or choose_leaf(
         t_leaf, space, host_items, per_node_tiles, n_actors, cfg.target_tile_s,
-        t_item=measured.get("t_parse", 0.0), n_items=n_items, overhead_s=cfg.tile_overhead_s,
+        t_item=measured.get("t_parse", 0.0), n_items=n_items,
+        overhead_s=tile_overhead_s(measured, cfg.tile_overhead_s),
         device_items=device_items, in_flight=cfg.in_flight)
     if weights is not None and not cfg.leaf_items:
         # a block of mean pairs within 80 % of the budget: blocks vary around the mean
@@ -276,9 +280,10 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                                                  measurements.get("item_bytes", 1), warnings)
     host_items_eff = min(host_items, items.n_items)
     measured = dict(measurements)
+    overhead = tile_overhead_s(measured, cfg.tile_overhead_s)  # a tile's fixed seconds
     if weights is not None and "max_weight" not in measured:
         measured.update(weighted_budget(weights, space, measured["t_pair"], probe_weight,
-                                        cfg.target_tile_s, n_actors, cfg.tile_overhead_s,
+                                        cfg.target_tile_s, n_actors, overhead,
                                         cfg.tail_split))
     # L2 plus every L1 of a node stay under ~70 % of its object store
     l1_bytes = cfg.device_cache_bytes or max(1, int(0.3 * store) // per_node)
@@ -295,7 +300,7 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     frontiers = dealt > 1 and str(cfg.hierarchical).lower() != "false"
     shared_tiers = cfg.l3 and frontiers
     # what a tile costs a node, so the planner sees the nodes drift apart (simulate.Timing)
-    timing = Timing(t_tile=cfg.tile_overhead_s, t_pair=float(measurements.get("t_pair", 0.0)),
+    timing = Timing(t_tile=overhead, t_pair=float(measurements.get("t_pair", 0.0)),
                     t_load=float(measurements.get("t_parse", 0.0))) if shared_tiers else None
     plan = cfg.plan
     if weights is not None and plan == "stripe":  # the stripe plan wants one tile per block
@@ -313,7 +318,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
                            plan=plan, eviction=cfg.eviction, weighted=weights is not None,
                            l3=shared_tiers, frontiers=frontiers, timing=timing)
     choices = {}
-    if (resume_leaf is None and not cfg.leaf_items and weights is None and not packable
+    # (packed runs too: their packs are cut once the leaf is chosen, from rows as simulated)
+    if (resume_leaf is None and not cfg.leaf_items and weights is None
             and host_items_eff < items.n_items):
         held = largest_leaf_held(device_items, cfg.in_flight)
         leaf, choices = search_leaf(leaf, measured, space, cfg, host_items_eff, n_actors,
@@ -376,7 +382,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         choice=with_search(choice.to_dict(), choices, leaf), heartbeat_s=beat,
         silent_after_s=silent, shares=shares,
         items=run_items, pack_members=members, item_bytes=item_bytes, l2_items=l2_items,
-        holds_every_item=holds_every_item, fallback_order=fallback, course=course)
+        holds_every_item=holds_every_item, fallback_order=fallback, course=course,
+        tile_overhead_s=overhead)
 
 
 def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,
