@@ -1,244 +1,270 @@
-"""All-pairs peers, side by side in one run: what a user would otherwise write for the same job.
+"""All-pairs peers, side by side in one run: pairflow as a user runs it against what a user would
+otherwise write for the same job, on four cases.
 
-    .venv/bin/python benchmarks/peers.py            # the 16 ragout genomes (~2-3 minutes)
-    .venv/bin/python benchmarks/peers.py --quick    # the 4 V. cholerae genomes: proves it runs
+    .venv/bin/python benchmarks/peers.py                  # 4 cases x 5 contenders x 3 repetitions
+    .venv/bin/python benchmarks/peers.py --quick          # the loci case, once: proves it runs
+    .venv/bin/python benchmarks/peers.py --cases reads,loci --reps 2
 
-The job: exact k-mer Jaccard (k = 21) of every pair of genomes, every contender calling the
-same stages of ``apps.jaccard.JaccardApp`` (parse: canonical k-mer set of a genome; compare: the
-merge-intersection kernel), on the machine's 2 cores, with the matrix checked equal to pairflow's:
+The cases and the peers' scripts are ``benchmarks/peer_jobs.py``'s (its docstring: the 16
+genomes, the 162 Klebsiella loci as records, 10,000 reads with the bitset kernel and a top 10,
+the 16 proteomes' composition vectors and their tree). The contenders, each timed from outside
+as a fresh process, from its start (interpreter and imports included) to its exit with the
+answer written:
 
-* pairflow: ``allpairs`` with a dense sink (Ray already running; its start is excluded, the
-  actors' start is not);
-* one Ray task per pair, no cache (each task parses both genomes: 2 x pairs parses);
-* ``dask.bag``: ``from_sequence(keys).map(load)``, ``product`` with itself, the pairs i < j
-  compared; the processes scheduler (dask.bag's default), 2 workers;
-* ``dask.array``, blockwise: an index array in 4 chunks, ``da.blockwise`` over (i, j) blocks,
-  each block loading its rows' and columns' genomes and comparing them (blocks below the
-  diagonal skipped); the threaded scheduler (dask.array's default), 2 workers;
-* ``multiprocessing`` with every item in memory: a pool of 2 parses every genome once, then a
-  forked pool of 2 compares rows of pairs against items held in memory. No reuse is needed
-  because nothing is evicted: this is the machine's no-reuse limit for the job (R = 1, no
-  scheduling beyond rows), which a system with a cache can approach but not pass.
+* ``pairflow (CLI, cold)``: the ``pairflow`` command with the case's arguments, its defaults
+  otherwise (``executor=auto``: it picks in-process or Ray itself);
+* ``pairflow (session, warm)``: ``pairflow.session(num_cpus=2)`` in a process that stays up for
+  the whole benchmark (Ray up, actors warm: each case ran once, untimed, before the first
+  repetition); timed inside it from building the app to the outputs written;
+* ``multiprocessing``, ``dask.array`` (blockwise), ``dask.bag`` (product): scripts a user would
+  write (``peer_jobs.PEERS``), run as ``python benchmarks/peer_jobs.py CASE PEER OUT``.
 
-Times are wall seconds from nothing loaded to the full matrix. pairflow's also include its
-probe and start-up; the pool start of multiprocessing and dask is included for them. Results go
-to benchmarks/out/peers.json.
+Repetitions are interleaved (each repetition runs every case's contenders one after the other,
+in an order rotated by one each repetition) and each contender's median is reported, with the
+machine's load before each run. Every contender's answer is checked against pairflow's (dense:
+max abs difference; top-k: every item's 10 best scores). A run past ``--limit`` seconds (or 4x
+the case's fastest so far) is stopped and loses its row. Results: benchmarks/out/peers.json.
 """
 from __future__ import annotations
 
 import argparse
-import glob
-import multiprocessing
+import json
 import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from _record import ROOT, out_path, target, write
 
-from _record import out_path, target, write  # noqa: E402
+import peer_jobs as jobs
 
-K = 21
-APP = None      # the JaccardApp of this process (set by _app)
-ITEMS = None    # multiprocessing: every item, inherited by the forked compare workers
-
-
-def genomes(quick: bool) -> list[str]:
-    from pairflow.apps.data import data_path
-    group = "V.Cholerae" if quick else "*"
-    paths = sorted(glob.glob(data_path("usr/share/doc/ragout/examples") +
-                             f"/{group}/references/*.fasta.gz"))
-    want = 4 if quick else 16
-    if len(paths) != want:
-        raise SystemExit(f"expected {want} ragout genomes, found {len(paths)}: run setup")
-    return paths
+PY = sys.executable
+PAIRFLOW = os.path.join(os.path.dirname(PY), "pairflow")
+JOBS = os.path.join(ROOT, "benchmarks", "peer_jobs.py")
+COLD, WARM = "pairflow (CLI, cold)", "pairflow (session, warm)"
 
 
-def _app(paths):
-    global APP
-    if APP is None:
-        from pairflow.apps.jaccard import JaccardApp
-        APP = JaccardApp(paths, k=K, kernel="merge")
-    return APP
-
-
-def load(paths, key):
-    """One genome's k-mer set, through the app's own stages."""
-    from pairflow.engine import fetch
-    app = _app(paths)
-    return app.preprocess(key, app.parse(key, fetch(app.url(key))), "cpu")
-
-
-def compare_one(paths, a, b) -> float:
-    return float(_app(paths).compare([a], [b], np.ones((1, 1), bool), "cpu")["similarity"][0, 0])
-
-
-def compare_block(paths, rows, cols) -> np.ndarray:
-    mask = np.ones((len(rows), len(cols)), bool)
-    return np.asarray(_app(paths).compare(rows, cols, mask, "cpu")["similarity"], float)
-
-
-# ---- multiprocessing, every item in memory ------------------------------------------------
-
-def _load_indexed(args):
-    paths, key = args
-    return load(paths, key)
-
-
-def _row(args):
-    paths, i = args
-    n = len(ITEMS)
-    if i + 1 >= n:
-        return i, np.zeros(0)
-    return i, compare_block(paths, [ITEMS[i]], ITEMS[i + 1:])[0]
-
-
-def multiprocessing_in_memory(paths, keys) -> tuple[float, np.ndarray, dict]:
-    global ITEMS
+def _run(cmd: list[str], limit: float, log) -> tuple[float | None, str]:
+    """Wall seconds of ``cmd`` from start to exit (None: past ``limit``, stopped), stdout."""
     t0 = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        ITEMS = pool.map(_load_indexed, [(paths, k) for k in keys], chunksize=1)
-    t_load = time.perf_counter() - t0
-    n = len(keys)
-    m = np.eye(n)
-    # rows in an order that deals long and short rows alike to both workers
-    order = [i for pair in zip(range(n), reversed(range(n))) for i in pair][:n]
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        for i, row in pool.imap_unordered(_row, [(paths, i) for i in dict.fromkeys(order)]):
-            m[i, i + 1:] = row
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None, ""
     t = time.perf_counter() - t0
-    ITEMS = None
-    return t, m, {"load_s": t_load, "compare_s": t - t_load}
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode} (log: {log.name})")
+    return t, out
 
 
-# ---- dask ---------------------------------------------------------------------------------
-
-def dask_bag(paths, keys) -> tuple[float, np.ndarray, dict]:
-    import dask.bag as db
-    n = len(keys)
-    idx = {k: i for i, k in enumerate(keys)}
-    t0 = time.perf_counter()
-    items = db.from_sequence(keys, npartitions=min(4, n)).map(lambda k: (idx[k], load(paths, k)))
-    pairs = items.product(items).filter(lambda ab: ab[0][0] < ab[1][0])
-    out = pairs.map(lambda ab: (ab[0][0], ab[1][0], compare_one(paths, ab[0][1], ab[1][1])))
-    got = out.compute(scheduler="processes", num_workers=2)
-    t = time.perf_counter() - t0
-    m = np.eye(n)
-    for i, j, v in got:
-        m[i, j] = v
-    return t, m, {"partitions": min(4, n), "scheduler": "processes"}
-
-
-def dask_array_blockwise(paths, keys, chunks: int = 4) -> tuple[float, np.ndarray, dict]:
-    import dask
-    import dask.array as da
-    n = len(keys)
-    size = -(-n // chunks)
-
-    def block(rows, cols):
-        if rows[0] > cols[-1]:  # below the diagonal: the matrix is symmetric
-            return np.full((len(rows), len(cols)), np.nan)
-        left = [load(paths, keys[i]) for i in rows]
-        right = [load(paths, keys[j]) for j in cols]
-        return compare_block(paths, left, right)
-
-    t0 = time.perf_counter()
-    index = da.arange(n, chunks=size)
-    m = da.blockwise(block, "ij", index, "i", index, "j", dtype=float)
-    with dask.config.set(scheduler="threads", num_workers=2):
-        m = m.compute()
-    t = time.perf_counter() - t0
-    m = np.triu(np.nan_to_num(m), 1)
-    m = m + np.eye(n)
-    blocks = -(-n // size)
-    loads = sum((min(n, (a + 1) * size) - a * size) + (min(n, (b + 1) * size) - b * size)
-                for a in range(blocks) for b in range(a, blocks))
-    return t, m, {"chunk": size, "scheduler": "threads", "R": loads / n}
+def read_pairflow(case: str, outputs: dict) -> dict:
+    """pairflow's answer as ``{"keys", "matrix" | "top"}`` (the peers' shape)."""
+    if jobs.is_topk(case):
+        import pandas as pd
+        d = pd.read_parquet(outputs["topk"]).sort_values(["qi", "rank"])
+        keys = list(dict.fromkeys(d["query"]))
+        top = np.full((len(keys), jobs.TOP_K), np.nan)
+        pos = {k: i for i, k in enumerate(keys)}
+        for q, s in d.groupby("query", sort=False)["score"]:
+            v = np.sort(s.to_numpy())[::-1][:jobs.TOP_K]
+            top[pos[q], :len(v)] = v
+        return {"keys": keys, "top": top}
+    import zarr
+    g = zarr.open_group(outputs["dense"], mode="r")
+    m = np.array(g[jobs.FIELD[case]][...], float)
+    np.fill_diagonal(m, 0.0)
+    return {"keys": [str(k) for k in g.attrs["row_keys"]], "matrix": m}
 
 
-# ---- Ray ----------------------------------------------------------------------------------
-
-def ray_task_per_pair(paths, keys) -> tuple[float, np.ndarray, dict]:
-    import ray
-
-    @ray.remote(num_cpus=1)
-    def pair(i, j):
-        return i, j, compare_one(paths, load(paths, keys[i]), load(paths, keys[j]))
-
-    n = len(keys)
-    t0 = time.perf_counter()
-    got = ray.get([pair.remote(i, j) for i in range(n) for j in range(i + 1, n)])
-    t = time.perf_counter() - t0
-    m = np.eye(n)
-    for i, j, v in got:
-        m[i, j] = v
-    return t, m, {"R": 2 * len(got) / n}
+def read_peer(path: str) -> dict:
+    z = np.load(path, allow_pickle=True)
+    out = {"keys": [str(k) for k in z["keys"]]}
+    if "top" in z:
+        out["top"] = z["top"]
+    else:
+        u = z["matrix"]
+        out["matrix"] = u + u.T
+    return out
 
 
-def pairflow(paths, keys, runs_root) -> tuple[float, np.ndarray, dict]:
-    from pairflow.engine import DenseMatrix, allpairs
-    from pairflow.apps.jaccard import JaccardApp
-    t0 = time.perf_counter()
-    app = JaccardApp(paths, k=K, kernel="merge")
-    res = allpairs(app=app, sinks=[DenseMatrix(diagonal={"similarity": 1.0})],
-                   runs_root=runs_root, progress=False, wait=True)
-    t = time.perf_counter() - t0
-    s = res.summary
-    order = [list(app.keys()).index(k) for k in keys]
-    m = np.asarray(res.matrix("similarity"))[np.ix_(order, order)]
-    return t, np.triu(m), {"compute_s": s["compute_s"], "R": s["R"], "leaf": s["leaf_items"],
-                           "tiles": s["tiles_total"],
-                           "startup_s": s["phases"].get("startup_s"),
-                           "executor": s.get("executor")}
+def difference(a: dict, b: dict) -> float:
+    """Max abs difference of two answers, items matched by key (inf: not the same items)."""
+    if sorted(a["keys"]) != sorted(b["keys"]):
+        return float("inf")
+    ia = np.argsort(a["keys"])
+    ib = np.argsort(b["keys"])
+    if "top" in a:
+        x, y = a["top"][ia], b["top"][ib]
+        if not np.array_equal(np.isnan(x), np.isnan(y)):
+            return float("inf")
+        return float(np.nanmax(np.abs(x - y))) if x.size else 0.0
+    return float(np.max(np.abs(a["matrix"][np.ix_(ia, ia)] - b["matrix"][np.ix_(ib, ib)])))
+
+
+class Warm:
+    """The warm session's process: a case a line in, one JSON line out."""
+
+    def __init__(self, runs_root: str, log):
+        self.proc = subprocess.Popen([PY, JOBS, "--warm", runs_root], cwd=ROOT, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     start_new_session=True)
+        self._answer()
+
+    def _answer(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError("the warm session's process ended")
+
+    def run(self, case: str) -> dict:
+        self.proc.stdin.write(case + "\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def contender(name: str, case: str, work: str, limit: float, warm: Warm | None, log):
+    """One timed run: (seconds or None, the answer or None, extra facts)."""
+    if name == WARM:
+        got = warm.run(case)
+        return got["wall_s"], read_pairflow(case, got["outputs"]), {
+            "executor": got["executor"], "compute_s": got["compute_s"]}
+    if name == COLD:
+        root = tempfile.mkdtemp(prefix="runs-", dir=work)
+        t, out = _run([PAIRFLOW, f"runs_root={root}", "progress=false",
+                       *jobs.CASES[case]["args"]], limit, log)
+        if t is None:
+            return None, None, {}
+        outputs = dict(re.findall(r"^(dense|topk): (\S+)$", out, re.M))
+        summary = json.load(open(os.path.join(os.path.dirname(os.path.dirname(
+            next(iter(outputs.values())))), "summary.json")))
+        ans = read_pairflow(case, outputs)
+        shutil.rmtree(root, ignore_errors=True)
+        return t, ans, {"executor": summary.get("executor"),
+                        "compute_s": summary.get("compute_s"), "run_wall_s": summary["wall_s"],
+                        "startup_s": summary.get("phases", {}).get("startup_s")}
+    path = os.path.join(work, f"{case}-{name}.npz")
+    t, _ = _run([PY, JOBS, case, name, path], limit, log)
+    if t is None:
+        return None, None, {}
+    ans = read_peer(path)
+    os.remove(path)
+    return t, ans, {}
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarise(case: str, rows: dict) -> dict:
+    """Medians, the fastest peer, and per row the ratio (peer / pairflow: above 1, pairflow
+    is faster) and wins or loses, for the cold CLI and the warm session."""
+    out = {"what": jobs.CASES[case]["what"],
+           "command": " ".join(["pairflow", *jobs.CASES[case]["args"]]), "contenders": rows}
+    for r in rows.values():
+        r["median_s"] = median(r["runs"])
+        r["timed_out"] = sum(x is None for x in r["runs"])
+    peers = {k: r for k, r in rows.items() if k in jobs.PEERS}
+    done = {k: r["median_s"] for k, r in peers.items() if r["median_s"] is not None}
+    out["fastest_peer"] = min(done, key=done.get) if done else None
+    for who, key in ((COLD, "cold"), (WARM, "warm")):
+        ours = rows.get(who, {}).get("median_s")
+        ratios = {}
+        for k, r in peers.items():
+            theirs = r["median_s"] if r["median_s"] is not None else float("inf")
+            ratios[k] = theirs / ours if ours else None
+        out[f"{key}_ratios"] = ratios
+        best = ratios.get(out["fastest_peer"]) if out["fastest_peer"] else None
+        out[f"{key}_vs_fastest"] = best
+        out[f"{key}_wins"] = best is not None and best >= 1.0
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the 4 V. cholerae genomes")
+    ap.add_argument("--quick", action="store_true", help="the loci case, one repetition")
+    ap.add_argument("--cases", default=None, help=f"comma-separated, of {', '.join(jobs.CASES)}")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3, quick 1)")
+    ap.add_argument("--limit", type=float, default=600.0, help="seconds a run may take")
+    ap.add_argument("--no-warm", action="store_true", help="leave out the warm session")
     ap.add_argument("--out", default=None, help="default: benchmarks/out/peers.json")
     args = ap.parse_args(argv)
     started = time.time()
-    paths = genomes(args.quick)
-    keys = list(_app(paths).keys())
-    n = len(keys)
-    results = {"quick": args.quick, "n": n, "pairs": n * (n - 1) // 2, "k": K,
-               "kernel": "merge", "peers": {}}
-    # the process-forking peers first, before this process starts Ray's threads
-    contenders = [("multiprocessing, every item in memory", multiprocessing_in_memory),
-                  ("dask.bag product", dask_bag),
-                  ("dask.array blockwise", dask_array_blockwise)]
-    mats = {}
-    for name, fn in contenders:
-        t, m, info = fn(paths, keys)
-        mats[name] = m
-        results["peers"][name] = {"wall_s": t, **info}
-        print(f"{name:40s} {t:7.2f} s", flush=True)
-    from pairflow.engine.run.runtime import init_ray
-    t0 = time.time()
-    init_ray(num_cpus=2, object_store_mb=2048)
-    results["ray_init_s"] = time.time() - t0
-    with tempfile.TemporaryDirectory(prefix="pairflow-peers-") as runs_root:
-        for name, fn in (("one Ray task per pair", ray_task_per_pair),
-                         ("pairflow", lambda p, k: pairflow(p, k, runs_root))):
-            t, m, info = fn(paths, keys)
-            mats[name] = m
-            results["peers"][name] = {"wall_s": t, **info}
-            print(f"{name:40s} {t:7.2f} s", flush=True)
-    ref = np.triu(mats["pairflow"], 1)
-    ours = results["peers"]["pairflow"]["wall_s"]
-    limit = results["peers"]["multiprocessing, every item in memory"]["wall_s"]
-    for name, row in results["peers"].items():
-        row["max_abs_diff_vs_pairflow"] = float(np.max(np.abs(np.triu(mats[name], 1) - ref)))
-        row["pairflow_speedup"] = row["wall_s"] / ours
-    results["pairflow_of_no_reuse_limit"] = limit / ours
-    print(f"pairflow runs at {limit / ours:.2f} of the no-reuse limit (multiprocessing, every "
-          f"item in memory); " + ", ".join(
-              f"{k}: x{v['pairflow_speedup']:.2f}" for k, v in results["peers"].items()
-              if k != "pairflow"), flush=True)
-    goals = [target(f"same matrix as pairflow: {name}", row["max_abs_diff_vs_pairflow"], "<=",
-                    1e-12) for name, row in results["peers"].items() if name != "pairflow"]
+    cases = (args.cases.split(",") if args.cases else
+             ["loci"] if args.quick else list(jobs.CASES))
+    reps = args.reps or (1 if args.quick else 3)
+    names = [COLD] + ([] if args.no_warm else [WARM]) + list(jobs.PEERS)
+    rows = {c: {n: {"runs": [], "load": [], "diff": []} for n in names} for c in cases}
+    with tempfile.TemporaryDirectory(prefix="pairflow-peers-") as work:
+        log = open(os.path.join(work, "log.txt"), "w")
+        warm = None
+        if not args.no_warm:
+            warm = Warm(os.path.join(work, "warm-runs"), log)
+            for case in cases:  # each case once, untimed: Ray up, actors warm
+                warm.run(case)
+        try:
+            for rep in range(reps):
+                for ci, case in enumerate(cases):
+                    order = names[(rep + ci) % len(names):] + names[:(rep + ci) % len(names)]
+                    answers, ref = {}, None
+                    for name in order:
+                        best = median([median(r["runs"]) for r in rows[case].values()])
+                        limit = min(args.limit, max(60.0, 4 * best)) if best else args.limit
+                        row = rows[case][name]
+                        row["load"].append(round(os.getloadavg()[0], 2))
+                        t, ans, info = contender(name, case, work, limit, warm, log)
+                        row["runs"].append(t)
+                        row.update(info)
+                        answers[name] = ans
+                        print(f"rep {rep + 1} {case:9s} {name:26s} "
+                              f"{'stopped' if t is None else f'{t:7.2f} s'} "
+                              f"(load {row['load'][-1]})", flush=True)
+                    ref = answers.get(COLD) or answers.get(WARM)
+                    for name, ans in answers.items():
+                        if ans is not None and ref is not None:
+                            rows[case][name]["diff"].append(difference(ans, ref))
+        finally:
+            if warm is not None:
+                warm.close()
+            log.close()
+    results = {"quick": args.quick, "reps": reps, "cases": {}, "workers": jobs.WORKERS}
+    for case in cases:
+        for r in rows[case].values():
+            r["max_abs_diff_vs_pairflow"] = max(r.pop("diff"), default=None)
+            r["load_mean"] = round(float(np.mean(r["load"])), 2) if r["load"] else None
+        results["cases"][case] = s = summarise(case, rows[case])
+        print(f"{case:9s} fastest peer {s['fastest_peer']}: cold x{s['cold_vs_fastest']:.2f}"
+              + (f", warm x{s['warm_vs_fastest']:.2f}" if s.get("warm_vs_fastest") else ""),
+              flush=True)
+    loads = [x for c in rows.values() for r in c.values() for x in r["load"]]
+    results["load_mean"] = round(float(np.mean(loads)), 2) if loads else None
+    goals = [target(f"cold CLI at least as fast as the fastest peer: {c}",
+                    s["cold_vs_fastest"], ">=", 1.0) for c, s in results["cases"].items()]
+    if not args.no_warm:
+        goals.append(target("warm session at least as fast as the fastest peer: cases won",
+                            sum(s["warm_wins"] for s in results["cases"].values()), ">=",
+                            min(3, len(cases))))
+    goals += [target(f"same answer as pairflow: {c}, {n}", r["max_abs_diff_vs_pairflow"], "<=",
+                     1e-9) for c, s in results["cases"].items()
+              for n, r in s["contenders"].items() if n not in (COLD,)]
     write(out_path("peers.json", args.out), results, "peers", targets=goals, quick=args.quick,
           started=started)
     return 0

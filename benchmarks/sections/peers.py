@@ -4,25 +4,68 @@ from __future__ import annotations
 
 from report import img, num, plot_bars, speed, table
 
+COLD, WARM = "pairflow (CLI, cold)", "pairflow (session, warm)"
+
+
+def _t(r: dict) -> str:
+    if r.get("median_s") is None:
+        return f"stopped ({r.get('timed_out', 0)} of {len(r.get('runs', []))})"
+    return num(r["median_s"], "s")
+
+
+def _verdict(ratio) -> str:
+    if ratio is None:
+        return "—"
+    return "wins" if ratio >= 1 else "**loses**"
+
 
 def section(d: dict, ctx) -> list[str]:
-    peers = d.get("peers") or {}
-    rows = [[k, num(r["wall_s"], "s"), num(r.get("pairflow_speedup")) + "x",
-             num(r.get("R")), num(r.get("max_abs_diff_vs_pairflow"))] for k, r in peers.items()]
-    out = [f"{d['n']} genomes, {d['pairs']} pairs, k = {d['k']}. pairflow runs at "
-           f"**{num(d.get('pairflow_of_no_reuse_limit'))}** of the no-reuse limit "
-           "(multiprocessing with every item in memory: limit time / pairflow's time).\n\n"
-           + table(["contender", "wall time", "its time / pairflow's", "R",
-                    "max abs difference from pairflow"], rows)]
-    out.append(img(plot_bars(f"All pairs of {d['n']} genomes (exact Jaccard): wall time",
-                             [(k, r["wall_s"]) for k, r in peers.items()],
-                             "seconds (lower is better)", ctx.plots, "peers_allpairs.png",
-                             ctx.made), ctx.md))
+    cases = d.get("cases") or {}
+    out = [f"Median of {d.get('reps')} interleaved repetitions per contender, each a fresh "
+           f"process timed end to end (the warm session: inside its process); mean load "
+           f"{num(d.get('load_mean'))} on the machine's cores during the runs."]
+    rows, bars = [], []
+    for case, c in cases.items():
+        rows_c = c["contenders"]
+        cold, warm = rows_c.get(COLD, {}), rows_c.get(WARM, {})
+        for peer, ratio in c["cold_ratios"].items():
+            r = rows_c[peer]
+            wr = (c.get("warm_ratios") or {}).get(peer)
+            rows.append([case, peer, _t(r), _t(cold), num(ratio) + "x", _verdict(ratio),
+                         _t(warm) if warm else "—", (num(wr) + "x") if wr else "—",
+                         _verdict(wr)])
+        bars += [(f"{case}: {k}", r["median_s"]) for k, r in rows_c.items()
+                 if r.get("median_s") is not None]
+    out.append(table(["case", "peer", "peer's time", "pairflow cold (CLI)",
+                      "ratio (peer / pairflow)", "cold", "pairflow warm (session)",
+                      "ratio", "warm"], rows))
+    out.append(table(["case", "pairflow command", "fastest peer", "cold vs fastest",
+                      "warm vs fastest", "cold executor", "same answer (max abs diff)"],
+                     [[case, f"`{c['command']}`", c["fastest_peer"] or "—",
+                       num(c.get("cold_vs_fastest")) + "x", num(c.get("warm_vs_fastest")) + "x",
+                       str(c["contenders"].get(COLD, {}).get("executor")),
+                       num(max((r.get("max_abs_diff_vs_pairflow") or 0.0)
+                               for r in c["contenders"].values()))]
+                      for case, c in cases.items()]))
+    if bars:
+        out.append(img(plot_bars("All pairs, four cases: end-to-end wall time", bars,
+                                 "seconds (lower is better)", ctx.plots, "peers_allpairs.png",
+                                 ctx.made), ctx.md))
     return out
 
 
 def headline(d: dict) -> list[list[str]]:
-    """The README's rows: pairflow against each peer, side by side."""
-    return [[f"all pairs of {d['n']} genomes vs {name}", speed(r["pairflow_speedup"]),
-             "side by side", "wins" if r["pairflow_speedup"] >= 1 else "**loses**"]
-            for name, r in (d.get("peers") or {}).items() if name != "pairflow"]
+    """The README's rows: pairflow as the CLI runs it, cold, against each peer on each case
+    (the warm session against the fastest peer)."""
+    rows = []
+    for case, c in (d.get("cases") or {}).items():
+        for peer, ratio in c["cold_ratios"].items():
+            if ratio is None:
+                continue
+            rows.append([f"all pairs, {case}: `pairflow` (cold) vs {peer}", speed(ratio),
+                         "side by side", "wins" if ratio >= 1 else "**loses**"])
+        w = c.get("warm_vs_fastest")
+        if w is not None:
+            rows.append([f"all pairs, {case}: session (warm) vs {c['fastest_peer']}", speed(w),
+                         "side by side", "wins" if w >= 1 else "**loses**"])
+    return rows
