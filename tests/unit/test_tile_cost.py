@@ -102,3 +102,24 @@ def test_a_packed_run_under_a_small_host_tier_groups_the_stripe_rules_leaves():
             abs=1e-3)
     assert packed.leaf == rows.leaf == 12 and len(packed.tiles) == 230
     assert packed.pack_rows == 12 and packed.l2_items == 24 // 12
+
+
+def test_an_in_process_run_charges_and_reports_its_tiles_fixed_cost(tmp_path):
+    """A run in process: the probe charges each tile the in-process fixed cost (5 ms) plus
+    its measured writes, the plan uses that figure, and summary.json reports the run's own
+    per-tile costs beside it (a part of the actors' time per tile, over every tile)."""
+    from pairflow.apps.synthetic import SyntheticApp
+    from pairflow.engine import allpairs
+    res = allpairs(app=SyntheticApp(30), runs_root=str(tmp_path), progress=False, wait=True,
+                   num_cpus=2, object_store_mb=256, executor="inprocess", leaf_items=5)
+    s = res.summary
+    assert s["executor"] == "inprocess"
+    costs = s["measured"]["tile_costs"]
+    assert costs["executor"] == "inprocess" and costs["dispatch_s"] == 0.005
+    assert s["measured"]["tile_overhead_s"] == pytest.approx(0.005 + costs["io_s"])
+    got = s["tile_costs"]
+    assert got["modelled_overhead_s"] == s["measured"]["tile_overhead_s"]
+    assert got["tiles"] == s["tiles_total"] == 21      # 6 blocks of 5 a side, a triangle
+    assert 0 <= got["per_tile_overhead_s"] <= got["tile_seconds"]
+    assert got["overhead_share"] == pytest.approx(got["per_tile_overhead_s"] /
+                                                  got["tile_seconds"])
