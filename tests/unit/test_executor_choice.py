@@ -50,3 +50,14 @@ def test_local_node_has_the_shape_of_a_ray_node():
 
 def test_auto_joins_a_ray_already_up_in_this_process():
     assert choose("auto", None, 0.1, 20.0, ray_up=True) == "ray"
+
+
+def test_estimate_weighs_the_parse_cpu_not_its_wall_time():
+    """A parse of 5.6 s wall but 0.3 s of its thread's CPU (a machine loaded by others): 16
+    items, 120 pairs at 0.03 s, 2 CPUs: (120 * 0.03 + 16 * 0.3) / 2 = 4.2 s, in-process;
+    from the wall time it would be (3.6 + 16 * 5.6) / 2 = 46.6 s, Ray."""
+    m = {"t_pair": 0.03, "t_parse": 5.6, "t_parse_cpu": 0.3}
+    assert estimate_work_s(m, 120, 16, 2) == pytest.approx(4.2)
+    assert choose("auto", None, estimate_work_s(m, 120, 16, 2), 20.0) == "inprocess"
+    # a measurement without the CPU time (a resumed run's meta.json of before) keeps the wall
+    assert estimate_work_s({"t_pair": 0.03, "t_parse": 5.6}, 120, 16, 2) == pytest.approx(46.6)

@@ -243,3 +243,27 @@ def test_probe_grows_while_a_larger_tile_still_cuts_a_pairs_cost():
     assert probe_grows(8, 1e-9, wall_s=MEASURE_GROW_WALL_S / 4)
     assert not probe_grows(8, 1e-9, wall_s=MEASURE_GROW_WALL_S / 4 * 1.01)
     assert probe_grows(4, 0.0012, 0.0025, wall_s=10 * MEASURE_GROW_WALL_S)
+
+
+class _WaitingParseApp(_CountingApp):
+    """A parse of ``cpu_s`` of this thread's CPU and ``wait_s`` of waiting (for a core other
+    processes hold, or for I/O), on ``clock``."""
+
+    def __init__(self, cpu_s, wait_s, clock):
+        super().__init__()
+        self.cpu_s, self.wait_s, self.clock = cpu_s, wait_s, clock
+
+    def parse(self, key, raw):
+        self.clock.spend(self.cpu_s, self.wait_s)
+        return len(key)
+
+
+def test_the_probe_records_the_parse_cpu_apart_from_its_wall_time(monkeypatch):
+    """20 ms of CPU and 180 ms of waiting a parse: ``t_parse`` is the wall (0.2 s), and
+    ``t_parse_cpu`` the thread's CPU (0.02 s), what the executor's choice weighs."""
+    from pairflow.engine.pairs.cache import loading
+    clock = _ProbeClock()
+    monkeypatch.setattr(loading, "time", clock)
+    got = loading.measure_stages(_WaitingParseApp(0.02, 0.18, clock), ["a", "bb"], "cpu",
+                                 grow=False)
+    assert abs(got["t_parse"] - 0.2) < 1e-12 and abs(got["t_parse_cpu"] - 0.02) < 1e-12

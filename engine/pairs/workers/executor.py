@@ -40,12 +40,19 @@ def estimate_work_s(measured: dict, pairs: int, n_items: int, cpus: int,
                     weights_total: float | None = None,
                     probe_weight: float | None = None) -> float:
     """Seconds of work per CPU the probe predicts: parse every item, compare every pair (for
-    weighted apps, the total weight at the probe's rate: its pair weight per ``t_pair``)."""
+    weighted apps, the total weight at the probe's rate: its pair weight per ``t_pair``).
+
+    Both are CPU seconds of the probe's thread where it measured them (``t_pair`` is;
+    ``t_parse_cpu``, else the parse's wall ``t_parse``): on a machine other processes load,
+    a parse's wall time counts their share of the cores too, and that work would not shrink
+    on Ray (measured: a load of 30 on 2 cores took the 16 genomes' estimate from 4 s to 47 s,
+    past ``INPROCESS_MAX_S``, and the run spent 2 minutes starting Ray for 7 s of compute)."""
     if weights_total is not None and probe_weight:
         compare = weights_total * measured.get("t_pair", 0.0) / probe_weight
     else:
         compare = pairs * measured.get("t_pair", 0.0)
-    return (compare + n_items * measured.get("t_parse", 0.0)) / max(1, cpus)
+    parse = measured.get("t_parse_cpu", measured.get("t_parse", 0.0))
+    return (compare + n_items * parse) / max(1, cpus)
 
 
 def local_gpus(devices: str) -> int:
