@@ -208,6 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="default: benchmarks/out/peers.json")
     args = ap.parse_args(argv)
     started = time.time()
+    # a SIGTERM unwinds (the warm session's Ray is stopped in ``finally``)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cases = (args.cases.split(",") if args.cases else
              ["loci"] if args.quick else list(jobs.CASES))
     reps = args.reps or (1 if args.quick else 3)
