@@ -21,12 +21,14 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ..errors import InputError, PairflowError, root_cause, worker_traceback
 from ..run.io import check_store, publish
 from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
-from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json
+from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json_rows
 from ..run.runtime import import_in_background
 from .app import BasePairApp, FunctionApp
 from .workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
@@ -38,6 +40,7 @@ from .result import AllPairsResult, RunHandle
 from .sinks.shipped import ResultWriter
 from .sinks import Sink, SinkContext, make_sink
 from .plan.sizing import plan_run, read_ahead_items, validation_sample
+from .space import TileArray
 from .summary import run_summary
 from .validation import validate
 
@@ -118,15 +121,16 @@ class _Run:
         plan = self.plan
         self.warnings.extend(plan.warnings)
         self.measured = plan.measured
-        self.leaf, self.tiles, self.bound = plan.leaf, plan.tiles, plan.bound_R
+        # the tiles as columns of ints (space.TileArray): the driver, the scheduler and every
+        # actor hold these 56 bytes a tile, never a Python object (or dict) per tile
+        self.leaf, self.tiles, self.bound = plan.leaf, TileArray.of(plan.tiles), plan.bound_R
         if plan.pack_members is not None:  # the caches and loaders see packs of rows
             self.inputs = packed_inputs(self.inputs, plan.items, plan.pack_members)
             self.items = plan.items
             self.measured = {**self.measured, "pack_bytes": plan.item_bytes}
         if self.cfg.progress and plan.choice:
             print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
-        self.tile_dicts = [t.to_dict() for t in plan.tiles]
-        write_json(self.recorder.file(TILE_PLAN), [self.tile_dicts[i] for i in plan.order])
+        write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_dicts(plan.order))
 
     def _open_sinks(self, resume: bool) -> list[int]:
         """Open every sink; on a resume, the tiles the journal shows safely written."""
@@ -143,15 +147,17 @@ class _Run:
 
     def _launch(self, done_tiles: list[int], fingerprint: dict) -> None:
         cfg, plan = self.cfg, self.plan
-        done_set = set(done_tiles)
-        keep = validation_sample([t for t in range(len(self.tiles)) if t not in done_set],
+        pending = np.ones(len(self.tiles), bool)
+        pending[np.asarray(done_tiles, dtype=np.int64)] = False
+        keep = validation_sample(np.flatnonzero(pending).tolist() if cfg.validate else [],
                                  cfg.validate, cfg.seed)
         metrics_kw = dict(run_dir=self.recorder.path, n_items=self.items.n_items,
                           tiles_total=len(self.tiles), pairs_total=self.space.total,
                           bound_R=self.bound, initial_tiles=len(done_tiles),
-                          initial_pairs=sum(self.tiles[t].pairs for t in done_tiles))
+                          initial_pairs=int(self.tiles.pairs[
+                              np.asarray(done_tiles, dtype=np.int64)].sum()))
         scheduler_kw = dict(
-            run_dir=self.recorder.path, tiles=self.tile_dicts, row_items=self.items.row_items,
+            run_dir=self.recorder.path, tiles=self.tiles, row_items=self.items.row_items,
             col_items=self.items.col_items, order=plan.order, window=cfg.window,
             locality=True, done_tiles=done_tiles, deadlines=plan.deadlines,
             max_retries=cfg.max_retries, keep_fields=keep, row_keys=self.row_keys,
@@ -171,7 +177,7 @@ class _Run:
                                         cfg.journal_fsync_s)
         self.members = Membership(
             self.ex, cfg, plan, self.inputs, app=self.app, app_ref=self.pre.app_ref,
-            sinks=self.sinks, tile_dicts=self.tile_dicts,
+            sinks=self.sinks, tile_dicts=self.tiles,
             item_bytes=self.measured.get("item_bytes"), shipment=self.pre.shipment,
             store=self.pre.store, head=self.nodes[0], hierarchical=hierarchical,
             on_joined=lambda: self.recorder.write_meta(self.meta),

@@ -184,9 +184,12 @@ class PairList(PairSpace):
         return f"PairList({len(self.pairs)} pairs, {self.n_rows}x{self.n_cols})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tile:
-    """A leaf of the quadtree: rows [r0, r1) x columns [c0, c1), holding ``pairs`` wanted pairs."""
+    """A leaf of the quadtree: rows [r0, r1) x columns [c0, c1), holding ``pairs`` wanted pairs.
+
+    A run keeps its tiles in a ``TileArray`` (columns of integers); a ``Tile`` is made when one
+    is looked at, and holds no more than its seven numbers (slots: no ``__dict__``)."""
 
     id: int
     r0: int
@@ -309,9 +312,140 @@ def quadtree(space: PairSpace, leaf: int, weights=None,
 
 
 def leaves(space: PairSpace, leaf: int, weights=None,
-           max_weight: float | None = None) -> list[Tile]:
-    """The quadtree's leaves in Z-order, ids numbered in that order."""
-    return list(quadtree(space, leaf, weights, max_weight).leaves())
+           max_weight: float | None = None) -> "TileArray":
+    """The quadtree's leaves in Z-order, ids numbered in that order.
+
+    Unweighted triangles and rectangles are cut on the leaf grid without building the tree
+    (``grid_leaves``: the same tiles, from arrays; at 10^6 tiles the tree of Python objects
+    took over a minute and half a GiB)."""
+    if leaf < 1:
+        raise ValueError(f"leaf size must be >= 1, got {leaf}")
+    if weights is None and max_weight is None and type(space) in (Triangle, Rectangle):
+        return grid_leaves(space, leaf)
+    return TileArray.of(list(quadtree(space, leaf, weights, max_weight).leaves()))
+
+
+def _spread_bits(x: np.ndarray) -> np.ndarray:
+    """Bit k of ``x`` moved to bit 2k (x < 2**31)."""
+    x = x.astype(np.uint64) & np.uint64(0xFFFFFFFF)
+    for shift, mask in ((16, 0x0000FFFF0000FFFF), (8, 0x00FF00FF00FF00FF),
+                        (4, 0x0F0F0F0F0F0F0F0F), (2, 0x3333333333333333),
+                        (1, 0x5555555555555555)):
+        x = (x | (x << np.uint64(shift))) & np.uint64(mask)
+    return x
+
+
+def grid_leaves(space: "Triangle | Rectangle", leaf: int) -> "TileArray":
+    """The leaves ``quadtree`` makes for an unweighted ``Triangle`` or ``Rectangle``, from
+    arrays: every block of the leaf grid holding a pair, in Z-order (a block's Morton code with
+    its row bit above its column bit: the tree's quadrant order top-left, top-right,
+    bottom-left, bottom-right), all at the tree's one leaf depth."""
+    n_rows, n_cols = space.n_rows, space.n_cols
+    side, depth = leaf, 0
+    while side < max(n_rows, n_cols, 1):
+        side *= 2
+        depth += 1
+    brows, bcols = -(-n_rows // leaf), -(-n_cols // leaf)
+    if isinstance(space, Triangle):  # blocks on and right of the diagonal (others hold none)
+        br, bc = np.triu_indices(brows, 0, bcols)
+    else:
+        br, bc = np.divmod(np.arange(brows * bcols, dtype=np.int64), max(1, bcols))
+    order = np.argsort((_spread_bits(br) << np.uint64(1)) | _spread_bits(bc), kind="stable")
+    br, bc = br[order], bc[order]
+    out = np.empty((len(br), len(TileArray.FIELDS)), dtype=np.int64)
+    r0, r1, c0, c1, pairs = (out[:, k] for k in range(1, 6))
+    np.multiply(br, leaf, out=r0)
+    np.multiply(bc, leaf, out=c0)
+    np.minimum(r0 + leaf, n_rows, out=r1)
+    np.minimum(c0 + leaf, n_cols, out=c1)
+    np.multiply(r1 - r0, c1 - c0, out=pairs)
+    if isinstance(space, Triangle):
+        diag = np.flatnonzero(br == bc)  # a diagonal block holds the pairs above its diagonal
+        s = r1[diag] - r0[diag]
+        pairs[diag] = s * (s - 1) // 2
+    out[:, 6] = depth
+    out = out[pairs > 0] if (pairs <= 0).any() else out
+    out[:, 0] = np.arange(len(out))
+    return TileArray(out)
+
+
+class TileArray(Sequence):
+    """A run's tiles as one (n, 7) int64 array (id, r0, r1, c0, c1, pairs, depth), not a
+    Python object per tile: 56 bytes a tile where a ``Tile`` and its ints took ~250 and its
+    dict ~400; it pickles as one buffer (a Ray actor's spec). Indexing gives a ``Tile`` (made
+    then); slices and index arrays give a ``TileArray``; columns are ``r0``, ``pairs`` ...
+    Tile ``i`` has id ``i`` wherever a run uses it (ids number the tiles 0..n-1)."""
+
+    FIELDS = ("id", "r0", "r1", "c0", "c1", "pairs", "depth")
+    __slots__ = ("a",)
+
+    def __init__(self, a: np.ndarray):
+        a = np.asarray(a, dtype=np.int64)
+        self.a = a.reshape(-1, len(self.FIELDS))
+
+    @classmethod
+    def of(cls, tiles) -> "TileArray":
+        """From a ``TileArray`` (itself), ``Tile`` objects or tile dicts (``Tile.to_dict``)."""
+        if isinstance(tiles, TileArray):
+            return tiles
+        rows = [(t.id, t.r0, t.r1, t.c0, t.c1, t.pairs, t.depth) if isinstance(t, Tile) else
+                tuple(int(t.get(f, 0)) for f in cls.FIELDS) for t in tiles]
+        return cls(np.array(rows, dtype=np.int64).reshape(-1, len(cls.FIELDS)))
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __getitem__(self, i):
+        if isinstance(i, (slice, np.ndarray, list)):
+            return TileArray(self.a[i])
+        return Tile(*self.a[i].tolist())
+
+    def __iter__(self) -> Iterator[Tile]:
+        for lo in range(0, len(self.a), 4096):
+            for row in self.a[lo:lo + 4096].tolist():
+                yield Tile(*row)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TileArray):
+            return np.array_equal(self.a, other.a)
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TileArray({len(self)} tiles)"
+
+    def column(self, name: str) -> np.ndarray:
+        return self.a[:, self.FIELDS.index(name)]
+
+    @property
+    def r0(self) -> np.ndarray:
+        return self.a[:, 1]
+
+    @property
+    def r1(self) -> np.ndarray:
+        return self.a[:, 2]
+
+    @property
+    def c0(self) -> np.ndarray:
+        return self.a[:, 3]
+
+    @property
+    def c1(self) -> np.ndarray:
+        return self.a[:, 4]
+
+    @property
+    def pairs(self) -> np.ndarray:
+        return self.a[:, 5]
+
+    def to_dicts(self, order=None) -> Iterator[dict]:
+        """Each tile as ``Tile.to_dict`` gives it, in ``order`` (positions) or as stored."""
+        a = self.a if order is None else self.a[np.asarray(order, dtype=np.int64)]
+        for lo in range(0, len(a), 4096):
+            for row in a[lo:lo + 4096].tolist():
+                yield dict(zip(self.FIELDS, row))
 
 
 def split_tail(space: PairSpace, tiles: Sequence[Tile], order: Sequence[int],

@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -73,6 +73,33 @@ def _replace_atomically(path: str, write: Callable[[Any], None], sync: bool) -> 
 def write_json(path: str, obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` whole: under a temporary name, synced, then renamed."""
     _replace_atomically(path, lambda fh: json.dump(obj, fh, default=_default, indent=1), True)
+
+
+def write_json_rows(path: str, rows: Iterable[dict], chunk: int = 4096) -> None:
+    """Write a JSON list of flat dicts (one per line) as ``write_json`` does, from an iterator:
+    a tile plan of 10^6 rows never exists as one list, and goes through the C encoder a chunk
+    at a time (``indent`` takes the pure-Python one, ~10x slower)."""
+    def write(fh):
+        fh.write("[")
+        first = True
+        batch: list = []
+
+        def flush():
+            nonlocal first
+            if batch:
+                fh.write(("\n" if first else ",\n") + ",\n".join(map(_plain_dumps, batch)))
+                first = False
+                batch.clear()
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= chunk:
+                flush()
+        flush()
+        fh.write("\n]\n")
+    _replace_atomically(path, write, True)
+
+
+_plain_dumps = json.JSONEncoder(separators=(",", ":"), default=_default).encode
 
 
 def write_text(path: str, text: str) -> None:

@@ -25,7 +25,7 @@ from ...run.rundir import JOURNAL, RunDir
 from ..items import ItemMap
 from .policy import TilePolicy
 from ..sinks.shipped import ShippedJournal
-from ..space import Tile
+from ..space import Tile, TileArray
 from .stealing import Course, StealingPolicy
 
 
@@ -48,7 +48,7 @@ class Scheduler:
                  clock=time.time):
         # ``clock``: the wall clock deadlines and liveness are measured on (a test's counter)
         self.clock = clock
-        self.tiles = [Tile(**t) for t in tiles]
+        self.tiles = TileArray.of(tiles)  # columns of ints, not an object per tile
         self.policy = TilePolicy(self.tiles, ItemMap(row_items, col_items), order, window,
                                  locality)
         for t in done_tiles or []:

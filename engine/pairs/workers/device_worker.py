@@ -24,7 +24,7 @@ from ..items import ItemMap
 from ..cache.loading import BatchPart, resolve, warm_process
 from ..cache.eviction import AdvisedEviction, make_eviction
 from ..plan.scheduler import describe_tile
-from ..space import PairSpace, Tile
+from ..space import PairSpace, Tile, TileArray
 from ..cache.tiers import BudgetCache, TileCache
 
 
@@ -38,7 +38,7 @@ class DeviceSpec:
     row_items: np.ndarray
     col_items: np.ndarray
     item_keys: list[str]
-    tiles: list[dict]
+    tiles: list  # space.TileArray (or tile dicts)
     sinks: list
     node_cache: NodeCacheClient
     scheduler: SchedulerClient
@@ -87,9 +87,10 @@ class DeviceWorker:
         self.sinks = spec.sinks
         self.in_flight = max(1, spec.in_flight)
         self.device = spec.device
-        self.tiles = [Tile(**t) for t in spec.tiles]
-        self.tile_items_max = max((t.r1 - t.r0) + (t.c1 - t.c0) for t in self.tiles) \
-            if self.tiles else 1
+        self.tiles = TileArray.of(spec.tiles)  # columns of ints, not an object per tile
+        self.tile_items_max = int(((self.tiles.r1 - self.tiles.r0) +
+                                   (self.tiles.c1 - self.tiles.c0)).max()) \
+            if len(self.tiles) else 1
         # advice comes for the L1's least recently used items only: the others are kept
         self.evictor = make_eviction(spec.eviction, unknown=-1.0)
         self.l1 = TileCache(BudgetCache(spec.l1_bytes, spec.l1_items, self.evictor), self._load,

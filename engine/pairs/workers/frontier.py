@@ -25,6 +25,7 @@ import numpy as np
 
 from .clients import SchedulerClient
 from ..plan.stealing import Frontier
+from ..space import TileArray
 
 INF = math.inf
 
@@ -33,7 +34,7 @@ INF = math.inf
 class FrontierSpec:
     node: str                  # "node-<index>"
     scheduler: object          # SchedulerClient of the head's coordinator
-    tiles: list                # tile dicts (for next-use advice from the local queue)
+    tiles: list                # space.TileArray (for next-use advice from the queue)
     row_items: np.ndarray
     col_items: np.ndarray
     batch: int = 32            # tiles asked for per round trip to the head
@@ -55,10 +56,8 @@ class FrontierWorker:
         self.wait_until = 0.0   # the head had nothing to give: ask again after this
         self.wait_s = 0.05
         self.oldest = None      # when the oldest buffered completion came
-        rows, cols = np.asarray(spec.row_items), np.asarray(spec.col_items)
-        self.tile_items = [np.unique(np.concatenate([rows[t["r0"]:t["r1"]],
-                                                     cols[t["c0"]:t["c1"]]])).tolist()
-                           for t in spec.tiles]
+        self.rows, self.cols = np.asarray(spec.row_items), np.asarray(spec.col_items)
+        self.tiles = TileArray.of(spec.tiles)  # columns of ints, not an object per tile
 
     def rebind(self, spec: FrontierSpec) -> None:
         """Serve another run (warm.py): a new queue; the process and its imports stay."""
@@ -67,7 +66,7 @@ class FrontierWorker:
     def retire(self) -> None:
         """Idle in the warm pool until ``rebind``: let go of the run's tiles."""
         self.spec = self.scheduler = self.frontier = None
-        self.tile_items, self.keep = [], set()
+        self.tiles, self.keep = TileArray.of([]), set()
 
     def ready(self) -> bool:
         return True
@@ -95,9 +94,14 @@ class FrontierWorker:
             return {}
         first: dict = {}
         for pos, t in enumerate(self.frontier.upcoming()):
-            for i in self.tile_items[t]:
+            for i in self._items(t):
                 first.setdefault(i, float(pos))
         return {int(i): first.get(int(i), INF) for i in items}
+
+    def _items(self, t: int) -> list[int]:
+        """Tile ``t``'s items (made when asked: a queue holds a batch of tiles, the run 10^6)."""
+        _, r0, r1, c0, c1, _, _ = self.tiles.a[t].tolist()
+        return np.unique(np.concatenate([self.rows[r0:r1], self.cols[c0:c1]])).tolist()
 
     async def request(self, actor, node, l1_added=(), l1_removed=(), advice=(),
                       busy=None) -> dict:
