@@ -8,10 +8,18 @@ depends on how events were batched or ordered. ``repeat`` reads the same files s
 (for benchmarks on the small test files); ``keep_open=False`` opens the file afresh for every
 batch, so nothing decoded is reused (what reading a stream of new files costs). Files, trees and
 branches are checked when the source is made, so bad input stops the run before any compute with the file and the problem named.
+
+``rebatch(records)`` is how the engine re-cuts the source into bigger batches when its fixed
+costs per batch call for them (``engine.pipeline.sizing``): a copy whose batches may span files
+and repeats, each a run of consecutive entry ranges read and concatenated in order; with
+``keep_open`` an entry range that a batch holds several times (``repeat``) is decoded once for
+it, as a script replicating the events in memory would.
 """
 from __future__ import annotations
 
+import copy
 import os
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -23,8 +31,9 @@ _OPEN: dict = {}
 
 
 def _tree(path: str, tree: str):
-    """An open tree, kept per process (a data-setup actor reads many ranges of one file)."""
-    key = (path, tree)
+    """An open tree, kept per process and thread (a data-setup actor reads many ranges of one
+    file; the local executor's worker threads each read through their own handle)."""
+    key = (path, tree, threading.get_ident())
     if key not in _OPEN:
         import uproot
         if len(_OPEN) > 16:
@@ -52,6 +61,7 @@ class RootSource(Source):
         self.tree, self.step_size, self.repeat = tree, int(step_size), int(repeat)
         self.entry_column = entry_column
         self.keep_open = keep_open
+        self.span = False  # rebatch: a batch may hold several entry ranges
         self.branches = list(branches) if branches is not None else None
         self.entries = []
         for path in self.files:
@@ -93,11 +103,35 @@ class RootSource(Source):
                 for start in range(0, n, self.step_size):
                     stop = min(n, start + self.step_size)
                     specs.append((i, start, stop, r * per_pass + int(self.offsets[i]) + start))
-        return specs
+        if not self.span:
+            return specs
+        groups, cur, n = [], [], 0
+        for piece in specs:  # runs of pieces of at most step_size events (one piece may be)
+            if cur and n + piece[2] - piece[1] > self.step_size:
+                groups.append(tuple(cur))
+                cur, n = [], 0
+            cur.append(piece)
+            n += piece[2] - piece[1]
+        return groups + ([tuple(cur)] if cur else [])
+
+    def rebatch(self, records: int) -> "RootSource":
+        """A copy cut into batches of about ``records`` events (see the module docstring)."""
+        new = copy.copy(self)
+        new.step_size, new.span = max(1, int(records)), True
+        return new
 
     def read(self, spec):
+        if not self.span:
+            return self._read(spec)
+        decoded: dict = {}
+        parts = [self._read(piece, decoded if self.keep_open else None) for piece in spec]
+        return parts[0] if len(parts) == 1 else Batch.concat(parts)
+
+    def _read(self, spec, decoded: dict | None = None):
         i, start, stop, first = spec
-        if self.keep_open:
+        if decoded is not None and (i, start, stop) in decoded:
+            arrays = decoded[(i, start, stop)]
+        elif self.keep_open:
             t = _tree(self.files[i], self.tree)
             arrays = t.arrays(self.branches, entry_start=start, entry_stop=stop, library="ak")
         else:  # every batch opened and decompressed afresh, as a stream of new files would be
@@ -105,6 +139,8 @@ class RootSource(Source):
             with uproot.open(self.files[i]) as fh:
                 arrays = fh[self.tree].arrays(self.branches, entry_start=start,
                                               entry_stop=stop, library="ak")
+        if decoded is not None:
+            decoded[(i, start, stop)] = arrays
         batch = Batch.from_any(arrays)
         return batch.with_columns({self.entry_column: np.arange(first, first + (stop - start),
                                                                 dtype=np.int64)})
@@ -112,4 +148,5 @@ class RootSource(Source):
     def describe(self):
         return {"type": "RootSource", "files": self.files, "tree": self.tree,
                 "entries": self.entries, "step_size": self.step_size, "repeat": self.repeat,
-                "branches": self.branches, "keep_open": self.keep_open}
+                "branches": self.branches, "keep_open": self.keep_open,
+                **({"spanning": True} if self.span else {})}

@@ -58,27 +58,50 @@ def work_estimate_s(read_s: float, n_read: int, fixed_s: float, per_record_s: fl
     return work / max(1, cpus)
 
 
-def probe(run, source, specs: list) -> tuple[dict, float | None]:
-    """Read batch 0 and time samples of two sizes of it through every operator (wall clock):
-    the operators' fixed cost per call (awkward's, numpy's: tens of ms a batch whatever its
-    size) is told apart from their cost per record, so a tiny sample does not scale its fixed
-    cost up to the whole source. The first pass only warms (imports, caches). Returns the
-    first batch with its read times (for the local executor to use) and the estimate."""
+def _bytes(batch) -> int:
+    return int(sum(getattr(v, "nbytes", 0) for v in batch.columns.values()))
+
+
+def probe(run, source, specs: list) -> dict:
+    """Read batch 0 and time samples of two sizes of it through every operator (thread CPU
+    time, which time-sharing a busy machine inflates less than the wall clock): each
+    operator's fixed cost per call (awkward's, numpy's: ms a call whatever its size) is told
+    apart from its cost per record, so a tiny sample does not scale its fixed cost up to the
+    whole source. The first pass only warms (imports, caches). The cost per record is that of
+    the order the run would take (the policy's order from the sample's costs and pass rates;
+    a fixed run's own order), not of every operator on every record: a heavy operator behind
+    tight cuts sees a few records in a hundred. Returns the first batch with its read times
+    (for the local executor to use) and the measurements ``work_estimate_s`` and
+    ``BatchSizer`` take."""
     cfg = run.cfg
     t0, c0 = time.perf_counter(), time.thread_time()
     batch = read_batch(source, specs[0], 0)
-    first = {"batch": batch, "wall_s": time.perf_counter() - t0,
-             "cpu_s": time.thread_time() - c0}
+    out = {"batch": batch, "wall_s": time.perf_counter() - t0, "cpu_s": time.thread_time() - c0}
     n = len(batch)
-    proc, label = Processor(run.p.ops, cfg.method, "wall"), where(source, 0, specs[0])
+    proc, label = Processor(run.p.ops, cfg.method, "cpu"), where(source, 0, specs[0])
     small = run.boot_sample.rows(0, n)
-    big = np.arange(min(n, max(4 * len(small), 64)), dtype=np.int64)
-    seconds = [sum(o[3] for o in proc._sample(batch, rows, label))
-               for rows in (small, small, big)][1:]
-    per_record = 0.0
-    if len(big) > len(small):
-        per_record = max(0.0, (seconds[1] - seconds[0]) / (len(big) - len(small)))
-    fixed = max(0.0, seconds[0] - per_record * len(small))
-    cpus = int(cfg.num_cpus or os.cpu_count() or 1)
-    total = records_total(source, specs, n)
-    return first, work_estimate_s(first["wall_s"], n, fixed, per_record, total, len(specs), cpus)
+    big = np.arange(min(n, max(8 * len(small), 256)), dtype=np.int64)
+    runs = [{o[0]: o for o in proc._sample(batch, rows, label)} for rows in (small, small, big)]
+    small_obs, big_obs = runs[1], runs[2]
+    fixed, cost, rate = 0.0, {}, {}
+    for name, (_, n_big, passed, t_big, _) in big_obs.items():
+        _, n_small, _, t_small, _ = small_obs.get(name, (name, 0, 0, 0.0, True))
+        per = (t_big - t_small) / (n_big - n_small) if n_big > n_small else t_big / n_big
+        per = max(0.0, per)
+        fixed += max(0.0, min(t_small, t_big) - per * n_small)
+        cost[name], rate[name] = per, passed / n_big
+    order = run.fixed or run.policy.order({k: (cost[k], rate[k]) for k in cost})
+    per_record = run.policy.expected_cost(order, {k: (cost[k], rate[k]) for k in cost}) \
+        if cost else 0.0
+    out.update(n=n, read_per_record_s=out["cpu_s"] / max(1, n), op_fixed_s=fixed,
+               op_per_record_s=per_record, bytes_per_record=_bytes(batch) / max(1, n),
+               total=records_total(source, specs, n),
+               cpus=int(cfg.num_cpus or os.cpu_count() or 1))
+    return out
+
+
+def estimate(probed: dict, n_batches: int) -> float | None:
+    """``work_estimate_s`` from a probe, for a source cut into ``n_batches``."""
+    return work_estimate_s(probed["cpu_s"], probed["n"], probed["op_fixed_s"],
+                           probed["op_per_record_s"], probed["total"], n_batches,
+                           probed["cpus"])

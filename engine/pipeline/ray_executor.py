@@ -16,6 +16,7 @@ from collections import deque
 
 import ray
 
+from . import memory
 from ..run.rundir import LOG
 from ..run.runtime import init_ray
 from .ordering import DSDPBalancer
@@ -30,13 +31,19 @@ class PipelineSlot:
 
     def __init__(self):
         self.runs: dict = {}
+        self.kept = False  # memory.keep() in force for the configured run
 
-    def configure(self, run_id, source, ops, method, clock, columns):
+    def configure(self, run_id, source, ops, method, clock, columns, keep_memory=True):
         self.runs = {run_id: (source, Processor(ops, method, clock), columns)}
+        if keep_memory and not self.kept:
+            self.kept = memory.keep()
         return True
 
     def release(self, run_id):
         self.runs.pop(run_id, None)
+        if self.kept:
+            memory.release()
+            self.kept = False
         return True
 
     @ray.method(num_returns=2)
@@ -176,8 +183,8 @@ def run_ray(run, source, specs: list) -> dict:
     t1 = time.time()
     pool = _slot_pool(slots)
     src_ref, ops_ref = ray.put(source), ray.put(list(run.p.ops))
-    ray.get([a.configure.remote(run_id, src_ref, ops_ref, cfg.method, cfg.op_clock, cfg.columns)
-             for a in pool])
+    ray.get([a.configure.remote(run_id, src_ref, ops_ref, cfg.method, cfg.op_clock, cfg.columns,
+                                cfg.keep_memory) for a in pool])
     actors_s = time.time() - t1
     try:
         run.running()

@@ -40,6 +40,11 @@ class PipelineConfig:
     sample_budget: float = 0.02      # adaptive: the sample costs at most this share of the work
     executor: str = "auto"           # auto | ray | local (= inprocess: this process, no Ray);
     inprocess_max_s: float = INPROCESS_MAX_S  # auto: local up to this much work per CPU
+    batch: str = "auto"              # auto: merge the source's batches by the measured fixed
+                                     #   vs per-record costs (sizing.py) | source: keep them
+    threads: int | None = None       # local executor: batches at once; default the CPUs
+    keep_memory: bool = True         # malloc keeps freed memory for reuse during the run
+                                     #   (memory.py): big temporaries do not fault every call
     slots: int | None = None         # concurrent DS + DP slots; default CPUs + 1 (>= 2)
     ds_slots: int | None = None      # fixed number of reading slots; None: balanced
     balance: bool = True
@@ -124,8 +129,9 @@ class PipelineRun:
         self.warnings: list[str] = []
         # per order run: [operator seconds as run (not the sample's), events], for the report
         self.order_seconds: dict[tuple, list] = {}
-        # which executor runs it and the work estimate that chose it (placement.py)
-        self.executor, self.estimate_s = cfg.executor, None
+        # which executor runs it and the work estimate that chose it (placement.py); the
+        # batch size chosen from the probe's measurements (sizing.py)
+        self.executor, self.estimate_s, self.sizing = cfg.executor, None, None
 
     @property
     def path(self) -> str:
@@ -143,7 +149,8 @@ class PipelineRun:
                      "order_mode": "adaptive" if self.fixed is None else "fixed",
                      "initial_order": self.order, "n_batches": n_batches,
                      "executor": self.executor, "executor_requested": cfg.executor,
-                     "work_estimate_s": self.estimate_s, "slots": slots,
+                     "work_estimate_s": self.estimate_s, "batch_sizing": self.sizing,
+                     "slots": slots,
                      "sample_rate": self.sample.rate, "replan_every": cfg.replan_every,
                      "sinks": [s.name for s in self.p.sinks], "started": self.t_start}
         self.recorder.start(dump, self.meta)
@@ -157,13 +164,23 @@ class PipelineRun:
     def dispatch(self, index: int, n: int) -> tuple[list | None, np.ndarray]:
         """The order to send with batch ``index`` (None: choose from the sample) and the rows
         of its sample."""
+        order, rows = self.dispatch_plan(index)
+        return order, rows(n)
+
+    def dispatch_plan(self, index: int):
+        """``dispatch`` before the batch's length is known (an executor that reads and
+        processes in one worker): the order, and a pure function of the length that gives the
+        sample's rows from the decisions as they stand now."""
         if self.bootstrapping:
-            return None, self.boot_sample.rows(index, n)
+            rule = self.boot_sample
+            return None, lambda n: rule.rows(index, n)
+        order = list(self.order)
         if self.fixed is None and self.cfg.sample_budget and self._costs is not None:
-            expected, full, overhead = self._costs
-            return list(self.order), self.sample.budgeted(index, n, expected, full, overhead,
-                                                          self.cfg.sample_budget)
-        return list(self.order), self.sample.rows(index, n)
+            (expected, full, overhead), budget = self._costs, self.cfg.sample_budget
+            rule = self.sample
+            return order, lambda n: rule.budgeted(index, n, expected, full, overhead, budget)
+        rule = self.sample
+        return order, lambda n: rule.rows(index, n)
 
     def _update_costs(self) -> None:
         """Expected work per record of the current order, of running every operator on one
@@ -358,6 +375,30 @@ def _op_dict(o: OpSpec) -> dict:
     return {"name": o.name, "kind": o.kind, "after": list(o.after)}
 
 
+def _sized(run: PipelineRun, source, specs: list, probed: dict):
+    """The source re-cut into batches of the size ``BatchSizer`` chooses from the probe (when
+    the run's ``batch`` is auto and that merges anything); the probed batch is reused only when
+    the batches stay as they were. Returns (source, specs, probe)."""
+    from .sizing import BatchSizer, resized
+    cfg = run.cfg
+    workers = cfg.threads or probed["cpus"]
+    sizer = BatchSizer(min_batches=8 if run.fixed is None else 1)
+    # every batch runs its operators and (adaptive) a sample through every operator: the
+    # operators' fixed costs twice; reading and the ordered operators per record
+    fixed = probed["op_fixed_s"] * (2 if run.fixed is None else 1)
+    per_record = probed["read_per_record_s"] + probed["op_per_record_s"]
+    records = sizer.records(probed["n"], probed["total"], fixed, per_record,
+                            probed["bytes_per_record"], workers) \
+        if cfg.batch == "auto" else probed["n"]
+    new = resized(source, specs, probed["n"], records)
+    run.sizing = {"source_records": probed["n"], "records": records, "fixed_s": fixed,
+                  "per_record_s": per_record, "bytes_per_record": probed["bytes_per_record"],
+                  "workers": workers, "merged": new is not source}
+    if new is source:
+        return source, specs, probed
+    return new, list(new.partitions()), {**probed, "batch": None}
+
+
 class Pipeline:
     """A source, operators (maps and filters with ``after=`` dependencies) and sinks.
 
@@ -388,23 +429,17 @@ class Pipeline:
     def run(self, run_dir: str | None = None, config_dump: dict | None = None,
             **options) -> PipelineResult:
         cfg = _config({**self.options, **options})
+        if cfg.batch not in ("auto", "source"):
+            raise ValueError(f"batch must be 'auto' or 'source', got {cfg.batch!r}")
         run = PipelineRun(self, cfg, run_dir, config_dump)
-        specs = list(self.source.partitions())
+        source = self.source
+        specs = list(source.partitions())
         if not specs:
-            raise InputError(str(describe_source(self.source)), "the source has no batches")
+            raise InputError(str(describe_source(source)), "the source has no batches")
+        from .memory import keep_freed_memory
         try:
-            from .placement import pipeline_executor, probe
-            first = None
-            if cfg.executor == "auto" and not cfg.ray_address and not ray_is_up():
-                first, run.estimate_s = probe(run, self.source, specs)
-            run.executor = pipeline_executor(cfg.executor, cfg.ray_address, run.estimate_s,
-                                             cfg.inprocess_max_s, ray_is_up())
-            if run.executor == "local":
-                from .local import run_local
-                extra = run_local(run, self.source, specs, first)
-            else:  # the one module that imports Ray
-                from .ray_executor import run_ray
-                extra = run_ray(run, self.source, specs)
+            with keep_freed_memory(cfg.keep_memory):
+                extra, source = self._execute(run, source, specs)
             return run.finish(extra)
         except BaseException as exc:
             cause = root_cause(exc)
@@ -412,6 +447,25 @@ class Pipeline:
             if isinstance(cause, (InputError, PairflowError, ValueError)):
                 raise cause from None
             raise
+
+    def _execute(self, run: PipelineRun, source, specs: list):
+        """Probe, size the batches, choose the executor and run it; returns (its extra
+        summary, the source as run)."""
+        from .placement import estimate, pipeline_executor, probe
+        cfg = run.cfg
+        first = None
+        choosing = cfg.executor == "auto" and not cfg.ray_address and not ray_is_up()
+        if choosing or (cfg.batch == "auto" and len(specs) > 1):
+            first = probe(run, source, specs)
+            source, specs, first = _sized(run, source, specs, first)
+            run.estimate_s = estimate(first, len(specs))
+        run.executor = pipeline_executor(cfg.executor, cfg.ray_address, run.estimate_s,
+                                         cfg.inprocess_max_s, ray_is_up())
+        if run.executor == "local":
+            from .local import run_local
+            return run_local(run, source, specs, first), source
+        from .ray_executor import run_ray  # the one module that imports Ray
+        return run_ray(run, source, specs), source
 
     def __repr__(self):
         return f"Pipeline({describe_source(self.source)}, ops={self.ops}, sinks={self.sinks})"
