@@ -19,10 +19,16 @@ import numpy as np
 
 __all__ = ["available", "prefer_opal", "opal_scores", "OPAL_MAX_TARGET_LEN"]
 
-# Opal is chosen for a tile whose targets are on average shorter than this and shorter than
-# twice its queries (the rule of the measured grid; parasail elsewhere).
-OPAL_MAX_TARGET_LEN = 400
-OPAL_MAX_TARGET_QUERY_RATIO = 2.0
+# Opal is chosen for a tile whose mean target length is below OPAL_SHORT_TARGET_LEN and below
+# twice its mean query length, or, for queries shorter than OPAL_MAX_QUERY_LEN, below
+# OPAL_MAX_TARGET_LEN and OPAL_MAX_TARGET_QUERY_RATIO times the queries (parasail elsewhere: its
+# striped profile of the longer sequence wins on long targets and on long queries). The grid of
+# both kernels' CPU seconds per cell by query and target length: benchmarks/RESULTS.md,
+# "Smith-Waterman" (the kernel boundary).
+OPAL_SHORT_TARGET_LEN = 400
+OPAL_MAX_TARGET_LEN = 1000
+OPAL_MAX_QUERY_LEN = 600
+OPAL_MAX_TARGET_QUERY_RATIO = 2.5
 
 
 def available(scoring) -> bool:
@@ -38,10 +44,15 @@ def available(scoring) -> bool:
 
 def prefer_opal(query_lengths, target_lengths) -> bool:
     """Opal for a block of pairs of these lengths: short targets, not much longer than the
-    queries."""
+    queries, or targets up to OPAL_MAX_TARGET_LEN against queries that are not long."""
     q = float(np.mean(query_lengths)) if len(query_lengths) else 0.0
     t = float(np.mean(target_lengths)) if len(target_lengths) else 0.0
-    return 0 < t < OPAL_MAX_TARGET_LEN and t < OPAL_MAX_TARGET_QUERY_RATIO * q
+    if not (q > 0 and t > 0):
+        return False
+    if t < OPAL_SHORT_TARGET_LEN and t < 2 * q:
+        return True
+    return q < OPAL_MAX_QUERY_LEN and t < OPAL_MAX_TARGET_LEN and \
+        t < OPAL_MAX_TARGET_QUERY_RATIO * q
 
 
 @lru_cache(maxsize=None)

@@ -122,6 +122,10 @@ class AlignApp(BasePairApp):
                                                                   dict.fromkeys(q_in + t_in)])
         for key in dict.fromkeys(q_in + t_in):
             seqs[key] = self._validate(key, seqs[key])
+        # the items as parse() gives them, validated here from the same read: an in-process
+        # run's loads and pre-flight checks take them from here (no file signature, no second
+        # validation per record); Ray workers get the slim copy and read the files
+        self._items = {k: seqs[k] for k in dict.fromkeys(q_in + t_in)}
 
         self.lengths = {k: len(seqs[k]) for k in seqs}
         self.kernel = kernel
@@ -157,7 +161,7 @@ class AlignApp(BasePairApp):
     # scoring, the file of each key prefix, the options), not the per-key tables of the driver,
     # which for thousands of targets take longer to unpickle than a sequence takes to load.
     _DRIVER_ONLY = ("lengths", "query_order", "target_order", "_rows", "_cols",
-                    "_keys", "_space", "filter_report", "filter_orders")
+                    "_keys", "_space", "filter_report", "filter_orders", "_items")
 
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items() if k not in self._DRIVER_ONLY}
@@ -275,11 +279,19 @@ class AlignApp(BasePairApp):
     def _record(self, key: str, raw=None) -> str:
         return self.catalog.records(key, raw)[0].sequence.decode("latin-1")
 
+    def _held(self, key, raw) -> str | None:
+        """The item validated by the constructor, when this copy holds it and the caller has
+        no bytes of its own (the driver's copy: an in-process run)."""
+        items = self.__dict__.get("_items")
+        return items.get(key) if raw is None and items is not None else None
+
     def check(self, key, raw):
-        self._validate(key, self._record(key, raw))
+        if self._held(key, raw) is None:
+            self._validate(key, self._record(key, raw))
 
     def parse(self, key, raw):
-        return self._record(key, raw).upper()
+        held = self._held(key, raw)
+        return held if held is not None else self._record(key, raw).upper()
 
     def warmup(self, device):
         sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)

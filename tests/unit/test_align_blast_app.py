@@ -117,6 +117,10 @@ def test_auto_kernel_rule(tmp_path):
     assert app.use_opal(short, short, full)            # short targets: Opal
     assert not app.use_opal(short, short, part)        # Opal scores whole rows only
     assert not app.use_opal(short, long_, full)        # long targets: parasail
+    mid, q330, q700 = ["A" * 700] * 4, ["A" * 330] * 4, ["A" * 700] * 4
+    assert app.use_opal(q330, mid, full)               # up to 2.5x queries that are not long
+    assert not app.use_opal(q700, mid, full)           # long queries: parasail's profile
+    assert not app.use_opal(q330, ["A" * 1100] * 4, full)  # past OPAL_MAX_TARGET_LEN
     assert not AlignApp([qf], [tf], kernel="parasail").use_opal(short, short, full)
     assert AlignApp([qf], [tf], kernel="opal").use_opal(short, long_, part)
     dna = tmp_path / "d.fa"
