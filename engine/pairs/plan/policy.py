@@ -33,14 +33,14 @@ Everything here is a plain class over integer item ids so that the simulator
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from ...run.registry import Registry
 from ..items import ItemMap
-from ..space import Tile
+from ..space import Tile, TileArray
+from .tile_index import ItemUses, TileItems
 
 INF = math.inf
 
@@ -264,23 +264,27 @@ class TilePolicy:
 
     def __init__(self, tiles: Sequence[Tile], items: ItemMap, order: Sequence[int],
                  window: int = 8, locality: bool = True):
-        self.tiles = list(tiles)
+        # integers only (tile_index.py): a run of 10^6 tiles holds no object per tile or use
+        self.tiles = TileArray.of(tiles)
         self.items = items
         self.order = list(order)
-        if sorted(self.order) != list(range(len(self.tiles))):
+        position = np.full(len(self.tiles), -1, dtype=np.int64)
+        at = np.asarray(self.order, dtype=np.int64)
+        if len(at) != len(self.tiles) or (len(at) and (at.min() < 0 or at.max() >= len(at))):
             raise ValueError("a plan must list every tile exactly once")
-        self.position = {t: pos for pos, t in enumerate(self.order)}
-        self.tile_items = [tuple(int(i) for i in items.tile_items(t)) for t in self.tiles]
+        position[at] = np.arange(len(at))
+        if (position < 0).any():
+            raise ValueError("a plan must list every tile exactly once")
+        self.tile_items = TileItems(self.tiles, items)
+        small = self.tile_items.small
+        self.position = position.tolist() if small else position
+        self._pairs = self.tiles.pairs.tolist() if small else self.tiles.pairs
         self.window = max(1, window)
         self.locality = locality
         self.assigned = np.zeros(len(self.tiles), bool)
         self.done = np.zeros(len(self.tiles), bool)
         self._cursor = 0
-        uses: dict[int, list[int]] = {}
-        for pos, t in enumerate(self.order):
-            for it in self.tile_items[t]:
-                uses.setdefault(it, []).append(pos)
-        self._uses = {it: deque(p) for it, p in uses.items()}
+        self._uses = ItemUses(self.tile_items, position, items.n_items)
 
     # -- handing out work -------------------------------------------------------------------
     def pending(self) -> int:
@@ -328,7 +332,7 @@ class TilePolicy:
                             loads += 1
                 # a larger tile before a smaller one of as many loads: the run ends on its
                 # small tiles (the plan's order, largest_first, would else be undone here)
-                cost = (loads, -self.tiles[t].pairs, l1_miss, self.position[t])
+                cost = (loads, -self._pairs[t], l1_miss, self.position[t])
                 if best_cost is None or cost < best_cost:
                     best, best_cost = t, cost
         self.assign(best)
@@ -341,12 +345,8 @@ class TilePolicy:
         """A tile lost with its actor goes back to the pending set at its planned position."""
         if not self.done[t]:
             self.assigned[t] = False
-            self._cursor = min(self._cursor, self.position[t])
-            for it in self.tile_items[t]:
-                dq = self._uses[it]
-                if self.position[t] not in dq:
-                    dq.appendleft(self.position[t])
-                    self._uses[it] = deque(sorted(dq))
+            self._cursor = min(self._cursor, int(self.position[t]))
+            self._uses.requeue(self.tile_items[t], int(self.position[t]))
 
     def complete(self, t: int) -> None:
         self.assigned[t] = True
@@ -355,12 +355,7 @@ class TilePolicy:
     # -- eviction advice --------------------------------------------------------------------
     def next_use(self, item: int) -> float:
         """Plan position of the next unassigned tile needing ``item`` (inf: none left)."""
-        dq = self._uses.get(int(item))
-        if not dq:
-            return INF
-        while dq and self.assigned[self.order[dq[0]]]:
-            dq.popleft()
-        return float(dq[0]) if dq else INF
+        return self._uses.next_use(int(item), self.assigned, self.order)
 
     def next_uses(self, items: Iterable[int]) -> dict[int, float]:
         return {int(i): self.next_use(i) for i in items}

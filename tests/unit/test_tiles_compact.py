@@ -1,0 +1,99 @@
+"""Compact tile bookkeeping (issue 58, part 3): the leaf grid cut from arrays, the tiles as
+columns, and the tile policy's integer indexes, each against a brute-force oracle written here
+from the definitions (every wanted pair in one tile; a tile's items; an item's next use)."""
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+from pairflow.engine.pairs.items import ItemMap
+from pairflow.engine.pairs.plan import tile_index
+from pairflow.engine.pairs.plan.policy import TilePolicy
+from pairflow.engine.pairs.space import Rectangle, Tile, TileArray, Triangle, leaves
+
+
+def _z(br: int, bc: int) -> int:
+    """Morton code, row bit above column bit (the quadtree's TL, TR, BL, BR order)."""
+    code = 0
+    for bit in range(32):
+        code |= ((br >> bit) & 1) << (2 * bit + 1) | ((bc >> bit) & 1) << (2 * bit)
+    return code
+
+
+def _oracle_tiles(n_rows, n_cols, leaf, tri):
+    out = []
+    for br in range(-(-n_rows // leaf)):
+        for bc in range(-(-n_cols // leaf)):
+            r0, c0 = br * leaf, bc * leaf
+            r1, c1 = min(r0 + leaf, n_rows), min(c0 + leaf, n_cols)
+            pairs = sum(1 for i in range(r0, r1) for j in range(c0, c1) if not tri or i < j)
+            if pairs:
+                out.append((_z(br, bc), r0, r1, c0, c1, pairs))
+    return [t[1:] for t in sorted(out)]
+
+
+@pytest.mark.parametrize("space", [Triangle(0), Triangle(1), Triangle(2), Triangle(13),
+                                   Triangle(40), Rectangle(7, 30), Rectangle(25, 3),
+                                   Rectangle(16, 16)])
+@pytest.mark.parametrize("leaf", [1, 2, 3, 7, 64])
+def test_grid_leaves_are_every_block_with_a_pair_in_z_order(space, leaf):
+    tri = isinstance(space, Triangle)
+    tiles = leaves(space, leaf)
+    assert isinstance(tiles, TileArray)
+    want = _oracle_tiles(space.n_rows, space.n_cols, leaf, tri)
+    assert [(t.r0, t.r1, t.c0, t.c1, t.pairs) for t in tiles] == want
+    assert [t.id for t in tiles] == list(range(len(want)))
+    side, depth = leaf, 0
+    while side < max(space.n_rows, space.n_cols, 1):
+        side, depth = side * 2, depth + 1
+    assert all(t.depth == depth for t in tiles)
+
+
+def test_tile_array_indexes_slices_pickles_and_reads_dicts():
+    tiles = leaves(Triangle(20), 3)
+    again = pickle.loads(pickle.dumps(tiles))
+    assert again == tiles and list(again) == list(tiles)
+    t = tiles[5]
+    assert isinstance(t, Tile) and t.to_dict() == dict(zip(TileArray.FIELDS, tiles.a[5].tolist()))
+    assert list(tiles[2:4]) == [tiles[2], tiles[3]]
+    assert TileArray.of([x.to_dict() for x in tiles]) == tiles
+    assert TileArray.of(list(tiles)) == tiles
+    assert list(tiles.to_dicts([3, 1])) == [tiles[3].to_dict(), tiles[1].to_dict()]
+
+
+@pytest.mark.parametrize("as_lists", [True, False])
+def test_policy_indexes_match_brute_force(monkeypatch, as_lists):
+    """The tile's items and each item's next use, as the CSR arrays (``as_lists`` False) and as
+    lists, against sets and scans over the plan, through hand-outs, requeues and completions."""
+    monkeypatch.setattr(tile_index, "LIST_ENTRIES", 1 << 30 if as_lists else 0)
+    rng = random.Random(3)
+    for space, items, leaf in [(Triangle(23), ItemMap.shared(23), 3),
+                               (Rectangle(9, 14), ItemMap.disjoint(9, 14), 2)]:
+        tiles = leaves(space, leaf)
+        order = list(range(len(tiles)))
+        rng.shuffle(order)
+        pol = TilePolicy(tiles, items, order, window=4)
+        need = [sorted(set(items.row_items[t.r0:t.r1].tolist())
+                       | set(items.col_items[t.c0:t.c1].tolist())) for t in tiles]
+        assert [list(pol.tile_items[t]) for t in range(len(tiles))] == need
+        handed = set()
+        for _ in range(4 * len(tiles)):
+            r = rng.random()
+            if r < 0.5:
+                t = pol.next_tile(set(), set())
+                if t is not None:
+                    handed.add(t)
+            elif r < 0.7 and handed - {t for t in handed if pol.done[t]}:
+                t = rng.choice(sorted(t for t in handed if not pol.done[t]))
+                pol.requeue(t)
+                handed.discard(t)
+            elif handed:
+                t = rng.choice(sorted(handed))
+                pol.complete(t)
+            for item in range(items.n_items + 1):
+                uses = [pos for pos, t in enumerate(order)
+                        if item in need[t] and t not in handed]
+                assert pol.next_use(item) == (float(uses[0]) if uses else float("inf"))
