@@ -388,7 +388,9 @@ def report(result) -> str:
     lines = [f"app=hep events={s['records_in']} selected={s['records_selected']} "
              f"(weighted {s['weight_selected']:.4g}) batches={s['batches']}",
              f"wall time {s['wall_s']:.2f} s; operator time {s['op_seconds']:.2f} s; "
-             f"{s['distinct_orders']} distinct order(s), {s['replans']} re-plans",
+             f"{s['distinct_orders']} distinct order(s), {s['replans']} re-plans; executor "
+             f"{s.get('executor')}" + (f" ({s['threads']} threads)" if s.get("threads") else
+                                      f" ({s['slots']} slots)" if s.get("slots") else ""),
              *s["order_report"]["lines"]]
     if "balance" in s:
         b = s["balance"]

@@ -124,8 +124,9 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
             if kind == "filter":
                 keep &= data[f"u{k}"] < p
         expected_ids = data["id"][keep]
+        # batch="source": (a)-(c) measure ordering and balancing over the batches as cut
         pipe = Pipeline(ArraySource(data, batch_size=batch), ops, runs_root=RUNS,
-                        progress=False, columns=["id"])
+                        progress=False, columns=["id"], batch="source")
         configs = {"adaptive": {}, "written": {"order": "written"}}
         for i, o in enumerate(candidates):
             configs[f"static-{i}"] = {"order": o}
@@ -171,7 +172,7 @@ def part_a(reps: int, n_records: int, batch: int) -> dict:
 def part_b(reps: int, repeat: int) -> dict:
     from pairflow.apps.hep import hep_pipeline, operators
     common = dict(file="uproot-HZZ.root", step_size=807, repeat=repeat, reco_draws=1024,
-                  progress=False, runs_root=RUNS)
+                  progress=False, runs_root=RUNS, batch="source")
     specs = [o.spec for o in operators("poor")]
     hep_pipeline(order="written", adaptive=False, **{**common, "repeat": 1}).run()  # warm
     configs = {"adaptive (from poor)": dict(order="poor", adaptive=True),
@@ -235,6 +236,7 @@ def part_c(reps: int, cpus: int) -> dict:
         configs = {"balanced": None, **{f"fixed {k}:{slots - k}": k for k in range(1, slots)}}
         times = {k: [] for k in configs}
         bal_info = None
+        kw = {**kw, "batch": "source"}
         hep_pipeline(progress=False, runs_root=RUNS, slots=slots, **{**kw, "repeat": 1}).run()
         for _ in range(reps):
             for key, ds in configs.items():
@@ -320,13 +322,15 @@ def part_d(reps: int, big_repeat: int) -> dict:
     out = {}
     for case, (extra, popts, events) in cases.items():
         times = {"pairflow": [], "plain": []}
-        pipeline_wall, selected = [], None
+        pipeline_wall, selected, how = [], None, []
         for _ in range(reps):
             cwd = tempfile.mkdtemp(dir=RUNS)
             wall, text = _timed([cli, "app=hep", *extra], cwd)
             times["pairflow"].append(wall)
             m = re.search(r"wall time ([\d.]+) s", text)
             pipeline_wall.append(float(m.group(1)) if m else None)
+            m = re.search(r"batches=(\d+).*?\n.*?executor (\S+)", text)
+            how.append(f"{m.group(2)}, {m.group(1)} batches" if m else None)
             pq = re.search(r"^parquet: (.+)$", text, re.M).group(1).strip()
             wall, text = _timed([*plain, *popts, "--out", "plain.parquet"], cwd)
             times["plain"].append(wall)
@@ -336,14 +340,16 @@ def part_d(reps: int, big_repeat: int) -> dict:
         med = {k: _median(v) for k, v in times.items()}
         out[case] = {"events": events, "selected": selected, "times_s": times,
                      "median_s": med, "pairflow_pipeline_wall_s": pipeline_wall,
+                     "pairflow_ran": how,
                      "pairflow_over_plain": med["pairflow"] / med["plain"],
                      "pairflow_minus_plain_s": med["pairflow"] - med["plain"],
                      "commands": {"pairflow": f"pairflow app=hep {' '.join(extra)}".strip(),
                                   "plain": f"python benchmarks/hep_plain.py {' '.join(popts)}"
                                   .strip()}}
         print(f"(d) {case} ({events:,} events, {selected} selected by both): "
-              f"pairflow app=hep {med['pairflow']:.2f} s, plain script {med['plain']:.2f} s "
-              f"-> {med['pairflow'] / med['plain']:.2f}x", flush=True)
+              f"pairflow app=hep {med['pairflow']:.2f} s ({how[-1]}), plain script "
+              f"{med['plain']:.2f} s -> {med['pairflow'] / med['plain']:.2f}x; times "
+              f"{times}", flush=True)
     return out
 
 

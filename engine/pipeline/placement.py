@@ -1,13 +1,16 @@
 """In this process or on Ray: a pipeline's executor, chosen from its work by the rule all-pairs
 runs and farms follow (``engine.run.executor_choice.choose``).
 
-Starting Ray costs seconds; the default ``pairflow app=hep`` (2,421 events) has a fraction of
-one of operator time. So before dispatching anything, an ``executor="auto"`` run reads its
-first batch and runs a sample of it through every operator (what the adaptive run's first
-batch does anyway), scales read and operator seconds per record to the source's record count
-and divides by the CPUs. A source that does not say how many records it holds (no
-``num_entries``, no ``records`` in its ``describe()``, more than one batch) gives no estimate:
-Ray, as an all-pairs run without a probe. In-process, the probed batch is not read again.
+Starting Ray costs seconds; the default ``pairflow app=hep`` (2,421 events, one batch) has a
+fraction of one of operator time. So before dispatching anything, a run of several batches
+whose executor is ``auto`` (or whose batch size is, ``sizing.py``) reads its first batch and
+runs samples of two sizes of it through every operator (what the adaptive run's first batch
+does anyway): read and operator seconds per record, the operators' fixed cost per call, and
+the cost per record of the order the run would take, scaled to the source's record count and
+divided by the CPUs. A source that does not say how many records it holds (no
+``num_entries``, no ``records`` in its ``describe()``) gives no estimate: Ray, as an all-pairs
+run without a probe. A source of one batch runs in-process under ``auto`` unprobed. In-process,
+the probed batch is not read again unless the batches were re-cut.
 """
 from __future__ import annotations
 
@@ -24,11 +27,15 @@ EXECUTORS = ("auto", "local", "inprocess", "ray")  # local and inprocess: the sa
 
 
 def pipeline_executor(executor: str, ray_address: str | None, estimate_s: float | None,
-                      max_s: float, ray_up: bool = False) -> str:
+                      max_s: float, ray_up: bool = False, n_batches: int | None = None) -> str:
     """``"local"`` (in this process) or ``"ray"``; pure (``ray_up``: the caller's
-    ``ray_is_up()``)."""
+    ``ray_is_up()``). A source of one batch runs in this process under ``auto`` (no cluster
+    named, no Ray up) whatever its size: one batch runs on one worker either way, so Ray's
+    start could not be repaid, and nothing needs probing."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if executor == "auto" and n_batches == 1 and not ray_address and not ray_up:
+        return "local"
     kind = choose("inprocess" if executor == "local" else executor, ray_address, estimate_s,
                   max_s, ray_up)
     return "local" if kind == "inprocess" else kind

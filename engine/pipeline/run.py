@@ -455,12 +455,12 @@ class Pipeline:
         cfg = run.cfg
         first = None
         choosing = cfg.executor == "auto" and not cfg.ray_address and not ray_is_up()
-        if choosing or (cfg.batch == "auto" and len(specs) > 1):
+        if len(specs) > 1 and (choosing or cfg.batch == "auto"):
             first = probe(run, source, specs)
             source, specs, first = _sized(run, source, specs, first)
             run.estimate_s = estimate(first, len(specs))
         run.executor = pipeline_executor(cfg.executor, cfg.ray_address, run.estimate_s,
-                                         cfg.inprocess_max_s, ray_is_up())
+                                         cfg.inprocess_max_s, ray_is_up(), len(specs))
         if run.executor == "local":
             from .local import run_local
             return run_local(run, source, specs, first), source

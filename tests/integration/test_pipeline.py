@@ -40,7 +40,7 @@ def test_ray_pipeline_reorders_and_writes_its_run_directory(ray_local, runs):
     when the back-off says (sooner after a change, twice as late while the order holds)."""
     d = _data(120_000)
     res = Pipeline(as_source(d, batch_size=4_000), _ops(60), sinks=[ParquetSink()]).run(
-        runs_root=runs, progress=False, replan_every=1, slots=3)
+        runs_root=runs, progress=False, replan_every=1, slots=3, batch="source")  # 30 batches
     exp = _expected(d)
     assert np.array_equal(res.selected["id"], exp)
     cut = res.cutflow.set_index("op")

@@ -60,3 +60,12 @@ def test_records_total_when_the_source_says_or_holds_one_batch():
     assert records_total(src, src.partitions(), 10) == 25
     assert records_total(Unsized(), [0, 1], 3) is None
     assert records_total(Unsized(), [0], 3) == 3
+
+
+def test_one_batch_runs_in_process_under_auto_only():
+    assert pipeline_executor("auto", None, None, 20.0, n_batches=1) == "local"
+    assert pipeline_executor("auto", None, 1e9, 20.0, n_batches=1) == "local"
+    assert pipeline_executor("auto", None, None, 20.0, n_batches=2) == "ray"
+    assert pipeline_executor("auto", None, None, 20.0, ray_up=True, n_batches=1) == "ray"
+    assert pipeline_executor("auto", "10.0.0.1:6379", None, 20.0, n_batches=1) == "ray"
+    assert pipeline_executor("ray", None, None, 20.0, n_batches=1) == "ray"
