@@ -58,6 +58,7 @@ SECTIONS = (
     ("sw_micro", "Kernel micro-benchmarks: Smith-Waterman", "sw_micro.py"),
     ("dense_layout", "Dense results on small tiles: files and write time", "dense_layout.py"),
     ("dashboard", "Dashboard: a big dense result", "dashboard.py"),
+    ("scale", "Scale on one machine: 10^3 to 10^6 items", "scale.py"),
 )
 
 

@@ -67,10 +67,20 @@ def _progress_line(log: str) -> str:
         return ""
 
 
+def _journaled(run_dir: str | None) -> int:
+    try:
+        with open(os.path.join(run_dir, "journal.jsonl"), "rb") as fh:
+            return fh.read().count(b'{"tile"')
+    except (OSError, TypeError):
+        return 0
+
+
 def run_tree(argv: list[str], log: str, kill_after: float | None = None,
-             timeout: float | None = None, label: str = "") -> dict:
+             timeout: float | None = None, label: str = "", run_dir: str | None = None,
+             kill_tiles: int = 0) -> dict:
     """``argv`` with its tree's memory sampled; a line every 30 s. ``kill_after``: SIGKILL
-    every process of the tree then (a killed run), returns ``killed``."""
+    every process of the tree then, once ``run_dir``'s journal holds ``kill_tiles`` tiles
+    (a killed run), returns ``killed``."""
     import subprocess
     t0 = time.time()
     with open(log, "ab") as out:
@@ -87,9 +97,17 @@ def run_tree(argv: list[str], log: str, kill_after: float | None = None,
                   f"({now['procs']} processes)  {_progress_line(log)[:150]}", flush=True)
     threading.Thread(target=beat, daemon=True).start()
     killed = False
-    limit = kill_after if kill_after is not None else timeout
     try:
-        code = proc.wait(timeout=limit)
+        while True:
+            try:
+                code = proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                spent = time.time() - t0
+                if (kill_after is not None and spent >= kill_after
+                        and _journaled(run_dir) >= kill_tiles) or \
+                        (timeout is not None and spent >= timeout):
+                    raise
     except subprocess.TimeoutExpired:
         for pid in reversed(tree(proc.pid)):  # every process of the run, by id
             try:
@@ -128,16 +146,32 @@ def tile_costs(s: dict) -> dict:
             "write_s_per_tile": float(st.get("write", 0.0)) / tiles, "source": "stage_seconds"}
 
 
-def engine_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
-               kill_after: float | None, timeout: float | None) -> dict:
+def probe_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
+              seconds: float) -> dict:
+    """The first ``seconds`` of a run too long to finish here, then killed: the tree's peak
+    memory so far (start-up, the parse, packs flowing), where it is, and the run's own
+    progress line (tiles done, pairs/s, ETA)."""
+    r = run_tree(_argv(kind, n, data, run_dir), log, seconds, None, f"{kind} {n:,} probe")
+    line = _progress_line(log)
+    return {"kind": kind, "n": n, "probe_s": seconds, "finished": not r["killed"], "progress": line,
+            "peak_rss": r["peak_rss"], "peak_pss": r["peak_pss"], "processes": r["processes"],
+            "at_peak": r["at_peak"], "timeline": r["timeline"]}
+
+
+def _argv(kind: str, n: int, data: str | None, run_dir: str) -> list[str]:
     if kind == "reads":
         argv = [PAIRFLOW, "app=jaccard", f"data.inputs=[{data}]", "data.item=record",
                 f"data.k={K}"]
     else:
         argv = [PAIRFLOW, "app=synthetic", f"synthetic.n={n}", "synthetic.t_cmp=0.0",
                 "synthetic.item_floats=1"]
-    argv += ["sink=topk", f"sink.k={TOP}", f"run_dir={run_dir}", "progress=true"]
-    runs = [run_tree(argv, log, kill_after, timeout, f"{kind} {n:,}")]
+    return argv + ["sink=topk", f"sink.k={TOP}", f"run_dir={run_dir}", "progress=true"]
+
+
+def engine_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
+               kill_after: float | None, timeout: float | None) -> dict:
+    argv = _argv(kind, n, data, run_dir)
+    runs = [run_tree(argv, log, kill_after, timeout, f"{kind} {n:,}", run_dir, kill_tiles=1)]
     if runs[0]["killed"]:
         print(f"  killed {kind} n={n:,} after {runs[0]['seconds']:.0f} s; resuming", flush=True)
         runs.append(run_tree([PAIRFLOW, "resume=true", f"run_dir={run_dir}", "progress=true"],
@@ -248,8 +282,9 @@ def bare_synthetic(n: int, rows: int, block: int = 1024) -> dict:
     return {"rows": m, "compare": {"seconds": dt, "pairs": pairs, "pairs_per_s": pairs / dt}}
 
 
-def case(kind: str, n: int, args, work: str) -> dict:
-    print(f"{kind} n={n:,}", flush=True)
+def case(kind: str, n: int, args, work: str, kill: float | None = None,
+         tag: str = "") -> dict:
+    print(f"{kind} n={n:,}{tag}", flush=True)
     data = None
     if kind == "reads":
         from pairflow.apps.reads_sim import simulate_reads
@@ -258,11 +293,14 @@ def case(kind: str, n: int, args, work: str) -> dict:
             t0 = time.time()
             simulate_reads(n, data, seed=args.seed)
             print(f"  simulated {n:,} reads in {time.time() - t0:.1f} s: {data}", flush=True)
-    run_dir = os.path.join(work, f"run-{kind}-{n}")
+    run_dir = os.path.join(work, f"run-{kind}-{n}{tag}")
     shutil.rmtree(run_dir, ignore_errors=True)
-    log = os.path.join(work, f"run-{kind}-{n}.log")
-    kill = args.kill_after if n == max(args.reads if kind == "reads" else args.synthetic_n) \
-        and kind in args.kill_kinds else None
+    log = os.path.join(work, f"run-{kind}-{n}{tag}.log")
+    if args.probe_s and n >= args.probe_from:
+        out = probe_run(kind, n, data, run_dir, log, args.probe_s)
+        print(f"  probe: {out['probe_s']:.0f} s, peak {out['peak_rss'] / GIB:.2f} GiB RSS "
+              f"({out['peak_pss'] / GIB:.2f} PSS); {out['progress']}", flush=True)
+        return out
     out = engine_run(kind, n, data, run_dir, log, kill, args.timeout)
     out["log"] = log
     if kind == "reads":
@@ -295,7 +333,8 @@ def targets(results: dict) -> list[dict]:
     from _record import target
     reads, synth = results["reads"], results["synthetic"]
     big = _at(reads, 1_000_000)
-    resumed = [c for c in reads + synth if c.get("killed_after_s") is not None]
+    resumed = [c for c in reads + synth + [results.get("resume") or {}]
+               if c.get("killed_after_s") is not None]
     largest = max(reads, key=lambda c: c["n"]) if reads else None
     goals = [
         target("10^6 reads, k = 7, top 10: peak memory of the process tree",
@@ -342,9 +381,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=200, help="reads checked at n > 1000")
     ap.add_argument("--bare-rows", type=int, default=30_000,
                     help="the bare kernels run over all pairs of this many items")
+    ap.add_argument("--resume-n", type=int, default=None,
+                    help="one more reads run of this n, killed --kill-after seconds in and "
+                    "resumed (results['resume'])")
     ap.add_argument("--kill-after", type=float, default=None,
-                    help="kill the largest run this many seconds in, then resume it")
-    ap.add_argument("--kill-kinds", nargs="*", default=["reads"])
+                    help="seconds into the --resume-n run (or, without it, the largest reads "
+                    "run) when its process tree is killed")
+    ap.add_argument("--probe-s", type=float, default=None,
+                    help="runs of n >= --probe-from: only their first this many seconds, "
+                    "then killed (memory and progress of a run too long to finish)")
+    ap.add_argument("--probe-from", type=int, default=1_000_000)
     ap.add_argument("--timeout", type=float, default=None, help="seconds per pairflow run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", default=None, help="inputs and runs (default: a temp dir)")
@@ -360,18 +406,30 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or tempfile.mkdtemp(prefix="pairflow-scale-")
     os.makedirs(work, exist_ok=True)
     results = {"k": K, "top": TOP, "read_length": 150, "error": 0.01, "seed": args.seed,
-               "reads": [], "synthetic": []}
+               "reads": [], "synthetic": [], "probes": [], "resume": None}
+    results["driver_at_1e6_tiles_gib"] = driver_at_tiles()
+
+    def save():  # after every case: a long run killed later keeps what it measured
+        write(out_path("scale.json", args.out), results, "scale", targets=targets(results),
+              quick=args.quick, started=started)
     try:
         for n in sorted(args.reads):
-            results["reads"].append(case("reads", n, args, work))
+            kill = args.kill_after if args.resume_n is None and n == max(args.reads) else None
+            c = case("reads", n, args, work, kill)
+            results["probes" if "probe_s" in c else "reads"].append(c)
+            save()
         for n in sorted(args.synthetic_n):
-            results["synthetic"].append(case("synthetic", n, args, work))
+            c = case("synthetic", n, args, work)
+            results["probes" if "probe_s" in c else "synthetic"].append(c)
+            save()
+        if args.resume_n and args.kill_after:
+            results["resume"] = case("reads", args.resume_n, args, work, args.kill_after,
+                                     "-resumed")
+            save()
     finally:
         if args.work is None and not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    results["driver_at_1e6_tiles_gib"] = driver_at_tiles()
-    write(out_path("scale.json", args.out), results, "scale", targets=targets(results),
-          quick=args.quick, started=started)
+    save()
     return 0
 
 

@@ -64,7 +64,7 @@ BENCHMARKS = (
     Bench("align", "align.py", full=("--repeat", "2"), est_full_s=100, est_quick_s=20,
           cut="best of 2 runs, not 3"),
     Bench("apps", "apps.py", est_full_s=240, est_quick_s=35),
-    Bench("peers", "peers.py", est_full_s=65, est_quick_s=25),
+    Bench("peers", "peers.py", est_full_s=600, est_quick_s=90),
     Bench("startup", "startup.py", est_full_s=135, est_quick_s=30),
     Bench("pipeline", "pipeline.py", full=("--reps", "2"), quick=("--quick", "--parts", "a"),
           est_full_s=300, est_quick_s=25, cut="medians of 2 repetitions, not 3"),
@@ -87,6 +87,9 @@ BENCHMARKS = (
     Bench("sw_micro", "sw_micro.py", est_full_s=25, est_quick_s=10),
     Bench("dense_layout", "dense_layout.py", est_full_s=30, est_quick_s=30),
     Bench("dashboard", "dashboard.py", est_full_s=150, est_quick_s=40),
+    Bench("scale", "scale.py", est_full_s=600, est_quick_s=40,
+          cut="reads and synthetic items at n = 10^3, 10^4, 10^5; 10^6 reads (~1 h on 2 cores) "
+              "only by `benchmarks/scale.py --reads 1000000 --kill-after 900`"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 

@@ -1,0 +1,108 @@
+"""The "Scale on one machine: 10^3 to 10^6 items" section of RESULTS.md, from
+`benchmarks/out/scale.json` (written by `benchmarks/scale.py`); its explanation is `scale.md`
+beside this file."""
+from __future__ import annotations
+
+from report import _plt, _save, img, num, pct, table
+
+GIB = 2 ** 30
+
+
+def _rows(cases: list[dict]) -> list[list]:
+    rows = []
+    for c in cases:
+        tc = c.get("tile_costs") or {}
+        bare = c.get("bare") or {}
+        ref = bare.get("popcount") or bare.get("compare") or {}
+        ex = c.get("exact") or {}
+        over = tc.get("per_tile_overhead_s")
+        rows.append([f"{c['n']:,}", f"{c['items']:,}", f"{c['pairs']:,}", num(c["wall_s"]),
+                     num(c["compute_s"]), num(c["pairs_per_s"] / 1e6),
+                     f"{num(ref.get('pairs_per_s', 0) / 1e6)} ({bare.get('rows', 0):,} rows)",
+                     f"**{num(c['engine_vs_bare'])}**", num(c["peak_rss"] / GIB),
+                     num(c["peak_pss"] / GIB), f"{c['tiles']:,}", f"{c['leaf']:,}",
+                     f"{c['files_in_result']:,}",
+                     num(1e3 * over) if over is not None else "—",
+                     pct(tc.get("overhead_share")),
+                     f"{ex.get('mismatches')} / {ex.get('queries'):,}" if ex else "—",
+                     c.get("executor") or "—",
+                     "yes, after " + num(c["killed_after_s"], "s") if c.get("killed_after_s")
+                     else "—"])
+    return rows
+
+
+HEAD = ["n", "items", "pairs", "wall s", "compute s", "M pairs/s", "bare M pairs/s",
+        "engine / bare", "peak RSS GiB", "peak PSS GiB", "tiles", "leaf", "files in result",
+        "per-tile overhead ms", "overhead share", "mismatches / queries checked", "executor",
+        "killed and resumed"]
+
+
+def _plot(d: dict, ctx) -> str | None:
+    series = [(k, [c for c in d.get(k) or []]) for k in ("reads", "synthetic")]
+    series = [(k, cs) for k, cs in series if len(cs) >= 2]
+    if not series:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for kind, cs in series:
+        n = [c["n"] for c in cs]
+        axes[0].loglog(n, [c["wall_s"] for c in cs], "o-", label=f"{kind}: wall")
+        axes[0].loglog(n, [c["compute_s"] for c in cs], "s--", label=f"{kind}: compute")
+        axes[1].semilogx(n, [c["peak_rss"] / GIB for c in cs], "o-", label=f"{kind}: RSS")
+        axes[1].semilogx(n, [c["peak_pss"] / GIB for c in cs], "s--", label=f"{kind}: PSS")
+    axes[1].axhline(8, color="C3", lw=1, ls=":", label="target at 10^6 reads")
+    axes[0].set(xlabel="items n", ylabel="seconds", title="time")
+    axes[1].set(xlabel="items n", ylabel="GiB", title="peak memory of the process tree")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    return _save(fig, ctx.plots, "scale.png", ctx.made)
+
+
+def section(d: dict, ctx) -> list[str]:
+    out = []
+    for kind, title in (("reads", f"Reads, k = {d['k']}, top {d['top']} per read"),
+                        ("synthetic", f"Synthetic app (no burnt cost), top {d['top']}")):
+        if d.get(kind):
+            out.append(f"**{title}**\n\n" + table(HEAD, _rows(d[kind])))
+    out.append(img(_plot(d, ctx), ctx.md))
+    for p in d.get("probes") or []:
+        out.append(f"**{p['n']:,} {p['kind']}, the first {num(p['probe_s'])} s of the run** "
+                   f"(then killed: the whole run is ~1 h here): peak "
+                   f"{num(p['peak_rss'] / GIB)} GiB RSS ({num(p['peak_pss'] / GIB)} GiB PSS), "
+                   f"{p['processes']} processes; its last progress line: "
+                   f"`{p['progress'] or '(none yet: still starting)'}`.")
+    r = d.get("resume")
+    if r:
+        out.append(f"**Killed and resumed**: {r['n']:,} reads, the process tree killed "
+                   f"(SIGKILL) {num(r['killed_after_s'])} s in, then `pairflow resume=true`: "
+                   f"{(r.get('resumed') or {}).get('reused', '?')} tiles reused of "
+                   f"{r['tiles']:,}; peak {num(r['killed_peak_rss'] / GIB)} GiB before the kill, "
+                   f"{num(r['resumed_peak_rss'] / GIB)} GiB resumed; exact: "
+                   f"{r['exact']['mismatches']} mismatches in {r['exact']['queries']} queries.")
+    reads = d.get("reads") or []
+    if reads:
+        big = max(reads, key=lambda c: c["n"])
+        procs = big.get("at_peak") or []
+        if procs:
+            out.append(f"Where the memory is at the peak of {big['n']:,} reads (the tree's "
+                       "largest processes):\n\n"
+                       + table(["process", "RSS MiB", "PSS MiB"],
+                               [[p[0], num(p[1] / 2 ** 20), num(p[2] / 2 ** 20)]
+                                for p in procs[:10]]))
+    drv = d.get("driver_at_1e6_tiles_gib")
+    out.append("Driver memory at 10^6 tiles: " + (f"{num(drv)} GiB (benchmarks/tiles_at_scale.py)"
+                                                  if drv is not None else
+                                                  "not measured here (benchmarks/tiles_at_scale.py"
+                                                  " has not written its JSON)."))
+    return out
+
+
+def headline(d: dict) -> list[list[str]]:
+    reads = d.get("reads") or []
+    if not reads:
+        return []
+    big = max(reads, key=lambda c: c["n"])
+    ok = big["peak_rss"] / GIB <= 8 and big["exact"]["mismatches"] == 0
+    return [[f"{big['n']:,} reads (k = 7, top 10): peak memory, exact",
+             f"{num(big['peak_rss'] / GIB)} GiB, {num(big['wall_s'])} s",
+             "≤ 8 GiB at 10^6 reads", "met at this n" if ok else "**not met**"]]
