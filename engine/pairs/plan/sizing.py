@@ -251,8 +251,15 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
     if weights is not None and not cfg.leaf_items:
         # a block of mean pairs within 80 % of the budget: blocks vary around the mean
         mean_w = measured["total_weight"] / max(1, space.total)
-        leaf = max(1, min(leaf, int(math.sqrt(
-            0.8 * measured["max_weight"] / max(mean_w, 1e-12)))))
+        block = 0.8 * measured["max_weight"] / max(mean_w, 1e-12)  # mean pairs in a block
+        leaf = max(1, min(leaf, int(math.sqrt(block))))
+        # a thin rectangle (100 queries x 20,000 targets) whose items the host tier holds: a
+        # block is narrow x leaf pairs, not leaf x leaf, so the leaf grows until the block
+        # holds the budget's pairs
+        narrow = min(getattr(space, "n_rows", 0), getattr(space, "n_cols", 0))
+        if 0 < narrow < leaf and host_items >= n_items:
+            wide = max(space.n_rows, space.n_cols)
+            leaf = max(leaf, min(wide, int(block / narrow)))
     return leaf
 
 
