@@ -147,6 +147,8 @@ def farm_run(kind: str, inputs: list[str], db: str | None, work: str, out: str) 
     return {"executor": s.get("executor"), "units": s["units_total"],
             "unit_records": s["unit_records"], "threads": s.get("threads"),
             "probe_s": s["phases"].get("probe_s"), "run_s": s["run_s"], "tool_s": s["tool_s"],
+            "tool_cpu_s": s.get("tool_cpu_s"), "phases": s["phases"],
+            "all_cores_last": (s.get("unit_choice") or {}).get("all_cores_last", 0),
             "wall_s": s["wall_s"], "curve": (s.get("unit_choice") or {}).get("curve")}
 
 
@@ -258,6 +260,8 @@ def main() -> None:
             "unit_records": [x["unit_records"] for x in r["runs"]],
             "units": [x["units"] for x in r["runs"]],
             "probe_s": [x["probe_s"] for x in r["runs"]],
+            "tool_cpu_s": [x.get("tool_cpu_s") for x in r["runs"]],
+            "all_cores_last": [x.get("all_cores_last", 0) for x in r["runs"]],
             "threads": r["runs"][0]["threads"], "curve": r["runs"][0]["curve"]}
     out = {"quick": args.quick, "reps": reps, "full_reps": full_reps, "p": P,
            "queries": os.path.basename(q_src), "db": os.path.basename(db_src),

@@ -43,13 +43,19 @@ def section(d: dict, ctx) -> list[str]:
     detail = []
     for name, r in d["rows"].items():
         units = sorted(set(r["unit_records"]))
+        cpu = [x for x in r.get("tool_cpu_s") or [] if x is not None]
         detail.append([FARM_ROWS.get(name, name).format(records=r["records"]),
                        ", ".join(sorted(set(map(str, r["executor"])))),
                        ", ".join(map(str, units)), ", ".join(map(str, sorted(set(r["units"])))),
-                       str(r["threads"]), f"{r['n_hits']:,}"])
+                       str(r["threads"]),
+                       ", ".join(map(str, sorted(set(r.get("all_cores_last") or [0])))),
+                       num(min(cpu), "s") + (f"-{num(max(cpu), 's')}" if len(cpu) > 1 else "")
+                       if cpu else "—", f"{r['n_hits']:,}"])
     out.append("How the farm ran (per case: executor, records per unit chosen, units, cores "
-               "per worker, hit lines):\n\n" + table(
-                   ["case", "executor", "unit records", "units", "threads", "hits"], detail))
+               "per worker, units at the end run on every core, the tool's CPU seconds over "
+               "all units, hit lines):\n\n" + table(
+                   ["case", "executor", "unit records", "units", "threads", "all-core units",
+                    "tool CPU", "hits"], detail))
     out.append(f"`from pairflow.engine import farm` costs {num(d['python_import_s'], 's')} in a fresh "
                "interpreter here, not counted on pairflow's side (the farm is timed as called "
                "from Python: `farm(...)` + `gather(...)`).")

@@ -6,7 +6,10 @@ tool on its first units; a pipeline: a sample of its first batch through every o
 it into seconds of work per CPU, and asks ``choose``. ``executor="inprocess"`` or ``"ray"``
 forces one; ``"auto"`` runs in-process when no cluster is named, no Ray is up in this process
 and the estimate is at most ``max_s`` (``INPROCESS_MAX_S`` unless the run says otherwise); no
-estimate (the work's size unknown) means Ray, where a large run belongs.
+estimate (the work's size unknown) means Ray, where a large run belongs. Where the in-process
+executor already uses every core (``parallel_here``: a farm's tools are child processes run from
+threads), Ray on one machine brings nothing but its start-up, so ``"auto"`` stays in-process
+whatever the estimate unless a cluster is named or Ray is up.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ def ray_is_up() -> bool:
 
 
 def choose(executor: str, ray_address: str | None, estimate_s: float | None,
-           max_s: float = INPROCESS_MAX_S, ray_up: bool = False) -> str:
+           max_s: float = INPROCESS_MAX_S, ray_up: bool = False,
+           parallel_here: bool = False) -> str:
     """``"inprocess"`` or ``"ray"`` (the rule; see the module docstring). Pure: whether Ray
     is up in this process (``ray_is_up()``) is the caller's to say (``ray_up``)."""
     if executor not in EXECUTORS:
@@ -38,6 +42,10 @@ def choose(executor: str, ray_address: str | None, estimate_s: float | None,
             raise PairflowError(f"executor=inprocess runs without Ray, but a cluster is named "
                                 f"(ray_address={ray_address!r})")
         return executor
-    if ray_address or ray_up or estimate_s is None:
+    if ray_address or ray_up:
+        return "ray"
+    if parallel_here:
+        return "inprocess"
+    if estimate_s is None:
         return "ray"
     return "inprocess" if estimate_s <= max_s else "ray"

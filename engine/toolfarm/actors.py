@@ -213,7 +213,8 @@ class FarmWorker:
         except Exception as exc:  # unreadable input, a merge that cannot parse the output
             return {**base, "ok": False, "error": f"{type(exc).__name__}: {exc}",
                     "returncode": None, "stderr": "", "seconds": time.time() - t0}
-        out = {**base, "ok": result.ok, "seconds": result.seconds, "t_end": time.time(),
+        out = {**base, "ok": result.ok, "seconds": result.seconds, "cpu_s": result.cpu_s,
+               "t_end": time.time(),
                "returncode": result.returncode, "error": result.error,
                "stderr": result.stderr, "bytes_in": len(data)}
         if result.ok:  # to the writer, in a batch (``_run_given``)

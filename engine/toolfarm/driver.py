@@ -28,13 +28,14 @@ from .index import replay
 from .segment import fasta_stats, plan_volumes
 from .shared import file_digest, prepare_node, scratch_dir
 from .sizing import UnitSizer, threads_per_worker
-from .spec import FarmSpec
+from .spec import FarmSpec, placeholders
 from .units import (AUTO, INPUTS_DIR, Unit, cut_units, decompressed, read_unit, record_names,
                     scan_records, take_unit)
 from .writer import PARTIAL, finalize
 
 SPEC_FIELDS = {f.name for f in fields(FarmSpec)}
 FALLBACK_UNIT_RECORDS = 50  # auto units when the ladder's first step fails
+ALL_CORES_LAST = 2          # units a worker at the end of a run passes every core (local.py)
 
 
 @dataclass
@@ -160,7 +161,8 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
                 threads = threads_per_worker(cpus, _units_at_most(spec, offsets, records),
                                              workers_per_node)
                 plan, probed = _first_units(spec, offsets, records, threads,
-                                            _step_here(spec, local, values, threads), recorder)
+                                            _step_here(spec, local, values, threads), recorder,
+                                            local_drive=True)
                 phases["probe_s"] = time.perf_counter() - t0
         units = [Unit.from_list(u) for u in plan["units"]] if plan is not None else None
         done, resumed = set(), None
@@ -169,8 +171,9 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
             done, resumed = replay(recorder.file(JOURNAL), result_dir, spec.streams, len(units))
             phases["replay_s"] = time.perf_counter() - t0
         if first_kind == "inprocess":
+            # a farm's tools are child processes: threads of this process use every core
             kind = choose(executor, ray_address, _work_s(plan, units, done, probed, cpus),
-                          inprocess_max_s, ray_is_up())
+                          inprocess_max_s, ray_is_up(), parallel_here=True)
         if kind == "ray":
             from . import raydrive
             left = len(units) - len(done) - len(probed) if units else records
@@ -214,7 +217,7 @@ def _run(spec, recorder, old_meta, digests, digest_s, progress, workers_per_node
             from .local import drive_local
             stats = drive_local(spec, units, done, probed, local["paths"], local["scratch"],
                                 values, threads, result_dir, recorder, progress, attempt,
-                                flush_bytes, flush_s)
+                                flush_bytes, flush_s, plan.get("all_cores_last", 0))
         stats["node_bytes"] = node_bytes
         t0 = time.perf_counter()
         for stream in spec.streams:  # every attempt's files, now that all are whole
@@ -287,7 +290,7 @@ def _units_at_most(spec, offsets, records: int) -> int:
 
 
 def _first_units(spec, offsets, records: int, threads: list[int], run_step,
-                 recorder) -> tuple[dict, list[dict]]:
+                 recorder, local_drive: bool = False) -> tuple[dict, list[dict]]:
     """Run the first units, one per worker at a time, measuring the tool: with
     ``unit_records="auto"`` the ladder of ``sizing.UnitSizer`` until it chooses, else one
     step of the given size (its rate says whether the run is small). Then cut the rest where
@@ -317,7 +320,8 @@ def _first_units(spec, offsets, records: int, threads: list[int], run_step,
             consumed += u.records
             if res["ok"]:
                 probed.append(res)
-                sizer.observe(size, u.records, u.end - u.start, res["seconds"])
+                sizer.observe(size, u.records, u.end - u.start, res["seconds"],
+                              res.get("cpu_s"))
             elif error is None:  # run again with the rest (and reported if it fails there)
                 error = {"unit": u.uid, "error": res.get("error", "")[:500]}
         units.extend(step)
@@ -329,16 +333,31 @@ def _first_units(spec, offsets, records: int, threads: list[int], run_step,
         n = size_given
     tail = spec.tail_units if spec.tail_units is not None else \
         sizer.tail_units(n, 2 * len(threads)) if auto else 2 * len(threads)
+    # long units and a tool with a thread option: the last units run with every core of the
+    # node instead of being cut smaller (see local.drive_local), and the rest is cut into
+    # units of one size (no short remainder last, where the all-core units balance the end)
+    all_cores = ALL_CORES_LAST * len(threads) if local_drive and auto and tail and \
+        spec.tail_units is None and len(threads) > 1 and uses_threads(spec) else 0
+    if all_cores:
+        tail = 0
+        left = records - consumed
+        n = max(1, -(-left // max(1, -(-left // n))))
     units += cut_units(offsets, n, tail, per_file=per_file, start=pos, uid0=len(units))
     rate = sizer.rate_at(n) if sizer.steps else None
     choice = {"unit_records": n, "auto": auto, "records_per_s": rate, "error": error,
-              "tail_units": tail,
+              "tail_units": tail, "all_cores_last": all_cores,
               **({"curve": sizer.report()} if auto else {})}
     plan = {"streams": list(spec.streams), "inputs": spec.inputs, "records": records,
             "unit_records": n, "records_per_s": rate, "unit_choice": choice,
+            "all_cores_last": all_cores,
             "units": [u.to_list() for u in units]}
     write_json(recorder.file(FARM_UNITS), plan)
     return plan, probed
+
+
+def uses_threads(spec) -> bool:
+    """The program passes the tool its thread option (``{threads}``)."""
+    return any(f == "threads" for t in spec.program for f in placeholders(t))
 
 
 def _work_s(plan: dict, units, done: set, probed: list, cpus: int) -> float | None:

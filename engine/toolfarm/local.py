@@ -39,7 +39,8 @@ def run_unit_here(spec, inputs, unit, paths, scratch: str, values: dict, worker:
     except Exception as exc:  # unreadable input, a merge that cannot parse the output
         return {**base, "ok": False, "error": f"{type(exc).__name__}: {exc}",
                 "returncode": None, "stderr": "", "seconds": time.time() - t0}
-    out = {**base, "ok": res.ok, "seconds": res.seconds, "t_end": time.time(),
+    out = {**base, "ok": res.ok, "seconds": res.seconds, "cpu_s": res.cpu_s,
+           "t_end": time.time(),
            "returncode": res.returncode, "error": res.error, "stderr": res.stderr,
            "bytes_in": len(data)}
     if res.ok:
@@ -50,10 +51,21 @@ def run_unit_here(spec, inputs, unit, paths, scratch: str, values: dict, worker:
 
 def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
                 values: dict, threads: list[int], result_dir: str, recorder, progress: bool,
-                attempt: int, flush_bytes: int, flush_s: float) -> dict:
+                attempt: int, flush_bytes: int, flush_s: float, all_cores_last: int = 0) -> dict:
     """Run every unit not in ``done`` on ``len(threads)`` worker threads (worker i passes
     ``threads[i]`` as ``{threads}``); ``probed``: results of units already run (the sizing
-    ladder's), written first. Returns the run's statistics (the Ray driver's keys)."""
+    ladder's), written first. Returns the run's statistics (the Ray driver's keys).
+
+    ``all_cores_last``: a unit taken with fewer than this many units left to hand out passes
+    every core of the node as ``{threads}``. With one core a worker, the last units of a run
+    leave cores idle while the slowest one finishes (the tail); a unit running on all cores
+    takes the cores a worker leaves the moment it leaves them (while others still run, the
+    kernel shares the cores among all the tools' threads). A one-core unit started as the
+    others take the all-core units gets one thread's share of the cores while they get
+    several: with one all-core unit per worker it would end with them if the tool's threads
+    scaled perfectly, and blastp's 2 threads ran 1.45x one thread at load 20 (a one-core unit
+    of 589 queries then ended 7 s after the last all-core unit, a core idle meanwhile); the
+    driver gives two per worker (``driver.ALL_CORES_LAST``)."""
     writers = {s: BlockWriter(os.path.join(result_dir, s, f"a{attempt}-n0"), s, flush_bytes,
                               flush_s) for s in spec.streams}
     names = [f"n0-w{i}" for i in range(len(threads))]
@@ -71,7 +83,7 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
     errors: list[BaseException] = []
     bar = Progress(n_total, unit="units", enabled=progress, figures={"failed": "d"})
     t_run = time.time()
-    tool_s = 0.0
+    tool_s = tool_cpu_s = 0.0
 
     def write(res: dict) -> None:
         unit = units[res["unit"]]
@@ -80,10 +92,11 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
 
     def record(wname: str, res: dict) -> None:
         """Log one tool run and account for it (under ``lock``)."""
-        nonlocal tool_s
+        nonlocal tool_s, tool_cpu_s
         pw = per_worker.setdefault(wname, {"units": 0, "busy_s": 0.0, "failed_runs": 0})
         pw["busy_s"] += res.get("seconds", 0.0)
         tool_s += res.get("seconds", 0.0)
+        tool_cpu_s += res.get("cpu_s") or 0.0
         log.write([{k: v for k, v in res.items()
                     if k != "outputs" and (k != "stderr" or not res["ok"])}
                    | {"attempt": queue.attempts.get(res["unit"], 1)}])
@@ -98,6 +111,7 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
     def work(i: int) -> None:
         wname = names[i]
         vals = {**values, "threads": str(threads[i])}
+        vals_all = {**values, "threads": str(sum(threads))}
         while True:
             with lock:
                 while True:
@@ -107,7 +121,10 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
                     if u is not None:
                         break
                     lock.wait(0.5)  # units held by others may fail and come back
-            res = run_unit_here(spec, spec.inputs, units[u], paths, scratch, vals, wname)
+                last = len(queue.pending) < all_cores_last
+            res = run_unit_here(spec, spec.inputs, units[u], paths, scratch,
+                                vals_all if last else vals, wname)
+            res["threads"] = int((vals_all if last else vals)["threads"])
             try:
                 if res["ok"]:
                     write(res)
@@ -169,5 +186,6 @@ def drive_local(spec, units, done: set, probed: list[dict], paths, scratch: str,
     return {"run_s": time.time() - t_run, "units_done": len(on_disk),
             "units_run": len(queue.finished), "units_probed": len(probed),
             "units_reused": reused, "retries": queue.retried, "stolen": 0, "tool_s": tool_s,
+            "tool_cpu_s": tool_cpu_s,
             "per_worker": per_worker, "writers": stats, "journal_s": journal.append_seconds,
             "failures": queue.failures, "executor": "inprocess"}

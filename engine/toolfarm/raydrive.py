@@ -116,7 +116,7 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
     writer_stats = []
     t_run = time.time()
     last_drain = last_metrics = 0.0
-    tool_s = 0.0
+    tool_s = tool_cpu_s = 0.0
 
     def drain(entries_lists) -> None:
         for entries in entries_lists:
@@ -154,6 +154,7 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
         pw["units"] += 1
         pw["busy_s"] += res["seconds"]
         tool_s += res["seconds"]
+        tool_cpu_s += res.get("cpu_s") or 0.0
         log.write([{k: v for k, v in res.items() if k not in ("outputs", "stderr")}
                    | {"attempt": 1}])
         queue.finished.add(res["unit"])
@@ -200,6 +201,7 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
                     u = res["unit"]
                     pw["busy_s"] += res.get("seconds", 0.0)
                     tool_s += res.get("seconds", 0.0)
+                    tool_cpu_s += res.get("cpu_s") or 0.0
                     log.write([{k: v for k, v in res.items() if k != "stderr" or not res["ok"]}
                                | {"attempt": queue.attempts.get(u, 1)}])
                     if res["ok"]:
@@ -241,6 +243,6 @@ def drive(spec, units, done: set, probed: list[dict], state: dict, recorder, pro
     return {"run_s": wall, "units_done": len(on_disk), "units_run": len(queue.finished),
             "units_probed": len(probed), "units_reused": reused, "retries": queue.retried,
             "stolen": queue.stolen, "executor": "ray",
-            "tool_s": tool_s,
+            "tool_s": tool_s, "tool_cpu_s": tool_cpu_s,
             "per_worker": per_worker, "writers": writer_stats,
             "journal_s": journal.append_seconds, "failures": queue.failures}

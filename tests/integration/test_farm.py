@@ -113,10 +113,11 @@ def test_auto_units_follow_the_measured_curve_and_gather_equals_one_blastp(ray_l
     sizer, k, left = UnitSizer(data["n_db"], 2, curve["mean_record_bytes"]), 0, data["n_db"]
     for step in curve["steps"]:
         assert sizer.next_step(left) == step["size"]
-        for seconds in step["seconds"]:
+        for seconds, cpu_s in zip(step["seconds"], step["cpu_s"]):
             u = units[k]
             assert u[5] == step["size"]  # records of the k-th unit of the run
-            sizer.observe(step["size"], u[5], u[3] - u[2], seconds)
+            assert cpu_s is not None and cpu_s > 0  # the tool's CPU time, measured
+            sizer.observe(step["size"], u[5], u[3] - u[2], seconds, cpu_s)
             k, left = k + 1, left - u[5]
     assert sizer.next_step(left) is None and sizer.stopped == curve["stopped"]
     assert sizer.choose() == n and k == summary["units_probed"] >= 2

@@ -318,6 +318,28 @@ def test_run_unit_feeds_collects_and_reports(tmp_path):
     assert os.listdir(tmp_path / "tmp") == []  # unit temporaries removed
 
 
+def test_run_unit_measures_the_tools_cpu_time(tmp_path):
+    """``cpu_s`` is the tool's CPU time (what unit sizing reads), not its wall time: a child
+    that spins until its own clock says 0.3 s of CPU against one that sleeps 0.3 s; and a
+    unit larger than a pipe's buffer goes through stdin and back whole."""
+    import sys
+    from pairflow.engine.toolfarm.tool import run_unit
+    need_program("sleep")
+    spin = ("import time\nwhile time.process_time() < 0.3: pass\n"
+            "print(time.process_time())")
+    spec = FarmSpec(program=[sys.executable, "-c", spin], inputs=["x"], feed="stdin").check()
+    r = run_unit(spec, b"", [{}], str(tmp_path), {})
+    own = float(r.outputs["stdout"])  # the child's own account, interpreter start included
+    assert r.ok and own >= 0.3 and own - 0.01 <= r.cpu_s <= own + 0.2
+    spec = FarmSpec(program=["sleep", "0.3"], inputs=["x"], feed="stdin").check()
+    r = run_unit(spec, b"", [{}], str(tmp_path), {})
+    assert r.ok and r.seconds >= 0.3 and r.cpu_s < 0.1
+    big = os.urandom(3 << 20)
+    spec = FarmSpec(program=["cat"], inputs=["x"], feed="stdin").check()
+    r = run_unit(spec, big, [{}], str(tmp_path), {})
+    assert r.ok and r.outputs["stdout"] == big
+
+
 def test_prepare_node_fetches_and_prepares_once(tmp_path):
     import threading
 
@@ -389,3 +411,34 @@ def test_compressed_inputs_are_decompressed_once_and_whole(tmp_path):
     with pytest.raises(InputError, match="cut.fa.gz.*cannot decompress"):
         decompressed(str(bad), str(into))
     assert not [f for f in os.listdir(into) if f.endswith(".partial") or "cut.fa" in f]
+
+
+def test_the_last_units_of_a_local_run_pass_every_core(tmp_path):
+    """``drive_local`` with ``all_cores_last=2`` on two one-core workers: the last two units
+    handed out get ``{threads}`` = 2 (every core), the others 1, and every unit's output is on
+    disk once, in input order. Oracle: the tool echoes the threads it was given; the units'
+    order is the input's."""
+    from pairflow.engine.run.rundir import FARM_LOG, RunRecorder
+    from pairflow.engine.toolfarm.local import drive_local
+    from pairflow.engine.toolfarm.units import Unit
+    need_program("sh")
+    inp = tmp_path / "in.txt"
+    inp.write_bytes(b"".join(b"r%d\n" % i for i in range(8)))
+    spec = FarmSpec(program=["sh", "-c", 'sed "s/$/ $0/"', "{threads}"], inputs=[str(inp)],
+                    cut="lines", feed="stdin").check()
+    offs = scan_records(str(inp), "lines")
+    units = cut_units([offs], 1, 0)
+    assert [u.records for u in units] == [1] * 8 and isinstance(units[0], Unit)
+    rec = RunRecorder.open(str(tmp_path / "run"), str(tmp_path), "t")
+    stats = drive_local(spec, units, set(), [], [{}], str(tmp_path / "scratch"), {},
+                        [1, 1], rec.rundir.result_dir, rec, False, 0, 1 << 20, 0.1,
+                        all_cores_last=2)
+    assert stats["units_done"] == 8 and not stats["failures"]
+    log = [json.loads(x) for x in open(rec.file(FARM_LOG))]
+    threads = {x["unit"]: x["threads"] for x in log}  # handed out in input order
+    assert [threads[u] for u in range(8)] == [1] * 6 + [2] * 2
+    write_json(rec.file(FARM_UNITS), {"streams": ["stdout"],
+                                      "units": [u.to_list() for u in units]})
+    out = io.BytesIO()
+    gather(rec.path, "stdout", out)
+    assert out.getvalue() == b"".join(b"r%d %d\n" % (i, threads[i]) for i in range(8))
