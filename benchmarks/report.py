@@ -57,6 +57,7 @@ SECTIONS = (
     ("kernels_micro", "Kernel micro-benchmarks: k-mers and Jaccard", "kernels_micro.py"),
     ("sw_micro", "Kernel micro-benchmarks: Smith-Waterman", "sw_micro.py"),
     ("dense_layout", "Dense results on small tiles: files and write time", "dense_layout.py"),
+    ("tile_costs", "Per-tile fixed costs: measured and charged", "tile_costs.py"),
     ("dashboard", "Dashboard: a big dense result", "dashboard.py"),
     ("scale", "Scale on one machine: 10^3 to 10^6 items", "scale.py"),
 )

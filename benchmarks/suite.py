@@ -86,6 +86,8 @@ BENCHMARKS = (
     Bench("kernels_micro", "kernels_micro.py", est_full_s=20, est_quick_s=10),
     Bench("sw_micro", "sw_micro.py", est_full_s=25, est_quick_s=10),
     Bench("dense_layout", "dense_layout.py", est_full_s=30, est_quick_s=30),
+    Bench("tile_costs", "tile_costs.py", full=("--reps", "1"), est_full_s=300, est_quick_s=80,
+          cut="one run of each variant, not 2 interleaved"),
     Bench("dashboard", "dashboard.py", est_full_s=150, est_quick_s=40),
     Bench("scale", "scale.py", est_full_s=600, est_quick_s=40,
           cut="reads and synthetic items at n = 10^3, 10^4, 10^5; 10^6 reads (~1 h on 2 cores) "
