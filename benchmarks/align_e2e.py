@@ -153,6 +153,8 @@ def compare(name, qf, tf, work, reps: int, sides=SIDES) -> dict:
                               "loads": [[r["load_before"], r["load_after"]] for r in rs],
                               "stdout_tail": best["stdout_tail"]}
     out["queries"] = len(ref)
+    with open(tf) as fh:
+        out["targets"] = sum(line.startswith(">") for line in fh)
     out["scores_equal"] = True
     alts = {s: v for s, v in out["sides"].items() if s != "pairflow"}
     best_alt = min(alts, key=lambda s: alts[s]["wall_s"])
