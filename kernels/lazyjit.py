@@ -35,6 +35,7 @@ class LazyKernel:
             if self.dispatcher is not None:
                 return
             import numba
+            _no_extensions()
             module = sys.modules[self.__module__]
             kernels = _pending.pop(self.__module__, [])
             for k in kernels:  # all stand-ins out of the namespace before anything compiles
@@ -52,6 +53,15 @@ class LazyKernel:
         if self.dispatcher is None:
             self.compile_module()
         return getattr(self.dispatcher, name)
+
+
+def _no_extensions() -> None:
+    """numba's first compile loads every installed numba extension (``numba_extensions`` entry
+    points): awkward's imports all of awkward, about a CPU-second under load on the default
+    run's critical path, for kernels that take numpy arrays only. They are marked loaded; an
+    awkward array handed to numba registers its extension itself (``ak.Array.numba_type``)."""
+    from numba.core import entrypoints
+    entrypoints._already_initialized = True
 
 
 def lazy_njit(**options) -> Callable[[Callable], LazyKernel]:
