@@ -148,7 +148,10 @@ GRID_NOTE = ("Issue 57's grid, kept to a few small cells on this 2-core machine:
              "head), each with L3 off and on, beside one node (threads, one CPU) at the same "
              "per-node tier and the planner's simulation of the plan each run ran (with the "
              "nodes drifting apart: drift.Timing). The planner chooses between stripes dealt "
-             "across the cluster and contiguous shares.")
+             "across the cluster, paced (stealing.Pace: no node granted more than one streamed "
+             "column ahead of the slowest, with 2 or 3 leaves of room a node), and contiguous "
+             "shares; a dealt run that loads more than 1.25x its simulation re-deals what is "
+             "left in contiguous shares (a course change).")
 
 
 def _loci(where: str, n: int, as_files: bool) -> list[str]:
@@ -192,6 +195,10 @@ def _cli_run(inputs: list[str], item: str, leaf: int, host: int, run_dir: str, *
             "modes": choice.get("modes"), "one_node_sim_R": choice.get("one_node_R"),
             "bytes_from_storage": s["tiers"]["source"]["bytes"],
             "l3_hits": l3.get("hits", 0), "l3_misses": l3.get("misses", 0),
+            # dealt runs are paced (stealing.Pace); a run past its simulation changes course
+            "pace": choice.get("pace"), "room": choice.get("room"),
+            "paced": (s.get("scheduling") or {}).get("paced"),
+            "course_change": (s.get("scheduling") or {}).get("course_change"),
             "wall_s": round(time.time() - t0, 1), "run_dir": run_dir,
             "command": "pairflow " + " ".join(cmd[4:])}
 

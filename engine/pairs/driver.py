@@ -170,7 +170,8 @@ class _Run:
             scheduler_kw["hierarchical"] = {
                 "nodes": [f"node-{i}" for i, n in enumerate(plan.nodes) if n.actors],
                 "seed": cfg.seed, "shares": plan.shares,
-                "fallback": plan.fallback_order, "course": plan.course}
+                "fallback": plan.fallback_order, "course": plan.course,
+                "pace": (plan.choice or {}).get("pace")}
         if self.pre.ship:  # the driver writes what the workers ship (pairs/sinks/shipped.py)
             self.results = ResultWriter(self.recorder.rundir, self.sinks, self.plan.tiles,
                                         self.recorder.file(JOURNAL) if cfg.journal else None,

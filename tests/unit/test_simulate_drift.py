@@ -59,13 +59,15 @@ def cluster(k):
 
 
 def test_the_planner_runs_the_way_of_sharing_it_simulated_to_load_least():
-    """Issue 57's shape (241 records in packs of 6, a host tier of 4 packs, 3 nodes): each
-    node's stripe is one pack, and the nodes' drift makes the dealt run load more than
-    contiguous shares; issue 15's (96 items, leaves of 2, 8 leaves a node, 4 nodes) has room
-    to drift and is dealt. Either way the run's shares follow the choice, and the choice is
-    the way of least simulated R, not above one node's."""
+    """Issue 57's shape (241 records in packs of 6) with a host tier of 2 packs on 2 nodes:
+    a dealt stripe has no room beside a node's one pack, so contiguous shares load less; with
+    4 packs on 3 nodes a paced dealt run keeps the nodes a column apart and loads less than
+    contiguous shares (unpaced, their drift made it load more); issue 15's shape (96 items,
+    leaves of 2, 8 leaves a node, 4 nodes) is dealt. Either way the run's shares follow the
+    choice, and the choice is the way of least simulated R, not above one node's."""
     measured = {"t_pair": 1.1e-4, "t_parse": 5.6e-5, "item_bytes": 2.3e5}
-    cases = [(241, 6, 24, 3, True, "contiguous"), (96, 2, 16, 4, False, "dealt")]
+    cases = [(241, 6, 12, 2, True, "contiguous"), (241, 6, 24, 3, True, "dealt"),
+             (96, 2, 16, 4, False, "dealt")]
     for n, leaf, host, k, packable, want in cases:
         cfg = AllPairsConfig(l3=True, leaf_items=leaf, host_cache_items=host)
         plan = plan_run(measured, Triangle(n), None, cluster(k), cfg, items=ItemMap.shared(n),
@@ -80,6 +82,11 @@ def test_the_planner_runs_the_way_of_sharing_it_simulated_to_load_least():
             assert all(plan.order.index(share[0]) in starts for share in plan.shares)
         else:
             assert plan.order == interleave(plan.shares)
+            # paced: a lead of one streamed column, the rows each node keeps in its stripe
+            room = c["modes"]["dealt"]["room"]
+            assert c["pace"] == StripePlan(host, 2).deal_rows(plan.tiles, ItemMap.shared(n),
+                                                               room) >= 1
+            assert "paced" in c["line"]
         modes = c["modes"]
         assert set(modes) == {"dealt", "contiguous"} and all(m["timed"] for m in modes.values())
         assert c["expected_R"] == modes[want]["R"] == min(m["R"] for m in modes.values())

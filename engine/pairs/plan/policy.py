@@ -136,7 +136,22 @@ class StripePlan:
                         order.append(idx)
         return order, starts
 
-    def deal(self, tiles: Sequence[Tile], items: ItemMap, nodes: int) -> list[list[int]]:
+    def deal_room(self, room: int | None = None) -> int:
+        """Leaves of a node's host tier kept beside its dealt rows for streamed columns. By
+        default room for two streamed columns when two tiles may be under way (a node's tiles
+        cross from one column to the next together, and its own rows must not be what gives
+        way), and one more for the peers that run a column behind (they take it from this
+        node); a paced run (``stealing.Pace``) keeps its nodes closer and may keep less, which
+        the planner simulates (``simulate.DEAL_ROOMS``)."""
+        return min(2, self.spare_tiles) + 1 if room is None else max(1, int(room))
+
+    def deal_rows(self, tiles: Sequence[Tile], items: ItemMap, room: int | None = None) -> int:
+        """The leaf rows each node keeps in a dealt stripe (``deal``): the tiles it runs per
+        streamed column, which is what a pace counts its lead in."""
+        return self._grid(tiles, items, room=self.deal_room(room))[3] if tiles else 1
+
+    def deal(self, tiles: Sequence[Tile], items: ItemMap, nodes: int,
+             room: int | None = None) -> list[list[int]]:
         """Each node's tiles, in order, for nodes that share their host tiers through L3.
 
         One stripe is ``nodes`` node stripes side by side (each h leaves of rows, what one
@@ -152,10 +167,7 @@ class StripePlan:
         the stream, so the nodes reach it together."""
         if nodes <= 1 or not tiles:
             return [self.order(tiles, items)] if nodes >= 1 else []
-        # room for two streamed columns when two tiles may be under way (a node's tiles cross
-        # from one column to the next together, and its own rows must not be what gives way),
-        # and one more for the peers that run a column behind: they take it from this node
-        block, brows, bcols, h = self._grid(tiles, items, room=min(2, self.spare_tiles) + 1)
+        block, brows, bcols, h = self._grid(tiles, items, room=self.deal_room(room))
         shared = np.array_equal(items.row_items, items.col_items)
         out: list[list[int]] = [[] for _ in range(nodes)]
         for srows, inside, outside in self._stripes(brows, bcols, h * nodes):

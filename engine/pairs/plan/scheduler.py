@@ -79,7 +79,7 @@ class Scheduler:
         # batches; ``hierarchical``: {"nodes": [...], "seed": int}
         self.stealing = None if hierarchical is None else StealingPolicy(
             order, hierarchical["nodes"], hierarchical.get("seed", 0), done_tiles or (),
-            hierarchical.get("shares"))
+            hierarchical.get("shares"), hierarchical.get("pace"))
         # a dealt run that loads more than its simulation falls back to contiguous shares of
         # the one plan (``stealing.Course``; ``loads`` come with the frontiers' refills)
         h = hierarchical or {}
@@ -185,7 +185,8 @@ class Scheduler:
                "tiles": len(self.tiles)}
         if self.stealing is not None:
             c = self.stealing.counters()
-            out.update(steals=c["steals"], per_node=c["per_node"], steal_log=self.stealing.steals)
+            out.update(steals=c["steals"], per_node=c["per_node"], steal_log=self.stealing.steals,
+                       paced=c["paced"])
             # null: no course to watch (not dealt); false: kept; else the change made
             out["course_change"] = None if self.course is None else \
                 (self.course.changed or False)

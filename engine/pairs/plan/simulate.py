@@ -29,7 +29,7 @@ from ..cache.tiers import BudgetCache, device_cache_items
 from ..items import ItemMap
 from ..cache.eviction import EVICTIONS, make_eviction
 from .policy import PLANS, TilePolicy, make_plan
-from .stealing import contiguous_shares, deal as deal_shares, stripe_starts
+from .stealing import Pace, contiguous_shares, deal as deal_shares, stripe_starts
 from ..space import PairSpace, Rectangle, Tile, Triangle, leaves
 
 
@@ -57,7 +57,8 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
              in_flight: int = 1, plan: str = "stripe", eviction: str = "next_use",
              window: int = 8, tiles: Sequence[Tile] | None = None, l3: bool = False,
              l3_hops: int = 1, deal: bool | str = False,
-             timing: Timing | None = None) -> SimResult:
+             timing: Timing | None = None, pace: bool | int | None = None,
+             room: int | None = None) -> SimResult:
     """Count item loads for one run of ``space`` with ``host_items`` items per node's L2
     (``tiles``: the run's own, when they are not the plain leaves, e.g. cut by pair weights).
 
@@ -74,7 +75,12 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
 
     ``timing``: actors take tiles when their own clock says they are free (``Timing``: each
     tile's compare, loads, L3 asks and takes, times a wandering speed), not in turn; what a
-    peer holds is what it holds at that moment, so the nodes' drift costs what it costs."""
+    peer holds is what it holds at that moment, so the nodes' drift costs what it costs.
+
+    ``pace``: with dealt shares, a node takes no tile of its share more than ``pace`` tiles
+    (True: one streamed column's, ``StripePlan.deal_rows``) ahead of the peer least far along its own (``stealing.Pace``, as the head grants them):
+    the drift stays inside the stripe's room (``room``: leaves kept for streamed columns beside
+    each node's dealt rows, ``StripePlan.deal_room``)."""
     if items is None:
         items = ItemMap.shared(space.n_rows) if space.symmetric else \
             ItemMap.disjoint(space.n_rows, space.n_cols)
@@ -83,8 +89,13 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     spare = actors_per_node * in_flight
     planner = make_plan(plan, host_items, spare)
     order = planner.order(tiles, items)
+    pacer = None
     if deal and nodes > 1:
-        dealt = deal is True and deal_shares(planner, tiles, items, nodes, l3)
+        dealt = deal is True and deal_shares(planner, tiles, items, nodes, l3, room)
+        if dealt and pace:
+            # pace=True: a lead of one streamed column, the rows each node keeps
+            pacer = Pace(planner.deal_rows(tiles, items, room) if pace is True else pace)
+            left = {m: len(share) for m, share in enumerate(dealt)}
         shares = dealt or contiguous_shares(
             order, nodes, stripe_starts(planner, tiles, items) if deal == "stripes" else ())
         policies = [TilePolicy([tiles[t] for t in share], items, range(len(share)),
@@ -110,9 +121,14 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
         """Actor ``a`` takes its next tile: its (pairs, loads, asks, takes), or None: done."""
         node = a // actors_per_node
         policy = policies[node]
+        if pacer is not None and not pacer.allowed(node, left):
+            return False
         if len(running[a]) >= in_flight:
             _finish(running[a].popleft(), l1[a], l2[node], policy)
         t = policy.next_tile(l1[a], l2[node])
+        if t is not None and pacer is not None:
+            pacer.took(node)
+            left[node] -= 1
         if t is None:
             while running[a]:
                 _finish(running[a].popleft(), l1[a], l2[node], policy)
@@ -142,11 +158,18 @@ def simulate(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap | N
     else:  # each actor when its clock says it is free
         speed = timing.noise(n_actors)
         clock = [(0.0, a) for a in range(n_actors)]
+        held: list = []  # paced actors: they ask again when another actor takes a tile
         while clock:
             now, a = heapq.heappop(clock)
             cost = step(a)
+            if cost is False:
+                held.append(a)
+                continue
             if cost is not None:
                 heapq.heappush(clock, (now + timing.tile_s(*cost) * speed(a), a))
+            for b in held:
+                heapq.heappush(clock, (now, b))
+            held.clear()
     return SimResult(count["loads"], items.n_items, count["l1"], count["l2"], count["done"],
                      count["pairs"], l3_hits if shards is not None else [], curve)
 
@@ -253,8 +276,21 @@ class PlanChoice:
             return mode["R"]
         return self.simulated.get(f"{self.plan}/{self.eviction}")
 
+    @property
+    def room(self) -> int | None:
+        """Dealt: the leaves each node keeps for streamed columns (``StripePlan.deal_room``;
+        None: its default)."""
+        return (self.modes.get("dealt") or {}).get("room") if self.shares == "dealt" else None
+
+    @property
+    def pace(self) -> int | None:
+        """Dealt: the lead in tiles a node may run ahead of the slowest (``stealing.Pace``;
+        None: not paced)."""
+        return (self.modes.get("dealt") or {}).get("pace") if self.shares == "dealt" else None
+
     def to_dict(self) -> dict:
         out = {"plan": self.plan, "eviction": self.eviction, "simulated_R": dict(self.simulated),
+               "room": self.room, "pace": self.pace,
                "baseline": "/".join(BASELINE), "note": self.note, "line": self.describe(),
                "shares": self.shares, "expected_R": self.R,
                "simulated_with": dict(self.simulated_with)}
@@ -270,6 +306,8 @@ class PlanChoice:
         if self.shares in ("contiguous", "dealt"):
             cut = self.modes.get(self.shares, {}).get("cuts") == "stripes"
             head += f", {self.shares} shares" + (" cut at stripes" if cut else "")
+            if self.pace:
+                head += f" paced ({self.pace} tiles ahead at most, room {self.room})"
         if not self.simulated:
             return f"{head} ({self.note})" if self.note else head
         chosen = f"{self.plan}/{self.eviction}"
@@ -296,6 +334,13 @@ class PlanChoice:
 SHARE_MODES = ("one", "shared", "contiguous", "dealt")
 # the timed simulations (``Timing``) of each way of sharing are averaged over this many seeds
 TIMED_SEEDS = 2
+# a dealt run is paced (``stealing.Pace``: no node a streamed column ahead of the slowest), and
+# the planner simulates it with this many leaves of each node's host tier kept for streamed
+# columns (``StripePlan.deal_room``), running the least loading: less room is a wider stripe,
+# more is slack for the drift the pace leaves. Rule: at least 2, one column of slack beside the
+# column under way (a cluster paces by grants, coarser than the simulated tiles: a room of 1
+# drifted 1.28x past its simulation and changed course, RESULTS.md "Scaling grid")
+DEAL_ROOMS = (2, 3)
 
 
 def share_modes(nodes: int, l3: bool, frontiers: bool) -> list[str]:
@@ -444,11 +489,21 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
             for m in modes}
     best = {m: pick({c: r.loads for c, r in rm.items()}) for m, rm in runs.items()}
     timed, curves = {}, {m: runs[m][best[m]].curve for m in modes}
+    paced: dict = {}
     if timing is not None and nodes > 1 and l3:
         for m in modes:
-            rs = [sim(best[m], m, timing=replace(timing, seed=k)) for k in range(TIMED_SEEDS)]
-            timed[m] = sum(r.R for r in rs) / len(rs)
-            curves[m] = [round(sum(c) / len(c), 4) for c in zip(*(r.curve for r in rs))]
+            ways = [{}] if m != "dealt" else [dict(pace=True, room=r) for r in DEAL_ROOMS]
+            for way in ways:
+                rs = [sim(best[m], m, timing=replace(timing, seed=k), **way)
+                      for k in range(TIMED_SEEDS)]
+                R = sum(r.R for r in rs) / len(rs)
+                if m not in timed or R < timed[m]:
+                    timed[m] = R
+                    curves[m] = [round(sum(c) / len(c), 4) for c in zip(*(r.curve for r in rs))]
+                    if way:  # the run's own lead: one column of its rows, in its tiles
+                        lead = make_plan(best[m][0], host_items, actors_per_node * in_flight) \
+                            .deal_rows(tiles, items, way["room"])
+                        paced = {"room": way["room"], "pace": lead}
     cuts = "equal"
     if "contiguous" in modes and best["contiguous"][0] == "stripe":
         # contiguous runs cut where stripes begin (no stripe's rows loaded by two nodes), or
@@ -476,7 +531,8 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
         one_R = round(min(sim(c, "one", nodes=1, l3=False).R for c in set(best.values())), 4)
     info = {m: {"candidate": "/".join(best[m]), "R": round(score[m], 4),
                 "lockstep_R": round(runs[m][best[m]].R, 4), "timed": m in timed,
-                "curve": curves[m], **({"cuts": cuts} if m == "contiguous" else {})}
+                "curve": curves[m], **({"cuts": cuts} if m == "contiguous" else {}),
+                **(paced if m == "dealt" else {})}
             for m in modes} if nodes > 1 else {}
     return PlanChoice(*best[mode], simulated={f"{p}/{e}": round(r.R, 4)
                                               for (p, e), r in runs[mode].items()},

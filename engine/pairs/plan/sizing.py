@@ -350,7 +350,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     choice = choices[leaf][0] if leaf in choices else plan_choice(leaf, tiles)
     plan = choice.plan
     planner = make_plan(plan, host_items_eff, per_node_tiles)
-    shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt")
+    shares = deal(planner, tiles, items, dealt, shared_tiers and choice.shares == "dealt",
+                  choice.room)
     # dealt: stripes as wide as every node's host tier, the nodes' shares interleaved
     order = interleave(shares) if shares is not None else planner.order(tiles, items)
     cuts = (choice.modes.get("contiguous") or {}).get("cuts")

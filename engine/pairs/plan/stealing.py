@@ -53,16 +53,51 @@ def stripe_starts(plan, tiles, items) -> list[int]:
     return plan.stripe_starts(tiles, items) if hasattr(plan, "stripe_starts") else []
 
 
-def deal(plan, tiles, items, nodes: int, l3: bool) -> list[list[int]] | None:
+def deal(plan, tiles, items, nodes: int, l3: bool,
+         room: int | None = None) -> list[list[int]] | None:
     """Each node's share of the run, in order, when the run is dealt in stripes; None when its
     shares are contiguous runs of the one plan (``contiguous_shares``, what ``StealingPolicy``
     cuts by default). Without L3 a node's host tier serves only that node, so a contiguous run
     keeps the plan's reuse. With L3 the host tiers together act as one, so a plan that can
     (``StripePlan.deal``) deals stripes as wide as all of them, the nodes streaming the same
-    columns in step."""
+    columns in step (``room``: the leaves kept beside each node's rows for them,
+    ``StripePlan.deal_room``)."""
     if l3 and nodes > 1 and hasattr(plan, "deal"):
-        return plan.deal(tiles, items, nodes)
+        return plan.deal(tiles, items, nodes, room=room)
     return None
+
+
+class Pace:
+    """A soft pace for dealt shares: no node is granted a tile of its own share more than
+    ``lead`` tiles ahead of the peer least far along its own share (among the peers with tiles
+    of their share left). Why: dealt nodes stream the same columns, and a column one node
+    loaded stays in its host tier only for its stripe's room of columns; a node that runs
+    further ahead than that loads each column again for the ones behind it (issue 57). The
+    least advanced node is never held, so a pace cannot stall a run; a node whose share is
+    done, stolen, lost or re-dealt holds no one back. ``lead``: a node's rows of the dealt
+    stripe (``StripePlan.deal_rows``), i.e. one streamed column ahead."""
+
+    def __init__(self, lead: int):
+        self.lead = max(1, int(lead))
+        self.taken: dict = {}
+        self.held = 0  # times a node asked and was held back
+
+    def room(self, node, left: dict) -> int:
+        """Tiles of its own share ``node`` may take now; ``left``: each node's tiles of its own
+        share not yet taken."""
+        mine = self.taken.get(node, 0)
+        peers = [self.taken.get(p, 0) for p, k in left.items() if p != node and k > 0]
+        if not peers:
+            return left.get(node, 0)
+        return max(0, min(left.get(node, 0), min(peers) + self.lead - mine))
+
+    def allowed(self, node, left: dict) -> bool:
+        ok = left.get(node, 0) <= 0 or self.room(node, left) > 0
+        self.held += not ok
+        return ok
+
+    def took(self, node, k: int = 1) -> None:
+        self.taken[node] = self.taken.get(node, 0) + k
 
 
 class Course:
@@ -115,8 +150,15 @@ class StealingPolicy:
     ``shares``: each node's tiles in order (``deal``); default: contiguous runs of ``order``."""
 
     def __init__(self, order: Sequence[int], nodes: Sequence[str] = (), seed: int = 0,
-                 done: Iterable[int] = (), shares: Sequence[Sequence[int]] | None = None):
+                 done: Iterable[int] = (), shares: Sequence[Sequence[int]] | None = None,
+                 pace: int | None = None):
         done = set(done)
+        # dealt shares: a node is granted at most ``pace`` tiles of its own share ahead of the
+        # least advanced peer (``Pace``); ``own``: each node's tiles of its share not granted
+        self.pace = Pace(pace) if pace and shares is not None else None
+        self.own: dict[str, int] = {}
+        self.paced: set = set()  # nodes whose last ask the pace held back
+        self.pace_was: dict | None = None  # the pace's counters, once a course change ends it
         pending = [int(t) for t in order if t not in done]
         self.rng = random.Random(seed)
         self.shares: dict[str, list[list[int]]] = {}
@@ -136,6 +178,7 @@ class StealingPolicy:
         for node, share in zip(nodes, shares):
             share = [int(t) for t in share if int(t) not in done]
             self.shares[node] = [share] if share else []
+            self.own[node] = len(share)
 
     # -- state --------------------------------------------------------------------------------
     def remaining(self, node: str | None = None) -> int:
@@ -166,6 +209,13 @@ class StealingPolicy:
             return []
         fair = math.ceil(self.remaining() / max(1, len(self.shares)))
         n = max(1, min(want, max(least, fair)))
+        self.paced.discard(node)
+        paced = self.pace is not None and self.own.get(node, 0) > 0
+        if paced:
+            if not self.pace.allowed(node, self.own):
+                self.paced.add(node)
+                return []
+            n = min(n, self.pace.room(node, self.own))
         out: list[int] = []
         while share and len(out) < n:
             seg = share[0]
@@ -177,6 +227,9 @@ class StealingPolicy:
         for t in out:
             self.held[t] = node
         self.granted[node] = self.granted.get(node, 0) + len(out)
+        if paced:
+            self.pace.took(node, len(out))
+            self.own[node] = max(0, self.own[node] - len(out))
         return out
 
     def _steal(self, thief: str) -> None:
@@ -194,6 +247,8 @@ class StealingPolicy:
         else:
             stolen = segs.pop(big)
         self.shares[thief].append(stolen)
+        if victim in self.own:  # what was stolen no longer paces the victim
+            self.own[victim] = min(self.own[victim], self.remaining(victim))
         self.steals.append({"thief": thief, "victim": victim, "tiles": len(stolen)})
 
     def redeal(self, order: Sequence[int]) -> int:
@@ -204,6 +259,10 @@ class StealingPolicy:
         nodes = list(self.shares)
         left = {t for n in nodes for seg in self.shares[n] for t in seg}
         rest = [int(t) for t in order if int(t) in left]
+        if self.pace is not None:  # contiguous shares stream apart: no pace from here
+            self.pace_was = {"lead": self.pace.lead, "held": self.pace.held,
+                             "until": "course change"}
+        self.pace, self.own = None, {}
         for node, share in zip(nodes, contiguous_shares(rest, len(nodes))):
             self.shares[node] = [share] if share else []
         return len(rest)
@@ -248,6 +307,7 @@ class StealingPolicy:
         for seg in self.shares.pop(node, []):
             if seg:
                 self.orphans.append(seg)
+        self.own.pop(node, None)
         held = sorted(t for t, n in self.held.items() if n == node)
         self.give_back(held)
         return held
@@ -259,6 +319,8 @@ class StealingPolicy:
                            "steals": sum(1 for s in self.steals if s["thief"] == n),
                            "stolen_from": sum(1 for s in self.steals if s["victim"] == n)}
         return {"steals": len(self.steals), "tiles_granted": sum(self.granted.values()),
+                "paced": self.pace_was if self.pace is None else
+                {"lead": self.pace.lead, "held": self.pace.held},
                 "head_round_trips": sum(self.requests.values()), "per_node": per_node}
 
 

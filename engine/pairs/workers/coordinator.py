@@ -90,6 +90,8 @@ class CoordinatorCore:
         sch = self.scheduler
         loads = None if sch.course is None else self.metrics.state.tiers()["source"]["loads"]
         reply = sch.refill(node, completions, want, least, loads=loads)
+        if sch.stealing is not None and node in sch.stealing.paced:
+            return await self._paced(node, reply, want, least, hold_s)
         holder = f"{node}/frontier"
         if any(a == holder for a, _ in sch.in_flight.values()):
             return reply  # its own tiles are under way: their completions come from it
@@ -98,6 +100,22 @@ class CoordinatorCore:
             await asyncio.sleep(0.02)
             if sch.stealing.remaining() or not sch.in_flight or sch.error is not None:
                 reply = sch.refill(node, [], want, least, count=False)
+        return reply
+
+    async def _paced(self, node, reply, want, least, hold_s: float):
+        """A node the pace held back (``stealing.Pace``: a column ahead of its slowest peer)
+        waits here until a peer's grant lets it on, its own tiles under way or not: the pace
+        counts grants, not completions, so what its frontier buffers meanwhile holds no one.
+        Asked again every 10 ms; still held after ``hold_s``, the node asks again in 20 ms."""
+        sch = self.scheduler
+        deadline = time.monotonic() + hold_s
+        while node in sch.stealing.paced and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            reply = sch.refill(node, [], want, least, count=False)
+        if node in sch.stealing.paced and not reply.get("error") and not sch.sealed:
+            # held, not done: its share is left (the scheduler says done when no tile is
+            # under way anywhere, which a held node's own share makes untrue)
+            reply = {"tiles": [], "wait": 0.02}
         return reply
 
     async def scheduling(self):
