@@ -282,40 +282,59 @@ class DenseMatrix(Sink):
     def _write_chunks(self, name: str, arr, staged: StagedTiles) -> None:
         rows, cols = arr.chunks
         n_rows, n_cols = arr.shape
-        work: dict[tuple, list] = {}
-
-        def add(region, recs, transposed):
-            a0, a1, b0, b1 = region
-            for i in range(a0 // rows, (a1 - 1) // rows + 1):
-                for j in range(b0 // cols, (b1 - 1) // cols + 1):
-                    work.setdefault((i, j), []).append((region, recs, transposed))
-
-        for (field, region), recs in staged.records.items():
-            if field != name or region[0] >= region[1] or region[2] >= region[3]:
-                continue
-            add(region, recs, False)
-            if any(r.mirror for r in recs):
-                add((region[2], region[3], region[0], region[1]), recs, True)
+        # what each chunk takes, as arrays (10^6 tiles: no tuple per tile): a region, its
+        # staged records' group (-1: a diagonal block no tile holds) and whether transposed
+        regions, groups, mirror = staged.groups(name)
+        keep = (regions[:, 0] < regions[:, 1]) & (regions[:, 2] < regions[:, 3])
+        regions, groups, mirror = regions[keep], groups[keep], mirror[keep]
+        parts = [(regions, groups, np.zeros(len(groups), bool)),
+                 (regions[mirror][:, [2, 3, 0, 1]], groups[mirror], np.ones(int(mirror.sum()),
+                                                                             bool))]
         diag = self._diag_value(name)
-        blocks = self._tileless_diagonal() if diag is not None else []
-        for b0, b1 in blocks:
-            add((b0, b1, b0, b1), [], False)
+        blocks = np.array(self._tileless_diagonal() if diag is not None else [],
+                          dtype=np.int64).reshape(-1, 2)
+        parts.append((blocks[:, [0, 1, 0, 1]], np.full(len(blocks), -1, np.int64),
+                      np.zeros(len(blocks), bool)))
+        reg = np.concatenate([p[0] for p in parts]).reshape(-1, 4)
+        grp = np.concatenate([p[1] for p in parts])
+        trans = np.concatenate([p[2] for p in parts])
+        # a region inside one chunk (whole tiles: the rule) goes to it; one spanning several
+        # (a tile larger than a chunk) to each
+        i0, i1 = reg[:, 0] // rows, (reg[:, 1] - 1) // rows
+        j0, j1 = reg[:, 2] // cols, (reg[:, 3] - 1) // cols
+        n_cj = -(-n_cols // cols)
+        one = (i0 == i1) & (j0 == j1)
+        entry = [np.flatnonzero(one)]
+        chunk = [(i0 * n_cj + j0)[one]]
+        for e in np.flatnonzero(~one).tolist():
+            for i in range(int(i0[e]), int(i1[e]) + 1):
+                for j in range(int(j0[e]), int(j1[e]) + 1):
+                    entry.append(np.array([e]))
+                    chunk.append(np.array([i * n_cj + j]))
+        entry_a, chunk_a = np.concatenate(entry), np.concatenate(chunk)
+        by_chunk = np.argsort(chunk_a, kind="stable")
+        entry_a, chunk_a = entry_a[by_chunk], chunk_a[by_chunk]
+        cuts = np.flatnonzero(np.r_[True, chunk_a[1:] != chunk_a[:-1]]) if len(chunk_a) else \
+            np.zeros(0, np.int64)
+        spans = list(zip(cuts.tolist(), np.r_[cuts[1:], len(chunk_a)].astype(int).tolist()))
 
-        def write(chunk):
-            i, j = chunk
+        def write(span):
+            lo, hi = span
+            i, j = divmod(int(chunk_a[lo]), n_cj)
             a0, a1 = i * rows, min((i + 1) * rows, n_rows)
             b0, b1 = j * cols, min((j + 1) * cols, n_cols)
             try:  # what an earlier finalize put here (a finished run resumed)
                 buf = np.array(arr[a0:a1, b0:b1])
             except Exception:  # no longer decodes: every tile in it was recomputed
                 buf = np.full((a1 - a0, b1 - b0), arr.fill_value, dtype=arr.dtype)
-            for (r0, r1, c0, c1), recs, transposed in work[chunk]:
-                if not recs:  # a diagonal block no tile holds
+            for e in entry_a[lo:hi].tolist():
+                r0, r1, c0, c1 = reg[e].tolist()
+                if grp[e] < 0:  # a diagonal block no tile holds
                     block = buf[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
                     np.fill_diagonal(block, diag)
                     continue
-                data = _first_intact(staged, recs, name)
-                if transposed:
+                data = _first_intact(staged, staged.group(int(grp[e])), name)
+                if trans[e]:
                     data = data.T
                 # the part of the region inside this chunk
                 lo_r, hi_r, lo_c, hi_c = max(r0, a0), min(r1, a1), max(c0, b0), min(c1, b1)
@@ -323,13 +342,12 @@ class DenseMatrix(Sink):
                     data[lo_r - r0:hi_r - r0, lo_c - c0:hi_c - c0]
             arr[a0:a1, b0:b1] = buf
 
-        chunks = sorted(work)
-        if len(chunks) > 1:
-            with ThreadPoolExecutor(min(4, len(chunks))) as pool:
-                list(pool.map(write, chunks))
+        if len(spans) > 1:
+            with ThreadPoolExecutor(min(4, len(spans))) as pool:
+                list(pool.map(write, spans))
         else:
-            for chunk in chunks:
-                write(chunk)
+            for span in spans:
+                write(span)
 
     def _tileless_diagonal(self) -> list[tuple[int, int]]:
         """Diagonal leaf blocks holding no pair (a 1x1 block of a Triangle): no tile writes

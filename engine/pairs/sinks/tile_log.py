@@ -27,6 +27,7 @@ import struct
 import threading
 import uuid
 import zlib
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,26 +98,104 @@ class Record:
 
 class StagedTiles:
     """Every record of the logs in ``directory`` whose header reads back (payloads are checked
-    when read: ``values``), by (field, region); the logs stay mapped until ``close``."""
+    when read: ``values``), found by (field, region); the logs stay mapped until ``close``.
+
+    The index is columns of ints (path, offsets, field, region, dtype, CRC), sorted by (field,
+    region), not a ``Record`` per record: a run of 10^6 tiles held ~10^6 of those and a dict of
+    their keys (most of a GiB in the driver at finalize). A ``Record`` is made when asked for."""
+
+    _COLS = ("path", "offset", "start", "nbytes", "r0", "r1", "c0", "c1", "crc32", "field",
+             "dtype", "mirror")
 
     def __init__(self, directory: str):
         self.maps: dict[str, mmap.mmap] = {}
-        self.records: dict[tuple, list[Record]] = {}
-        if not os.path.isdir(directory):
-            return
-        for name in sorted(os.listdir(directory)):
-            if not name.endswith(LOG_SUFFIX):
-                continue
-            path = os.path.join(directory, name)
-            with open(path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size == 0:
+        self.paths: list[str] = []
+        self.fields: dict[str, int] = {}
+        self.dtypes: list[np.dtype] = []
+        cols = {c: array("q") for c in self._COLS}
+        if os.path.isdir(directory):
+            dtype_ids: dict[str, int] = {}
+            for name in sorted(os.listdir(directory)):
+                if not name.endswith(LOG_SUFFIX):
                     continue
-                self.maps[path] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            for rec in _scan(path, self.maps[path]):
-                self.records.setdefault((rec.field, rec.region), []).append(rec)
+                path = os.path.join(directory, name)
+                with open(path, "rb") as fh:
+                    if os.fstat(fh.fileno()).st_size == 0:
+                        continue
+                    self.maps[path] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                self.paths.append(path)
+                p = len(self.paths) - 1
+                for rec in _scan(path, self.maps[path]):
+                    d = dtype_ids.setdefault(rec.dtype.str, len(dtype_ids))
+                    if d == len(self.dtypes):
+                        self.dtypes.append(rec.dtype)
+                    for c, v in zip(self._COLS, (
+                            p, rec.offset, rec.start, rec.nbytes, *rec.region, rec.crc32,
+                            self.fields.setdefault(rec.field, len(self.fields)), d,
+                            int(rec.mirror))):
+                        cols[c].append(v)
+        self.cols = {c: np.frombuffer(v, np.int64) if len(v) else np.zeros(0, np.int64)
+                     for c, v in cols.items()}
+        c = self.cols
+        # sorted by (field, r0, r1, c0, c1), records of one key in the order they were found
+        self.order = np.lexsort((c["c1"], c["c0"], c["r1"], c["r0"], c["field"]))
+        k = [c[x][self.order] for x in ("field", "r0", "r1", "c0", "c1")]
+        new = np.ones(len(self.order), bool)
+        if len(self.order):
+            new[1:] = np.any([x[1:] != x[:-1] for x in k], axis=0)
+        self.group_starts = np.flatnonzero(new)
+        self._keys = np.stack(k, axis=1) if len(self.order) else np.zeros((0, 5), np.int64)
+        # each key column at the groups' starts, contiguous: ``indices`` searches them
+        self._group_keys = [np.ascontiguousarray(x[self.group_starts]) for x in k] if \
+            len(self.order) else [np.zeros(0, np.int64)] * 5
+        self.field_names = list(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def record(self, i: int) -> Record:
+        """Record ``i`` (in the order the logs were read)."""
+        row = {col: int(self.cols[col][i]) for col in self._COLS}
+        return Record(self.paths[row["path"]], row["offset"],
+                      self.field_names[row["field"]],
+                      (row["r0"], row["r1"], row["c0"], row["c1"]), bool(row["mirror"]),
+                      self.dtypes[row["dtype"]], row["crc32"], row["start"], row["nbytes"])
+
+    def groups(self, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every region staged for ``field``: (regions (g, 4) as r0, r1, c0, c1; their groups'
+        numbers, for ``group``; whether any record of the region is mirrored)."""
+        fid = self.fields.get(field)
+        if fid is None or not len(self.order):
+            return np.zeros((0, 4), np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
+        g = np.flatnonzero(self._group_keys[0] == fid)
+        regions = np.stack([self._group_keys[c][g] for c in range(1, 5)], axis=1)
+        mirror = np.maximum.reduceat(self.cols["mirror"][self.order], self.group_starts)[g] > 0
+        return regions, g, mirror
+
+    def group(self, g: int) -> list[Record]:
+        """The records of group ``g`` (one field and region), in the order they were found."""
+        end = self.group_starts[g + 1] if g + 1 < len(self.group_starts) else len(self.order)
+        return [self.record(i) for i in self.order[self.group_starts[g]:end].tolist()]
+
+    def indices(self, field: str, region) -> list[int]:
+        fid = self.fields.get(field)
+        if fid is None or not len(self.order):
+            return []
+        key = [fid, *(int(x) for x in region)]
+        # binary search on the sorted keys, column by column
+        lo, hi = 0, len(self.group_starts)
+        for col in range(5):
+            sub = self._group_keys[col][lo:hi]
+            a = int(np.searchsorted(sub, key[col], "left"))
+            b = int(np.searchsorted(sub, key[col], "right"))
+            lo, hi = lo + a, lo + b
+            if lo >= hi:
+                return []
+        end = self.group_starts[lo + 1] if lo + 1 < len(self.group_starts) else len(self.order)
+        return self.order[self.group_starts[lo]:end].tolist()
 
     def get(self, field: str, region) -> list[Record]:
-        return self.records.get((field, tuple(region)), [])
+        return [self.record(i) for i in self.indices(field, region)]
 
     def values(self, rec: Record) -> np.ndarray | None:
         """The record's region values, or None when its payload no longer matches its CRC."""
