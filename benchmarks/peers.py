@@ -198,6 +198,35 @@ def summarise(case: str, rows: dict) -> dict:
     return out
 
 
+def record(rows: dict, args, reps_done: int, started: float) -> None:
+    """The JSON of the repetitions done so far (written after each: a run stopped early keeps
+    its complete repetitions)."""
+    import copy
+    rows = copy.deepcopy(rows)
+    cases = list(rows)
+    results = {"quick": args.quick, "reps": reps_done, "cases": {}, "workers": jobs.WORKERS}
+    for case in cases:
+        for r in rows[case].values():
+            r["max_abs_diff_vs_pairflow"] = max(r.pop("diff"), default=None)
+            r["load_mean"] = round(float(np.mean(r["load"])), 2) if r["load"] else None
+        results["cases"][case] = s = summarise(case, rows[case])
+        print(f"{case:9s} fastest peer {s['fastest_peer']}: cold x{s['cold_vs_fastest']}, "
+              f"warm x{s.get('warm_vs_fastest')}", flush=True)
+    loads = [x for c in rows.values() for r in c.values() for x in r["load"]]
+    results["load_mean"] = round(float(np.mean(loads)), 2) if loads else None
+    goals = [target(f"cold CLI at least as fast as the fastest peer: {c}",
+                    s["cold_vs_fastest"], ">=", 1.0) for c, s in results["cases"].items()]
+    if not args.no_warm:
+        goals.append(target("warm session at least as fast as the fastest peer: cases won",
+                            sum(s["warm_wins"] for s in results["cases"].values()), ">=",
+                            min(3, len(cases))))
+    goals += [target(f"same answer as pairflow: {c}, {n}", r["max_abs_diff_vs_pairflow"], "<=",
+                     1e-9) for c, s in results["cases"].items()
+              for n, r in s["contenders"].items() if n not in (COLD,)]
+    write(out_path("peers.json", args.out), results, "peers", targets=goals, quick=args.quick,
+          started=started)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the loci case, one repetition")
@@ -243,32 +272,11 @@ def main(argv=None) -> int:
                     for name, ans in answers.items():
                         if ans is not None and ref is not None:
                             rows[case][name]["diff"].append(difference(ans, ref))
+                record(rows, args, rep + 1, started)
         finally:
             if warm is not None:
                 warm.close()
             log.close()
-    results = {"quick": args.quick, "reps": reps, "cases": {}, "workers": jobs.WORKERS}
-    for case in cases:
-        for r in rows[case].values():
-            r["max_abs_diff_vs_pairflow"] = max(r.pop("diff"), default=None)
-            r["load_mean"] = round(float(np.mean(r["load"])), 2) if r["load"] else None
-        results["cases"][case] = s = summarise(case, rows[case])
-        print(f"{case:9s} fastest peer {s['fastest_peer']}: cold x{s['cold_vs_fastest']:.2f}"
-              + (f", warm x{s['warm_vs_fastest']:.2f}" if s.get("warm_vs_fastest") else ""),
-              flush=True)
-    loads = [x for c in rows.values() for r in c.values() for x in r["load"]]
-    results["load_mean"] = round(float(np.mean(loads)), 2) if loads else None
-    goals = [target(f"cold CLI at least as fast as the fastest peer: {c}",
-                    s["cold_vs_fastest"], ">=", 1.0) for c, s in results["cases"].items()]
-    if not args.no_warm:
-        goals.append(target("warm session at least as fast as the fastest peer: cases won",
-                            sum(s["warm_wins"] for s in results["cases"].values()), ">=",
-                            min(3, len(cases))))
-    goals += [target(f"same answer as pairflow: {c}, {n}", r["max_abs_diff_vs_pairflow"], "<=",
-                     1e-9) for c, s in results["cases"].items()
-              for n, r in s["contenders"].items() if n not in (COLD,)]
-    write(out_path("peers.json", args.out), results, "peers", targets=goals, quick=args.quick,
-          started=started)
     return 0
 
 
