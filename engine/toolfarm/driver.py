@@ -3,8 +3,9 @@
 check the spec -> open the run directory (or resume it: same work, same cut) -> run the first
 units in this process, measuring the tool (``sizing.UnitSizer``: with ``unit_records="auto"`` a
 ladder of sizes, their outputs kept) -> cut the rest (``units.py``) -> in-process or Ray, by
-the rule small all-pairs runs follow (``engine.run.executor_choice.choose`` on the measured
-seconds of work per CPU) -> hand out units (``dispatch.UnitQueue``: ``local.py`` on threads,
+the rule all engines follow (``engine.run.executor_choice.choose``: a farm's tools are child
+processes, so on one machine threads of this process use every core and the farm stays
+in-process whatever its size) -> hand out units (``dispatch.UnitQueue``: ``local.py`` on threads,
 ``raydrive.py`` on Ray actors) while journaling what the writers report on disk -> close the
 writers, move the files to their final names -> summary.
 
@@ -70,9 +71,9 @@ def farm(spec: FarmSpec | None = None, *, run_dir: str | None = None, runs_root:
 
     ``scratch``: where each node keeps its copy of the shared files (default
     ``$PAIRFLOW_SCRATCH`` or the system temp directory), removed at the end unless
-    ``keep_scratch``. ``executor``: ``"auto"`` (in-process when the measured work per CPU is
-    at most ``inprocess_max_s`` seconds and no cluster is named), ``"inprocess"`` or
-    ``"ray"``; ``workers_per_node``: fewer workers than cores, each passing its share of the
+    ``keep_scratch``. ``executor``: ``"auto"`` (in-process unless a cluster is named or Ray is
+    up in this process; ``inprocess_max_s`` is kept for the rule's other engines),
+    ``"inprocess"`` or ``"ray"``; ``workers_per_node``: fewer workers than cores, each passing its share of the
     cores to the tool as ``{threads}``."""
     unknown = set(spec_fields) - SPEC_FIELDS
     if unknown:

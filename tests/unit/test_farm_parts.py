@@ -442,3 +442,18 @@ def test_the_last_units_of_a_local_run_pass_every_core(tmp_path):
     out = io.BytesIO()
     gather(rec.path, "stdout", out)
     assert out.getvalue() == b"".join(b"r%d %d\n" % (i, threads[i]) for i in range(8))
+
+
+def test_a_farm_on_one_machine_stays_in_process_whatever_its_size():
+    """The one rule (``executor_choice.choose``) with ``parallel_here`` (a farm's tools are
+    child processes, threads use every core): in-process for any estimate, even none; Ray
+    where a cluster is named or Ray is up; a forced executor is obeyed; without
+    ``parallel_here`` the estimate decides as before."""
+    from pairflow.engine.run.executor_choice import choose
+    for est in (0.0, 1e6, None):
+        assert choose("auto", None, est, 20.0, False, parallel_here=True) == "inprocess"
+    assert choose("auto", "10.0.0.1:6379", 1.0, 20.0, False, parallel_here=True) == "ray"
+    assert choose("auto", None, 1.0, 20.0, True, parallel_here=True) == "ray"
+    assert choose("ray", None, 1.0, 20.0, False, parallel_here=True) == "ray"
+    assert choose("auto", None, 1e6, 20.0, False) == "ray"
+    assert choose("auto", None, 1.0, 20.0, False) == "inprocess"
