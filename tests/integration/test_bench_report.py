@@ -94,14 +94,26 @@ def test_quick_bench_report_matches_its_json(tmp_path):
     n_met = sum(g["met"] for g in rec["targets"])
     assert f"**{n_met} of {len(rec['targets'])} met**" in sec
 
-    # every contender's wall time and ratio to pairflow
-    rows = {r[0]: r for r in _rows(sec, "contender")}
-    assert set(rows) == set(data["peers"])
-    for name, peer in data["peers"].items():
-        assert _close(_number(rows[name][1]), peer["wall_s"]), (name, rows[name], peer)
-        assert _close(_number(rows[name][2]), peer["pairflow_speedup"])
-    assert _close(_number(sec.split("no-reuse limit")[0].split("**")[-2]),
-                  data["pairflow_of_no_reuse_limit"])
+    # every row: the peer's median, pairflow's (cold CLI and warm session), the ratio of the
+    # two and the verdict, as the JSON has them (a ratio above 1: pairflow is faster)
+    rows = _rows(sec, "case | peer")
+    want = [(case, peer) for case, c in data["cases"].items() for peer in c["cold_ratios"]]
+    assert [(r[0], r[1]) for r in rows] == want and want
+    for row in rows:
+        c = data["cases"][row[0]]
+        who = c["contenders"]
+        cold = who["pairflow (CLI, cold)"]["median_s"]
+        peer = who[row[1]]["median_s"]
+        warm = who["pairflow (session, warm)"]["median_s"]
+        assert _close(_number(row[3]), cold) and _close(_number(row[6]), warm), row
+        if peer is None:  # stopped past its limit every time: pairflow wins the row
+            assert row[2].startswith("stopped") and row[4] == row[7] == "infx", row
+            assert row[5] == row[8] == "wins", row
+            continue
+        assert _close(_number(row[2]), peer) and _close(_number(row[4]), peer / cold), row
+        assert row[5] == ("wins" if peer >= cold else "**loses**"), row
+        assert _close(_number(row[7]), peer / warm), row
+        assert row[8] == ("wins" if peer >= warm else "**loses**"), row
 
     # the summary row and the plots it references
     summary = {r[0]: r for r in _rows(md, "benchmark")}
