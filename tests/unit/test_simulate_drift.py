@@ -115,3 +115,18 @@ def test_an_actors_speed_wanders_with_the_stated_variation():
         again = Timing(jitter=jitter, rho=rho, seed=3).noise(2)
         assert [again(0) for _ in range(5)] == xs[:5]
     assert Timing(jitter=0.0).noise(1)(0) == 1.0
+
+
+def test_a_paced_deal_keeps_the_nodes_a_column_apart_and_the_stream_shared():
+    """Issue 57's shape in leaf blocks (41 packs, a host tier of 4, 3 nodes, 2 leaves of room):
+    drifting apart unpaced, the nodes load most streamed columns again; paced one column
+    (``stealing.Pace``) they load about what lockstep does. Every tile runs once either way.
+    The oracle is the lockstep run of the same deal (no drift at all)."""
+    kw = dict(nodes=3, l3=True, deal=True, in_flight=2, room=2)
+    lockstep = simulate(Triangle(41), 1, 4, **kw)
+    for seed in (0, 1):
+        drift = simulate(Triangle(41), 1, 4, timing=Timing(seed=seed), **kw)
+        paced = simulate(Triangle(41), 1, 4, timing=Timing(seed=seed), pace=True, **kw)
+        assert paced.tiles == drift.tiles == lockstep.tiles == 41 * 40 // 2  # pairs i < j
+        assert paced.loads <= 1.1 * lockstep.loads < drift.loads, \
+            (paced.loads, lockstep.loads, drift.loads)

@@ -295,3 +295,57 @@ def test_the_scheduler_changes_course_when_loads_pass_the_simulation(tmp_path):
     left = [t for t in range(n) if t not in a]  # node-0 now streams the front of the rest
     assert b == left[:4]
     assert sch.refill("node-1", [], 4, loads=24)["tiles"] == left[len(left) // 2:][:4]
+
+
+# -- the soft pace of dealt shares (stealing.Pace) ---------------------------------------------
+
+def test_a_paced_node_is_never_granted_more_than_the_lead_ahead_of_its_slowest_peer():
+    """Random asks of three dealt nodes of unequal speed. The oracle is kept here from the
+    grants alone: a node's tiles of its own share granted so far never exceed the least of its
+    peers' (those with tiles of their share left) by more than the lead; the least advanced
+    node is never refused; every tile is granted exactly once."""
+    import random
+    shares = [list(range(m * 30, (m + 1) * 30)) for m in range(3)]
+    owner = {t: f"n{m}" for m, s in enumerate(shares) for t in s}
+    nodes = ["n0", "n1", "n2"]
+    policy = StealingPolicy(range(90), nodes, shares=shares, pace=4)
+    rng = random.Random(7)
+    own = {n: 0 for n in nodes}
+    granted: list[int] = []
+    refused = 0
+    while len(granted) < 90:
+        node = rng.choices(nodes, weights=[5, 2, 1])[0]
+        left = {n: 30 - own[n] for n in nodes}
+        peers = [own[p] for p in nodes if p != node and left[p] > 0]
+        least = left[node] > 0 and (not peers or own[node] <= min(peers))
+        got = policy.take(node, rng.randint(1, 6))
+        if not got:
+            refused += 1
+            assert not least and node in policy.paced
+            continue
+        for t in got:
+            own[owner[t]] += owner[t] == node
+        if left[node] > 0 and peers:
+            assert own[node] <= min(peers) + 4, (node, own)
+        granted.extend(got)
+    assert sorted(granted) == list(range(90))
+    assert refused > 0 and policy.counters()["paced"] == {"lead": 4, "held": refused}
+
+
+def test_a_lost_or_re_dealt_node_holds_no_one_back():
+    shares = [list(range(0, 10)), list(range(10, 20))]
+    policy = StealingPolicy(range(20), ["a", "b"], shares=shares, pace=2)
+    assert policy.take("a", 8) == [0, 1] and policy.take("a", 8) == []
+    policy.lose("b")  # b's share goes to the orphans: a runs on
+    assert policy.take("a", 8) == [2, 3, 4, 5, 6, 7, 8, 9]
+    again = StealingPolicy(range(20), ["a", "b"], shares=shares, pace=2)
+    assert again.take("a", 8) == [0, 1] and again.take("a", 8) == []
+    again.redeal(range(20))  # a course change: contiguous shares, no pace
+    assert len(again.take("a", 8)) == 8
+    assert again.counters()["paced"] == {"lead": 2, "held": 1, "until": "course change"}
+
+
+def test_unpaced_and_contiguous_shares_are_not_held():
+    shares = [list(range(0, 10)), list(range(10, 20))]
+    assert len(StealingPolicy(range(20), ["a", "b"], shares=shares).take("a", 8)) == 8
+    assert len(StealingPolicy(range(20), ["a", "b"], pace=2).take("a", 8)) == 8
