@@ -275,6 +275,8 @@ class _Run:
                     raise self._worker_error(prog["error"])
                 if bar.enabled:
                     _show(bar, self.ex.get(self.metrics.tick()), since=self.t_compute)
+                    if prog.get("course_line"):  # a course change, said once (issue 57)
+                        bar.note("course", prog["course_line"])
                 if self.recorder.heartbeat() and not bar.enabled:
                     self.metrics.tick()  # metrics.jsonl advances while tiles are long
                 if deadline and time.time() > deadline and members.refs:

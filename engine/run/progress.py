@@ -5,6 +5,7 @@ work units) with optional extra figures beside the count.
     bar = Progress(total, unit="tiles", enabled=True, figures={"R": ".2f"})
     bar.update(done, R=1.3)          # as often as convenient: the display rate-limits itself
     bar.update(total, final=True, R=1.2)
+    bar.note("course", "course change: ...")   # once per key
     bar.close()
 
 Both forms show the time left: rich's column on a terminal, ``ETA`` on the line otherwise (from
@@ -39,6 +40,7 @@ class Progress:
         self.figures = dict(figures or {})  # name -> format spec, e.g. {"R": ".2f"}
         self.tty = sys.stderr.isatty()
         self.last_line = 0.0
+        self.noted: set = set()  # the keys of the notes shown (``note``)
         self.bar = None
         if enabled and self.tty:
             from rich.progress import (BarColumn, MofNCompleteColumn, TextColumn,
@@ -72,6 +74,18 @@ class Progress:
                 extra += f"  ETA {format_eta(self.eta(done, now))}"
             print(f"[pairflow] {self.unit} {done}/{self.total}{extra}", file=sys.stderr,
                   flush=True)
+
+    def note(self, key: str, text: str) -> bool:
+        """A line that says what changed under way (a course change), once per ``key``,
+        beside the count: above the bar on a terminal, a line of its own otherwise."""
+        if not self.enabled or key in self.noted:
+            return False
+        self.noted.add(key)
+        if self.bar is not None:
+            self.bar.console.print(f"[pairflow] {text}")
+        else:
+            print(f"[pairflow] {text}", file=sys.stderr, flush=True)
+        return True
 
     def eta(self, done: int, now: float | None = None) -> float | None:
         """Seconds left at the rate since the first update; None before any progress."""

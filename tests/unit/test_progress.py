@@ -60,3 +60,14 @@ def test_disabled_shows_nothing(capsys):
     bar.update(5, final=True)
     bar.close()
     assert capsys.readouterr().err == ""
+
+
+def test_a_note_is_said_once_between_the_lines(capsys):
+    """A course change (issue 57) is said on the progress line when it happens, once."""
+    bar = Progress(10, enabled=True)
+    bar.tty, bar.bar = False, None
+    assert bar.note("course", "course change at 40% of the tiles")
+    assert not bar.note("course", "course change at 40% of the tiles")
+    assert capsys.readouterr().err == "[pairflow] course change at 40% of the tiles\n"
+    off = Progress(10, enabled=False)
+    assert not off.note("course", "x") and capsys.readouterr().err == ""

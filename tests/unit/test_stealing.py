@@ -349,3 +349,13 @@ def test_unpaced_and_contiguous_shares_are_not_held():
     shares = [list(range(0, 10)), list(range(10, 20))]
     assert len(StealingPolicy(range(20), ["a", "b"], shares=shares).take("a", 8)) == 8
     assert len(StealingPolicy(range(20), ["a", "b"], pace=2).take("a", 8)) == 8
+
+
+def test_a_course_change_is_described_for_the_progress_line():
+    from pairflow.engine.pairs.plan.stealing import Course
+    course = Course([1.0] * 20, units=40)
+    changed = course.check(0.5, 120)  # R 3.0 against 1.25 x 1.0 + 2/40
+    changed["tiles"] = 30
+    assert Course.describe(changed) == ("course change at 50% of the tiles: R 3.00 passed "
+                                        "1.25x the simulation's 1.00; 30 tiles left re-dealt "
+                                        "in contiguous shares")

@@ -130,6 +130,13 @@ class Course:
         hi = self.curve[min(k, len(self.curve) - 1)]
         return lo + (hi - lo) * (x - k)
 
+    @staticmethod
+    def describe(changed: dict) -> str:
+        """The course change as the progress line says it."""
+        return (f"course change at {changed['at_done']:.0%} of the tiles: R {changed['R']:.2f} "
+                f"passed {changed['margin']}x the simulation's {changed['simulated_R']:.2f}; "
+                f"{changed.get('tiles', 'the')} tiles left re-dealt in {changed['to']} shares")
+
     def check(self, done: float, loads: int) -> dict | None:
         """The course change (a record for summary.json), the first time the measured loads
         after ``done`` of the tiles pass the bound; else None."""

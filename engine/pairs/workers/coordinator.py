@@ -20,6 +20,7 @@ import time
 from ...run.metrics import Metrics
 from .actors import NodeCacheSpec, node_cache
 from ..plan.scheduler import Scheduler
+from ..plan.stealing import Course
 
 
 class _InProcessScheduler:
@@ -137,7 +138,12 @@ class CoordinatorCore:
         return self.scheduler.progress()
 
     async def watch(self):
-        return {**self.scheduler.watch(), **self._drain()}
+        """What the driver polls; with the course change once made (``stealing.Course``), so
+        the progress line says it when it happens, not only summary.json at the end."""
+        course = self.scheduler.course
+        changed = {"course_line": Course.describe(course.changed)} \
+            if course is not None and course.changed else {}
+        return {**self.scheduler.watch(), **self._drain(), **changed}
 
     async def drain(self):
         return self._drain()
