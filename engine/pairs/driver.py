@@ -130,7 +130,7 @@ class _Run:
             self.measured = {**self.measured, "pack_bytes": plan.item_bytes}
         if self.cfg.progress and plan.choice:
             print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
-        write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_dicts(plan.order))
+        write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_json(plan.order))
 
     def _open_sinks(self, resume: bool) -> list[int]:
         """Open every sink; on a resume, the tiles the journal shows safely written."""

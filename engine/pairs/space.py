@@ -440,6 +440,17 @@ class TileArray(Sequence):
     def pairs(self) -> np.ndarray:
         return self.a[:, 5]
 
+    _JSON = "{" + ",".join(f'"{f}":%d' for f in FIELDS) + "}"
+
+    def to_json(self, order=None) -> Iterator[str]:
+        """Each tile as the JSON text of ``Tile.to_dict`` (compact), in ``order`` or as stored:
+        a plan of 10^6 tiles written without a dict per tile."""
+        a = self.a if order is None else self.a[np.asarray(order, dtype=np.int64)]
+        fmt = self._JSON
+        for lo in range(0, len(a), 4096):
+            for row in a[lo:lo + 4096].tolist():
+                yield fmt % tuple(row)
+
     def to_dicts(self, order=None) -> Iterator[dict]:
         """Each tile as ``Tile.to_dict`` gives it, in ``order`` (positions) or as stored."""
         a = self.a if order is None else self.a[np.asarray(order, dtype=np.int64)]

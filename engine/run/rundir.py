@@ -76,7 +76,8 @@ def write_json(path: str, obj: Any) -> None:
 
 
 def write_json_rows(path: str, rows: Iterable[dict], chunk: int = 4096) -> None:
-    """Write a JSON list of flat dicts (one per line) as ``write_json`` does, from an iterator:
+    """Write a JSON list of flat dicts (one per line; a row may come as its JSON text already)
+    as ``write_json`` does, from an iterator:
     a tile plan of 10^6 rows never exists as one list, and goes through the C encoder a chunk
     at a time (``indent`` takes the pure-Python one, ~10x slower)."""
     def write(fh):
@@ -87,7 +88,8 @@ def write_json_rows(path: str, rows: Iterable[dict], chunk: int = 4096) -> None:
         def flush():
             nonlocal first
             if batch:
-                fh.write(("\n" if first else ",\n") + ",\n".join(map(_plain_dumps, batch)))
+                fh.write(("\n" if first else ",\n") + ",\n".join(
+                    r if isinstance(r, str) else _plain_dumps(r) for r in batch))
                 first = False
                 batch.clear()
         for row in rows:

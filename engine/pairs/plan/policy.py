@@ -74,12 +74,18 @@ class StripePlan:
         """The leaf-block grid: (block -> tile index, block rows, block columns, stripe rows h),
         transposed when striping the columns loads less (two different item sets). ``room``:
         at least this many leaves of the host tier are kept for streamed columns."""
-        leaf = max(max(t.r1 - t.r0, t.c1 - t.c0) for t in tiles)
-        block = {}
-        for idx, t in enumerate(tiles):
-            block[(t.r0 // leaf, t.c0 // leaf)] = idx
-        n_rows = max(t.r1 for t in tiles)
-        n_cols = max(t.c1 for t in tiles)
+        br, bc, idx, brows, bcols, h = self._blocks(tiles, items, room)
+        block = dict(zip(zip(br.tolist(), bc.tolist()), idx.tolist()))
+        return block, brows, bcols, h
+
+    def _blocks(self, tiles: Sequence[Tile], items: ItemMap, room: int = 0):
+        """``_grid`` as arrays: each tile's (block row, block column) and index, in tile order
+        (a later tile of one block wins, as in the dict), then block rows, columns and h."""
+        ta = TileArray.of(tiles)
+        leaf = int(max((ta.r1 - ta.r0).max(), (ta.c1 - ta.c0).max()))
+        br, bc = ta.r0 // leaf, ta.c0 // leaf
+        n_rows = int(ta.r1.max())
+        n_cols = int(ta.c1.max())
         s = self.cache_items if self.cache_items else max(n_rows, n_cols)
         # Items the stripe may hold: the rest is room for the streamed columns under way. The
         # tiles under way on a node run down one streamed column together (consecutive tiles of
@@ -96,9 +102,9 @@ class StripePlan:
             cost_cols = n_cols + math.ceil(n_cols / (h * leaf)) * n_rows
             transpose = cost_cols < cost_rows
         if transpose:
-            block = {(bc, br): idx for (br, bc), idx in block.items()}
+            br, bc = bc, br
             brows, bcols = bcols, brows
-        return block, brows, bcols, h
+        return br, bc, np.arange(len(ta)), brows, bcols, h
 
     @staticmethod
     def _stripes(brows: int, bcols: int, width: int):
@@ -121,19 +127,29 @@ class StripePlan:
         return self._order(tiles, items)[1]
 
     def _order(self, tiles: Sequence[Tile], items: ItemMap) -> tuple[list[int], list[int]]:
-        if not tiles:
+        if not len(tiles):
             return [], []
-        block, brows, bcols, h = self._grid(tiles, items)
+        br, bc, idx, brows, bcols, h = self._blocks(tiles, items)
+        if brows * bcols > 4 * len(idx) + (1 << 20):  # a sparse grid (a pair list): by dict
+            block = dict(zip(zip(br.tolist(), bc.tolist()), idx.tolist()))
+            grid = None
+        else:  # the blocks as one array (10^6 tiles: no dict of tuples)
+            grid = np.full((brows, bcols), -1, dtype=np.int64)
+            grid[br, bc] = idx
         order: list[int] = []
         starts: list[int] = []
         for srows, inside, outside in self._stripes(brows, bcols, h):
             starts.append(len(order))
             # Columns inside the stripe first (only stripe items), then the stream.
-            for bc in inside + outside:
-                for br in srows:
-                    idx = block.get((br, bc))
-                    if idx is not None:
-                        order.append(idx)
+            if grid is not None:  # column by column, the stripe's rows down each
+                run = grid[srows.start:srows.stop][:, inside + outside].T.ravel()
+                order.extend(run[run >= 0].tolist())
+                continue
+            for bc_ in inside + outside:
+                for br_ in srows:
+                    t = block.get((br_, bc_))
+                    if t is not None:
+                        order.append(t)
         return order, starts
 
     def deal_room(self, room: int | None = None) -> int:
@@ -201,7 +217,8 @@ class StripePlan:
 
 def largest_first(tiles: Sequence[Tile], order: Sequence[int]) -> list[int]:
     """``order`` with the tiles of most pairs first, the plan's order kept among equals."""
-    return sorted(order, key=lambda t: -tiles[t].pairs)
+    o = np.asarray(order, dtype=np.int64).reshape(-1)
+    return o[np.argsort(-TileArray.of(tiles).pairs[o], kind="stable")].tolist()
 
 
 def interleave(shares: Sequence[Sequence[int]]) -> list[int]:

@@ -26,8 +26,9 @@ from ..config import AllPairsConfig
 from ..items import ItemMap
 from .leaf import choose_leaf, search_leaf, with_search
 from .tile_cost import overhead_s as tile_overhead_s
-from .policy import bound_R, interleave, largest_first, make_plan, read_ahead
-from ..space import PairSpace, PairWeights, Tile, leaves, split_tail
+from .policy import bound_R, interleave, largest_first, make_plan
+from .tile_index import first_needs
+from ..space import PairSpace, PairWeights, Tile, TileArray, leaves, split_tail
 from .stealing import contiguous_shares, deal, stripe_starts
 from ..cache.tiers import device_cache_items, largest_leaf_held
 
@@ -401,7 +402,7 @@ def read_ahead_items(plan: RunPlan, cfg: AllPairsConfig,
     (else loading ahead would evict what is in use, or load on every node what one needs)."""
     if not cfg.read_ahead or not one_node_holds_every_item(plan):
         return None
-    return read_ahead([plan.items.tile_items(t) for t in plan.tiles], plan.order, done_tiles)
+    return first_needs(TileArray.of(plan.tiles), plan.items, plan.order, done_tiles)
 
 
 def one_node_holds_every_item(plan: RunPlan) -> bool:

@@ -124,3 +124,18 @@ class ItemUses:
             at = bisect.bisect_left(self.flat, pos, lo, hi)
             if at < self.cursor[it]:
                 self.cursor[it] = at
+
+
+def first_needs(tiles, items, order, done=()) -> list[int]:
+    """Every item the plan's pending tiles need, once, in the order the plan first needs it
+    (``policy.read_ahead``'s answer, from arrays: ``tiles`` a ``space.TileArray``, ``items``
+    the run's ``ItemMap``, ``done`` the tiles already journaled)."""
+    o = np.asarray(order, dtype=np.int64).reshape(-1)
+    if len(done):
+        o = o[~np.isin(o, np.asarray(list(done), dtype=np.int64))]
+    if not len(o):
+        return []
+    offsets, flat = _tile_items_csr(tiles.r0[o], tiles.r1[o], tiles.c0[o], tiles.c1[o],
+                                    items.row_items, items.col_items)
+    uniq, first = np.unique(flat, return_index=True)  # flat runs in plan order already
+    return uniq[np.argsort(first, kind="stable")].tolist()

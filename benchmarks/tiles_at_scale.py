@@ -1,0 +1,131 @@
+"""The driver at 10^4..10^6 tiles (issue 58, part 3): its peak memory, planning and resume time.
+
+    .venv/bin/python benchmarks/tiles_at_scale.py                 # 10^4, 10^5, 10^6 tiles
+    .venv/bin/python benchmarks/tiles_at_scale.py --tiles 1e4 1e5 # some sizes
+    .venv/bin/python benchmarks/tiles_at_scale.py --no-run        # plan and launch only
+
+The synthetic app (``apps/synthetic.py``: compare costs nothing, one float an item) with a leaf
+of 2 items, so a triangle of n items has ~(n/2)^2/2 tiles: 10^6 tiles at n = 2,828. The run is
+in-process (the driver, the coordinator and the device actors are one process, so its peak is
+the driver's with everything it holds per tile), dense sink. Each step runs in a process of its
+own, and reports that process's peak resident memory (``VmHWM``):
+
+* ``run``: the whole run; ``plan_s``: start-up up to the first tile (read, probe, plan, tiles.json,
+  sinks opened, actors started: ``phases.startup_s``), ``finalize_s``, ``wall_s``, the journal's
+  bytes;
+* ``resume``: the finished run resumed (``resume=True``): the journal replayed and every tile
+  verified against its CRC, nothing recomputed, the result finalized again: ``resume_s`` (the
+  start-up of the resumed run, which holds the replay) and its peak.
+
+``measure(tiles)`` is the entry point the scale benchmark (``benchmarks/scale.py``) can call; it
+returns one dict per size. ``--no-run``: the start-up alone, then cancel (for sizes whose run
+takes too long on the machine at hand; no resume figure then).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_CHILD = r"""
+import json, os, sys, time
+from pairflow.engine import allpairs
+from pairflow.apps.synthetic import SyntheticApp
+
+def peak_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+n, leaf, run_dir, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+app = SyntheticApp(n, item_floats=1)
+t0 = time.time()
+h = allpairs(app=app, sink="dense", run_dir=run_dir, leaf_items=leaf, executor="inprocess",
+             progress=False, resume=mode == "resume", num_cpus=2)
+start_s = time.time() - t0
+out = {"start_s": start_s, "tiles": len(h._run.tiles)}
+if mode == "plan":
+    out["peak_mib"] = peak_mib()
+    h.cancel()
+else:
+    res = h.result()
+    out.update(wall_s=time.time() - t0, peak_mib=peak_mib(),
+               phases=res.summary.get("phases", {}), resumed=h._run.resume_report and
+               {k: v for k, v in h._run.resume_report.items() if k != "corrupt_tiles"})
+print("RESULT " + json.dumps(out))
+"""
+
+
+def n_for_tiles(tiles: float, leaf: int = 2) -> int:
+    """Items of a triangle whose leaf grid has about ``tiles`` tiles."""
+    blocks = (math.sqrt(8 * tiles + 1) - 1) / 2  # b (b + 1) / 2 tiles
+    return max(2, int(round(blocks * leaf)))
+
+
+def _child(n: int, leaf: int, run_dir: str, mode: str, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(leaf), run_dir, mode],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{mode} at n={n} failed:\n{proc.stderr[-3000:]}")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def measure(tiles=(1e4, 1e5, 1e6), leaf: int = 2, run: bool = True,
+            timeout: float = 3600.0, keep: bool = False) -> list[dict]:
+    """One row per size: tiles, n, the run's (or, ``run`` False, the start-up's) peak MiB,
+    plan_s, wall_s, finalize_s, journal MiB, resume_s and the resume's peak MiB."""
+    rows = []
+    for want in tiles:
+        n = n_for_tiles(float(want), leaf)
+        run_dir = tempfile.mkdtemp(prefix=f"tiles_at_scale_{int(float(want))}_")
+        row = {"tiles_asked": int(float(want)), "n": n, "leaf": leaf, "load_before": load()}
+        if not run:
+            got = _child(n, leaf, run_dir, "plan", timeout)
+            row.update(tiles=got["tiles"], plan_s=got["start_s"], plan_peak_mib=got["peak_mib"])
+        else:
+            got = _child(n, leaf, run_dir, "run", timeout)
+            ph = got["phases"]
+            row.update(tiles=got["tiles"], peak_mib=got["peak_mib"], wall_s=got["wall_s"],
+                       plan_s=ph.get("startup_s"), finalize_s=ph.get("finalize_s"),
+                       journal_mib=os.path.getsize(os.path.join(run_dir, "journal.jsonl")) / 2**20)
+            again = _child(n, leaf, run_dir, "resume", timeout)
+            row.update(resume_s=again["start_s"], resume_wall_s=again["wall_s"],
+                       resume_peak_mib=again["peak_mib"], resumed=again["resumed"])
+        row["load_after"] = load()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if not keep:
+            subprocess.run(["rm", "-rf", run_dir])
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiles", nargs="+", type=float, default=[1e4, 1e5, 1e6])
+    ap.add_argument("--leaf", type=int, default=2)
+    ap.add_argument("--no-run", action="store_true", help="start-up only, then cancel")
+    ap.add_argument("--keep", action="store_true", help="keep the run directories")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out",
+                                                  "tiles_at_scale.json"))
+    a = ap.parse_args(argv)
+    rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as fh:
+        json.dump({"rows": rows, "when": time.strftime("%Y-%m-%d %H:%M:%S")}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
