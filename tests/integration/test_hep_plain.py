@@ -48,3 +48,25 @@ def test_pipeline_selects_the_plain_scripts_events(tmp_path):
     ev = want["event"].to_numpy()
     assert np.array_equal(ev[ev >= 2421] - 2421, ev[ev < 2421])
     pd.testing.assert_frame_equal(got[list(want.columns)], want, check_dtype=False)
+
+
+def test_batches_sized_from_the_work_on_threads_select_the_same_rows(tmp_path):
+    """As `pairflow app=hep data.repeat=20` runs: batches of the file's 2,421 events, which the
+    engine merges (the fixed costs per call ask for bigger batches; 8 batches at least) into
+    batches spanning copies of the file, read once per batch, run in this process on two
+    worker threads with freed memory kept: the same rows as the script's."""
+    plain = tmp_path / "plain.parquet"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "hep_plain.py"),
+                           "--repeat", "20", "--out", str(plain)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = hep_pipeline(repeat=20, step_size=2421, executor="local", threads=2, progress=False,
+                       runs_root=str(tmp_path / "runs")).run()
+    with open(Path(res.run_dir) / "meta.json") as f:
+        sizing = json.load(f)["batch_sizing"]
+    assert sizing["merged"] and sizing["records"] >= 2 * 2421
+    assert res.summary["threads"] == 2 and res.summary["batches"] < 20
+    got = pd.read_parquet(res.outputs["parquet"]).sort_values("event").reset_index(drop=True)
+    want = pd.read_parquet(plain).sort_values("event").reset_index(drop=True)
+    assert len(want) == res.n_selected > 0
+    pd.testing.assert_frame_equal(got[list(want.columns)], want, check_dtype=False)
