@@ -24,6 +24,18 @@ def storage_ratio(on: dict, off: dict) -> float:
     return on["loads"] / max(1, off["loads"])
 
 
+def _shares(on: dict) -> str:
+    """How the run with L3 was shared: dealt (paced: the lead in tiles and the room in leaves),
+    and a course change to contiguous shares where one happened."""
+    out = on["shares"]
+    if on.get("pace"):
+        out += f", paced {on['pace']} (room {on.get('room')})"
+    change = on.get("course_change")
+    if change:
+        out += f", to contiguous at {change['at_done']:.0%}"
+    return out
+
+
 def grid_markdown(data: dict) -> str:
     """The grid as RESULTS.md shows it: a row per cell and node count, L3 off and on side by
     side, beside one node and the planner's simulation of the run."""
@@ -42,7 +54,7 @@ def grid_markdown(data: dict) -> str:
         rows.append(
             f"| {cell} | {k} | {on['one_node_R']:.2f} | "
             + (f"{off['R']:.2f} ({off['expected_R']:.2f})" if off else "—")
-            + f" | **{on['R']:.2f}** ({sim:.2f}) | {on['shares']} ({ways}) | "
+            + f" | **{on['R']:.2f}** ({sim:.2f}) | {_shares(on)} ({ways}) | "
             f"{on['R'] / on['one_node_R']:.2f} | {on['R'] / sim:.2f} | "
             + (f"{storage_ratio(on, off):.2f}" if off else "—")
             + f" | {'yes' if on['exact'] and (off or on)['exact'] else '**no**'} |")

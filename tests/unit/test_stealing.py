@@ -359,3 +359,36 @@ def test_a_course_change_is_described_for_the_progress_line():
     assert Course.describe(changed) == ("course change at 50% of the tiles: R 3.00 passed "
                                         "1.25x the simulation's 1.00; 30 tiles left re-dealt "
                                         "in contiguous shares")
+
+
+def test_a_paced_node_waits_at_the_coordinator_and_is_never_told_done(tmp_path):
+    """Dealt shares paced one tile: node-0 runs ahead while node-1 has not asked yet. With no
+    tile under way anywhere the scheduler alone would answer done; the coordinator holds the
+    paced node (up to ``hold_s``) and answers wait, and once node-1 is granted a tile node-0
+    gets its next one. Every tile is granted once."""
+    import asyncio
+    from pairflow.engine.pairs.space import Triangle, leaves
+    from pairflow.engine.pairs.workers.coordinator import CoordinatorCore
+
+    tiles = [t.to_dict() for t in leaves(Triangle(8), 2)]  # 4 x 5 / 2 = 10 tiles
+    shares = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+    core = CoordinatorCore(
+        dict(run_dir=str(tmp_path), tiles=tiles, row_items=list(range(8)),
+             col_items=list(range(8)), order=list(range(10)), journal=False,
+             hierarchical={"nodes": ["node-0", "node-1"], "seed": 0, "shares": shares,
+                           "pace": 1}),
+        dict(run_dir=str(tmp_path), n_items=8, tiles_total=10, pairs_total=28, bound_R=None))
+
+    async def go():
+        first = await core.refill("node-0", [], 4, 1)
+        done = [(t, "node-0/dev-0", ([], None)) for t in first["tiles"]]
+        held = await core.refill("node-0", done, 4, 1, hold_s=0.05)
+        other = await core.refill("node-1", [], 4, 1)
+        after = await core.refill("node-0", [], 4, 1, hold_s=0.05)
+        return first, held, other, after
+
+    first, held, other, after = asyncio.run(go())
+    assert first["tiles"] == [0]
+    assert held == {"tiles": [], "wait": 0.02}  # not done: its share is left
+    assert other["tiles"] == [5, 6] and after["tiles"] == [1, 2]
+    assert core.scheduler.stealing.counters()["paced"]["held"] >= 1
