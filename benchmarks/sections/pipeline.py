@@ -66,7 +66,9 @@ def section(d: dict, ctx) -> list[str]:
     dp = d.get("d_plain")
     if dp:
         rows = [[f"{case}: {r['events']:,} events ({r['selected']:,} selected by both)",
-                 f"{num(r['median_s']['pairflow'], 's')} (`{_short(r['commands']['pairflow'])}`)",
+                 f"{num(r['median_s']['pairflow'], 's')} (`{_short(r['commands']['pairflow'])}`"
+                 + (f"; {r['pairflow_ran'][-1]}" if (r.get("pairflow_ran") or [None])[-1]
+                    else "") + ")",
                  num(r["median_s"]["plain"], "s"), num(r["pairflow_over_plain"]) + "x",
                  _goal(case), _verdict(case, r)] for case, r in dp.items()]
         out.append("### (d) against the plain columnar script, end to end\n\n" + table(
