@@ -166,10 +166,18 @@ def _sink():
     return DenseMatrix(fields=["distance"], diagonal={"distance": 0.0})
 
 
+def _import_tree_builder() -> None:
+    """scikit-bio (with pandas, scipy, h5py: ~3 CPU-s) imported on a thread while the run
+    computes, not after it, when the tree is built."""
+    from pairflow.engine.run.runtime import import_in_background
+    import_in_background("skbio.tree")
+
+
 def phylogeny(urls, k: int = 5, **options):
     """The Python form of ``pairflow app=phylogeny``: run, then write the tree. ``options``
     are ``pairflow.allpairs`` options; the result's ``outputs["tree"]`` is the Newick file."""
     from pairflow.engine import allpairs
+    _import_tree_builder()
     result = allpairs(app=PhylogenyApp(list(urls), k=k), sinks=[_sink()], wait=True, **options)
     write_tree(result)
     return result
@@ -181,6 +189,7 @@ def build(cfg):
     if cfg.sink.get("type", "dense") != "dense":
         raise ValueError(f"app=phylogeny needs the dense sink, not sink={cfg.sink.type}: the "
                          "tree is built from every distance")
+    _import_tree_builder()
     return PhylogenyApp(expand_inputs(cfg.data.inputs), k=cfg.data.k), [_sink()]
 
 
