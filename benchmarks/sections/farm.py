@@ -30,6 +30,11 @@ def section(d: dict, ctx) -> list[str]:
     rows = []
     for name, r in d["rows"].items():
         label = FARM_ROWS.get(name, name).format(records=r["records"])
+        c = r.get("carried_from")
+        if c:  # a row this run did not repeat (--only): its own run says when and at what load
+            la = c.get("load_avg_1min") or {}
+            label += (f" (not rerun: the run of {c['date'][:16].replace('T', ' ')}, code "
+                      f"`{c.get('code')}`, load {num(la.get('min'))}-{num(la.get('max'))})")
         rows.append([label, num(r["pairflow_s"], "s"), f"{r['alternative']}: "
                      f"{num(r['alternative_s'], 's')}", f"{num(r['ratio'])}x (per repetition "
                      f"{num(r['ratio_paired'])}x)", farm_verdict(r)])
