@@ -45,20 +45,24 @@ def peak_mib():
             return int(line.split()[1]) / 1024
 
 n, leaf, run_dir, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+host = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "0" else None
 app = SyntheticApp(n, item_floats=1)
 t0 = time.time()
 h = allpairs(app=app, sink="dense", run_dir=run_dir, leaf_items=leaf, executor="inprocess",
-             progress=False, resume=mode == "resume", num_cpus=2)
+             progress=False, resume=mode.startswith("resume"), num_cpus=2,
+             host_cache_items=host)
 start_s = time.time() - t0
 out = {"start_s": start_s, "tiles": len(h._run.tiles)}
-if mode == "plan":
-    out["peak_mib"] = peak_mib()
+report = h._run.resume_report
+if mode in ("plan", "resume-start"):  # start-up only (a resume's replay included), then stop
+    out.update(peak_mib=peak_mib(), resumed=report and
+               {k: v for k, v in report.items() if k != "corrupt_tiles"})
     h.cancel()
 else:
     res = h.result()
     out.update(wall_s=time.time() - t0, peak_mib=peak_mib(),
-               phases=res.summary.get("phases", {}), resumed=h._run.resume_report and
-               {k: v for k, v in h._run.resume_report.items() if k != "corrupt_tiles"})
+               phases=res.summary.get("phases", {}), resumed=report and
+               {k: v for k, v in report.items() if k != "corrupt_tiles"})
 print("RESULT " + json.dumps(out))
 """
 
@@ -69,10 +73,18 @@ def n_for_tiles(tiles: float, leaf: int = 2) -> int:
     return max(2, int(round(blocks * leaf)))
 
 
-def _child(n: int, leaf: int, run_dir: str, mode: str, timeout: float) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(n), str(leaf), run_dir, mode],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+def _child(n: int, leaf: int, run_dir: str, mode: str, timeout: float,
+           base: str | None = None, host: int | None = None) -> dict:
+    """One step in a process of its own; ``base``: a directory holding a ``pairflow`` package
+    of another checkout (a baseline), imported instead of this one (run outside this tree)."""
+    env = dict(os.environ, PYTHONPATH=base or (ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    code = _CHILD if not base else \
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in " \
+        "repr(f).lower()]\n" + _CHILD
+    proc = subprocess.run([sys.executable, "-c", code, str(n), str(leaf), run_dir, mode,
+                           str(host or 0)],
+                          capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=tempfile.gettempdir() if base else None)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -84,24 +96,29 @@ def load() -> float:
 
 
 def measure(tiles=(1e4, 1e5, 1e6), leaf: int = 2, run: bool = True,
-            timeout: float = 3600.0, keep: bool = False) -> list[dict]:
+            timeout: float = 3600.0, keep: bool = False, base: str | None = None,
+            host_frac: float | None = None) -> list[dict]:
     """One row per size: tiles, n, the run's (or, ``run`` False, the start-up's) peak MiB,
-    plan_s, wall_s, finalize_s, journal MiB, resume_s and the resume's peak MiB."""
+    plan_s, wall_s, finalize_s, journal MiB, resume_s and the resume's peak MiB.
+    ``host_frac``: a host tier of that share of the items (default: every item), so the
+    planner simulates (or declines to) instead of taking any plan."""
     rows = []
     for want in tiles:
         n = n_for_tiles(float(want), leaf)
         run_dir = tempfile.mkdtemp(prefix=f"tiles_at_scale_{int(float(want))}_")
-        row = {"tiles_asked": int(float(want)), "n": n, "leaf": leaf, "load_before": load()}
+        host = max(1, int(n * host_frac)) if host_frac else None
+        row = {"tiles_asked": int(float(want)), "n": n, "leaf": leaf, "host_items": host,
+               "load_before": load()}
         if not run:
-            got = _child(n, leaf, run_dir, "plan", timeout)
+            got = _child(n, leaf, run_dir, "plan", timeout, base, host)
             row.update(tiles=got["tiles"], plan_s=got["start_s"], plan_peak_mib=got["peak_mib"])
         else:
-            got = _child(n, leaf, run_dir, "run", timeout)
+            got = _child(n, leaf, run_dir, "run", timeout, base, host)
             ph = got["phases"]
             row.update(tiles=got["tiles"], peak_mib=got["peak_mib"], wall_s=got["wall_s"],
                        plan_s=ph.get("startup_s"), finalize_s=ph.get("finalize_s"),
                        journal_mib=os.path.getsize(os.path.join(run_dir, "journal.jsonl")) / 2**20)
-            again = _child(n, leaf, run_dir, "resume", timeout)
+            again = _child(n, leaf, run_dir, "resume", timeout, base, host)
             row.update(resume_s=again["start_s"], resume_wall_s=again["wall_s"],
                        resume_peak_mib=again["peak_mib"], resumed=again["resumed"])
         row["load_after"] = load()
@@ -112,16 +129,35 @@ def measure(tiles=(1e4, 1e5, 1e6), leaf: int = 2, run: bool = True,
     return rows
 
 
+def resume_start(run_dir: str, n: int, leaf: int = 2, base: str | None = None,
+                 timeout: float = 3600.0) -> dict:
+    """The start-up of a resume of ``run_dir`` (a run killed part way: the journal replayed,
+    its tiles verified from the staged logs), then stopped: seconds and peak MiB."""
+    got = _child(n, leaf, run_dir, "resume-start", timeout, base)
+    return {"n": n, "resume_s": got["start_s"], "resume_peak_mib": got["peak_mib"],
+            "resumed": got["resumed"], "load": load()}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", nargs="+", type=float, default=[1e4, 1e5, 1e6])
     ap.add_argument("--leaf", type=int, default=2)
     ap.add_argument("--no-run", action="store_true", help="start-up only, then cancel")
+    ap.add_argument("--host-frac", type=float, help="host tier: this share of the items")
+    ap.add_argument("--resume-start", metavar="RUN_DIR",
+                    help="only the start-up of a resume of RUN_DIR (n from --tiles), then stop")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
+    ap.add_argument("--base", help="a directory with another checkout's pairflow package "
+                    "(symlinks: pairflow/{__init__.py,engine,apps,kernels,...}): the baseline")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "out",
                                                   "tiles_at_scale.json"))
     a = ap.parse_args(argv)
-    rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep)
+    if a.resume_start:
+        print(json.dumps(resume_start(a.resume_start, n_for_tiles(a.tiles[0], a.leaf), a.leaf,
+                                      a.base)))
+        return
+    rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep, base=a.base,
+                   host_frac=a.host_frac)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as fh:
         json.dump({"rows": rows, "when": time.strftime("%Y-%m-%d %H:%M:%S")}, fh, indent=1)

@@ -100,7 +100,7 @@ def _lines(path: str):
             if not line.endswith(b"\n"):
                 break
             try:
-                e = json.loads(line)
+                e = json.loads(line.decode())
             except ValueError:
                 continue
             if isinstance(e, dict) and "tile" in e and "sink" in e:

@@ -32,7 +32,7 @@ from .choice import (BASELINE, DEAL_ROOMS, SHARE_MODES, TIMED_SEEDS,  # noqa: F4
                      PlanChoice, _deal_arg, candidates, pick, share_modes)
 from .policy import TilePolicy, make_plan
 from .stealing import Pace, contiguous_shares, deal as deal_shares, stripe_starts
-from ..space import PairSpace, Rectangle, Tile, Triangle, leaves
+from ..space import PairSpace, Rectangle, Tile, TileArray, Triangle, leaves
 
 
 CURVE_STEPS = 20  # SimResult.curve: R after each twentieth of the tiles (stealing.Course)
@@ -319,7 +319,9 @@ def choose_plan(space: PairSpace, leaf: int, host_items: int, *, items: ItemMap,
     if host_items >= items.n_items:
         return PlanChoice(*cands[0], note="the host tier holds every item: any plan loads "
                                           "each item once", shares=first)
-    tiles = leaves(space, leaf) if tiles is None else list(tiles)
+    # columns of ints (space.TileArray): a run of 10^6 tiles is not copied into Tile objects
+    # to find that it is simulated on a proxy, or not at all
+    tiles = leaves(space, leaf) if tiles is None else TileArray.of(tiles)
     l1 = device_cache_items(leaf, in_flight, l1_items)
     kw = dict(actors_per_node=actors_per_node, nodes=nodes, in_flight=in_flight, window=window,
               l3=l3 and nodes > 1)

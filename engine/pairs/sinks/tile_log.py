@@ -137,8 +137,10 @@ class StagedTiles:
         self.cols = {c: np.frombuffer(v, np.int64) if len(v) else np.zeros(0, np.int64)
                      for c, v in cols.items()}
         c = self.cols
-        # sorted by (field, r0, r1, c0, c1), records of one key in the order they were found
-        self.order = np.lexsort((c["c1"], c["c0"], c["r1"], c["r0"], c["field"]))
+        self.table = np.stack([c[x] for x in self._COLS], axis=1) if len(c["r0"]) else \
+            np.zeros((0, len(self._COLS)), np.int64)
+        # sorted by (field, r0, c0, r1, c1), records of one key in the order they were found
+        self.order = np.lexsort((c["c1"], c["r1"], c["c0"], c["r0"], c["field"]))
         k = [c[x][self.order] for x in ("field", "r0", "r1", "c0", "c1")]
         new = np.ones(len(self.order), bool)
         if len(self.order):
@@ -148,6 +150,11 @@ class StagedTiles:
         # each key column at the groups' starts, contiguous: ``indices`` searches them
         self._group_keys = [np.ascontiguousarray(x[self.group_starts]) for x in k] if \
             len(self.order) else [np.zeros(0, np.int64)] * 5
+        # one int per group, ascending with the sort: (field, r0, c0) in mixed radix, so a
+        # lookup is one binary search (then r1, c1 checked among the few of one corner)
+        g = self._group_keys
+        self._radix = (int(g[1].max()) + 1, int(g[3].max()) + 1) if len(self.order) else (1, 1)
+        self._corner = (g[0] * self._radix[0] + g[1]) * self._radix[1] + g[3]
         self.field_names = list(self.fields)
 
     def __len__(self) -> int:
@@ -155,7 +162,7 @@ class StagedTiles:
 
     def record(self, i: int) -> Record:
         """Record ``i`` (in the order the logs were read)."""
-        row = {col: int(self.cols[col][i]) for col in self._COLS}
+        row = dict(zip(self._COLS, self.table[i].tolist()))
         return Record(self.paths[row["path"]], row["offset"],
                       self.field_names[row["field"]],
                       (row["r0"], row["r1"], row["c0"], row["c1"]), bool(row["mirror"]),
@@ -181,18 +188,19 @@ class StagedTiles:
         fid = self.fields.get(field)
         if fid is None or not len(self.order):
             return []
-        key = [fid, *(int(x) for x in region)]
-        # binary search on the sorted keys, column by column
-        lo, hi = 0, len(self.group_starts)
-        for col in range(5):
-            sub = self._group_keys[col][lo:hi]
-            a = int(np.searchsorted(sub, key[col], "left"))
-            b = int(np.searchsorted(sub, key[col], "right"))
-            lo, hi = lo + a, lo + b
-            if lo >= hi:
-                return []
-        end = self.group_starts[lo + 1] if lo + 1 < len(self.group_starts) else len(self.order)
-        return self.order[self.group_starts[lo]:end].tolist()
+        r0, r1, c0, c1 = (int(x) for x in region)
+        if not (0 <= r0 < self._radix[0] and 0 <= c0 < self._radix[1]):
+            return []
+        key = (fid * self._radix[0] + r0) * self._radix[1] + c0
+        g = int(np.searchsorted(self._corner, key))
+        gk = self._group_keys
+        while g < len(self._corner) and self._corner[g] == key:
+            if gk[2][g] == r1 and gk[4][g] == c1:
+                end = self.group_starts[g + 1] if g + 1 < len(self.group_starts) else \
+                    len(self.order)
+                return self.order[self.group_starts[g]:end].tolist()
+            g += 1
+        return []
 
     def get(self, field: str, region) -> list[Record]:
         return [self.record(i) for i in self.indices(field, region)]
