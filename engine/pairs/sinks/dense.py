@@ -336,7 +336,9 @@ class DenseMatrix(Sink):
                     block = buf[r0 - a0:r1 - a0, c0 - b0:c1 - b0]
                     np.fill_diagonal(block, diag)
                     continue
-                data = _first_intact(staged, staged.group(int(grp[e])), name)
+                data = staged.first_intact(int(grp[e]))
+                if data is None:
+                    _not_intact(staged, int(grp[e]), name)
                 if trans[e]:
                     data = data.T
                 # the part of the region inside this chunk
@@ -363,12 +365,8 @@ class DenseMatrix(Sink):
                                min(b0 + leaf, space.n_rows)) == 0]
 
 
-def _first_intact(staged: StagedTiles, recs, name: str) -> np.ndarray:
-    for rec in recs:
-        data = staged.values(rec)
-        if data is not None:
-            return data
-    rec = recs[0]
+def _not_intact(staged: StagedTiles, g: int, name: str) -> None:
+    rec = staged.group(g)[0]
     raise PairflowError(
         f"dense sink: the staged tile {list(rec.region)} of field {name!r} no longer matches "
         f"its CRC in {rec.path} (offset {rec.offset}): the disk changed it after it was "

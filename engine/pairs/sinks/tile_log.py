@@ -179,6 +179,17 @@ class StagedTiles:
         mirror = np.maximum.reduceat(self.cols["mirror"][self.order], self.group_starts)[g] > 0
         return regions, g, mirror
 
+    def first_intact(self, g: int) -> np.ndarray | None:
+        """The values of group ``g``'s first record whose payload matches its CRC (None: none
+        does), read from the columns (finalize does this once per tile: no ``Record``)."""
+        end = self.group_starts[g + 1] if g + 1 < len(self.group_starts) else len(self.order)
+        for i in self.order[self.group_starts[g]:end].tolist():
+            p, _, start, nbytes, r0, r1, c0, c1, crc, _, d, _ = self.table[i].tolist()
+            raw = self.maps[self.paths[p]][start:start + nbytes]
+            if zlib.crc32(raw) == crc:
+                return np.frombuffer(raw, dtype=self.dtypes[d]).reshape(r1 - r0, c1 - c0)
+        return None
+
     def group(self, g: int) -> list[Record]:
         """The records of group ``g`` (one field and region), in the order they were found."""
         end = self.group_starts[g + 1] if g + 1 < len(self.group_starts) else len(self.order)
