@@ -22,8 +22,9 @@ answer written:
 Repetitions are interleaved (each repetition runs every case's contenders one after the other,
 in an order rotated by one each repetition) and each contender's median is reported, with the
 machine's load before each run. Every contender's answer is checked against pairflow's (dense:
-max abs difference; top-k: every item's 10 best scores). A run past ``--limit`` seconds (or 4x
-the case's fastest so far) is stopped and loses its row. Results: benchmarks/out/peers.json.
+max abs difference; top-k: every item's 10 best scores). A run past ``--limit`` seconds (or
+``LIMIT_X`` times the case's fastest median so far, at least ``LIMIT_MIN_S``) is stopped: its
+time counts as that limit, a lower bound (``censored``), so its row's ratio is one too. Results: benchmarks/out/peers.json.
 """
 from __future__ import annotations
 
@@ -169,6 +170,16 @@ def contender(name: str, case: str, work: str, limit: float, warm: Warm | None, 
     return t, ans, {}
 
 
+LIMIT_X, LIMIT_MIN_S = 4.0, 60.0
+
+
+def limit_for(rows_case: dict, cap: float) -> float:
+    """A run's limit: ``LIMIT_X`` times the median of the case's contenders' medians so far
+    (at least ``LIMIT_MIN_S``), never past ``cap``; ``cap`` before any run finished."""
+    best = median([median(r["runs"]) for r in rows_case.values()])
+    return min(cap, max(LIMIT_MIN_S, LIMIT_X * best)) if best else cap
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -180,8 +191,12 @@ def summarise(case: str, rows: dict) -> dict:
     out = {"what": jobs.CASES[case]["what"],
            "command": " ".join(["pairflow", *jobs.CASES[case]["args"]]), "contenders": rows}
     for r in rows.values():
-        r["median_s"] = median(r["runs"])
+        # a stopped run counts as its limit: a lower bound on its time
+        bounded = [x if x is not None else lim
+                   for x, lim in zip(r["runs"], r.get("limits") or [None] * len(r["runs"]))]
+        r["median_s"] = median(bounded)
         r["timed_out"] = sum(x is None for x in r["runs"])
+        r["censored"] = r["timed_out"] > 0
     peers = {k: r for k, r in rows.items() if k in jobs.PEERS}
     done = {k: r["median_s"] for k, r in peers.items() if r["median_s"] is not None}
     out["fastest_peer"] = min(done, key=done.get) if done else None
@@ -201,6 +216,13 @@ def summarise(case: str, rows: dict) -> dict:
 def record(rows: dict, args, reps_done: int, started: float) -> None:
     """The JSON of the repetitions done so far (written after each: a run stopped early keeps
     its complete repetitions)."""
+    results, goals = build(rows, args, reps_done)
+    write(out_path("peers.json", args.out), results, "peers", targets=goals, quick=args.quick,
+          started=started)
+
+
+def build(rows: dict, args, reps_done: int) -> tuple[dict, list]:
+    """The results and targets of ``rows`` (contender -> runs, limits, loads, differences)."""
     import copy
     rows = copy.deepcopy(rows)
     cases = list(rows)
@@ -223,8 +245,7 @@ def record(rows: dict, args, reps_done: int, started: float) -> None:
     goals += [target(f"same answer as pairflow: {c}, {n}", r["max_abs_diff_vs_pairflow"], "<=",
                      1e-9) for c, s in results["cases"].items()
               for n, r in s["contenders"].items() if n not in (COLD,)]
-    write(out_path("peers.json", args.out), results, "peers", targets=goals, quick=args.quick,
-          started=started)
+    return results, goals
 
 
 def main(argv=None) -> int:
@@ -243,7 +264,7 @@ def main(argv=None) -> int:
              ["loci"] if args.quick else list(jobs.CASES))
     reps = args.reps or (1 if args.quick else 3)
     names = [COLD] + ([] if args.no_warm else [WARM]) + list(jobs.PEERS)
-    rows = {c: {n: {"runs": [], "load": [], "diff": []} for n in names} for c in cases}
+    rows = {c: {n: {"runs": [], "limits": [], "load": [], "diff": []} for n in names} for c in cases}
     with tempfile.TemporaryDirectory(prefix="pairflow-peers-") as work:
         log = open(os.path.join(work, "log.txt"), "w")
         warm = None
@@ -257,9 +278,9 @@ def main(argv=None) -> int:
                     order = names[(rep + ci) % len(names):] + names[:(rep + ci) % len(names)]
                     answers, ref = {}, None
                     for name in order:
-                        best = median([median(r["runs"]) for r in rows[case].values()])
-                        limit = min(args.limit, max(60.0, 4 * best)) if best else args.limit
+                        limit = limit_for(rows[case], args.limit)
                         row = rows[case][name]
+                        row["limits"].append(limit)
                         row["load"].append(round(os.getloadavg()[0], 2))
                         t, ans, info = contender(name, case, work, limit, warm, log)
                         row["runs"].append(t)

@@ -8,9 +8,20 @@ COLD, WARM = "pairflow (CLI, cold)", "pairflow (session, warm)"
 
 
 def _t(r: dict) -> str:
+    """A median; "≥" when a run was stopped at its limit (counted as the limit)."""
     if r.get("median_s") is None:
-        return f"stopped ({r.get('timed_out', 0)} of {len(r.get('runs', []))})"
+        return "—"
+    if r.get("censored"):
+        return f"≥ {num(r['median_s'], 's')} ({r['timed_out']} of {len(r['runs'])} stopped)"
     return num(r["median_s"], "s")
+
+
+def _ratio(ratio, peer: dict, ours: dict) -> str:
+    """peer / pairflow; "≥" when the peer's time is a lower bound, "≤" when pairflow's is."""
+    if ratio is None:
+        return "—"
+    mark = "≥ " if peer.get("censored") else ("≤ " if ours.get("censored") else "")
+    return f"{mark}{num(ratio)}x"
 
 
 def _verdict(ratio) -> str:
@@ -31,9 +42,8 @@ def section(d: dict, ctx) -> list[str]:
         for peer, ratio in c["cold_ratios"].items():
             r = rows_c[peer]
             wr = (c.get("warm_ratios") or {}).get(peer)
-            rows.append([case, peer, _t(r), _t(cold), num(ratio) + "x", _verdict(ratio),
-                         _t(warm) if warm else "—", (num(wr) + "x") if wr else "—",
-                         _verdict(wr)])
+            rows.append([case, peer, _t(r), _t(cold), _ratio(ratio, r, cold), _verdict(ratio),
+                         _t(warm) if warm else "—", _ratio(wr, r, warm), _verdict(wr)])
         bars += [(f"{case}: {k}", r["median_s"]) for k, r in rows_c.items()
                  if r.get("median_s") is not None]
     out.append(table(["case", "peer", "peer's time", "pairflow cold (CLI)",
@@ -62,7 +72,8 @@ def headline(d: dict) -> list[list[str]]:
         for peer, ratio in c["cold_ratios"].items():
             if ratio is None:
                 continue
-            rows.append([f"all pairs, {case}: `pairflow` (cold) vs {peer}", speed(ratio),
+            mark = "≥ " if c["contenders"][peer].get("censored") else ""
+            rows.append([f"all pairs, {case}: `pairflow` (cold) vs {peer}", mark + speed(ratio),
                          "side by side", "wins" if ratio >= 1 else "**loses**"])
         w = c.get("warm_vs_fastest")
         if w is not None:
