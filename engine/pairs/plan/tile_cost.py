@@ -5,10 +5,10 @@ Every tile pays a fixed cost however few pairs it holds: its hand-out and comple
 trip to the scheduler), its journal line, its sink write and its events; shipped results also
 travel to the driver. That cost depends on the executor far more than on the app: a Ray actor
 pays two actor calls and their objects, ~20-25 ms of CPU a tile (RESULTS.md, "Smith-Waterman
-..."), threads of one process ~5 ms (RESULTS.md, "Per-tile fixed costs": 2.9 s more CPU for
-630 more tiles of the 241 loci). A leaf sized with one figure for both gave in-process runs
-tiles too large to balance, or Ray runs tiles that spent more on their fixed costs than on
-their pairs (860 tiles of 34 pairs: 21.1 s writing against 6.8 s comparing). So:
+..."), threads of one process ~5 ms (RESULTS.md, "Per-tile fixed costs: measured and
+charged": 630 more tiles of the 241 loci took 3.2 s more CPU). One figure for both gave
+in-process runs tiles too large to balance, and nothing weighed the fixed costs of a packed
+run's leaves under a small host tier (860 tiles of 34 pairs, a 44 % share in process). So:
 
 * ``tile_overhead``: the fixed seconds of a tile on an executor (``DISPATCH_S``) plus what the
   probe measured of its journal line and record on the run's own filesystem (``io_s``); a
