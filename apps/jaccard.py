@@ -68,8 +68,9 @@ def _has_valid_kmer(seqs, k: int) -> bool:
 
 
 class _FileItems:
-    """The items of every record of one file, built in one compiled pass: bitset rows (an
-    (n, words) array) or k-mer sets (values and offsets), and each record's set size."""
+    """The items of records (every record of one file, or a pack's), built in one compiled
+    pass: bitset rows (an (n, words) array) or k-mer sets (values and offsets), and each
+    record's set size."""
 
     def __init__(self, seqs: list, k: int, canonical: bool, kernel: str):
         self.kernel = kernel

@@ -153,7 +153,8 @@ def probe_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
     progress line (tiles done, pairs/s, ETA)."""
     r = run_tree(_argv(kind, n, data, run_dir), log, seconds, None, f"{kind} {n:,} probe")
     line = _progress_line(log)
-    return {"kind": kind, "n": n, "probe_s": seconds, "finished": not r["killed"], "progress": line,
+    return {"kind": kind, "n": n, "probe_s": seconds, "finished": not r["killed"],
+            "progress": line,
             "peak_rss": r["peak_rss"], "peak_pss": r["peak_pss"], "processes": r["processes"],
             "at_peak": r["at_peak"], "timeline": r["timeline"]}
 
@@ -233,7 +234,7 @@ def check_reads(path: str, run_dir: str, n: int, sample_n: int, seed: int) -> di
         rng = np.random.default_rng(seed)
         queries = sorted(int(q) for q in rng.choice(np.flatnonzero(sets.sizes > 0),
                                                     sample_n, replace=False))
-        want = {q: oracle.top_k(sets.jaccard_against_all(q), q, TOP) for q in queries}
+        want = {q: oracle.top_k(row, q, TOP) for q, row in sets.jaccard_of(queries).items()}
     bad = oracle.compare_topk(_topk_of_run(run_dir, queries, index_of), want)
     return {"mode": "whole top-k (full matrix)" if whole else "sampled reads vs all",
             "queries": len(queries), "mismatches": len(bad), "examples": bad[:3],
@@ -396,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=None, help="inputs and runs (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep --work's runs")
     ap.add_argument("--quick", action="store_true", help="n = 1000 only")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the cases of the JSON there that this run does not redo")
     ap.add_argument("--out", default=None, help="the JSON (default benchmarks/out/scale.json)")
     args = ap.parse_args(argv)
     if args.quick:
@@ -407,6 +410,18 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(work, exist_ok=True)
     results = {"k": K, "top": TOP, "read_length": 150, "error": 0.01, "seed": args.seed,
                "reads": [], "synthetic": [], "probes": [], "resume": None}
+    if args.merge and os.path.exists(out_path("scale.json", args.out)):
+        # the cases of an earlier run kept, those run now replacing theirs (same kind and n)
+        with open(out_path("scale.json", args.out)) as fh:
+            old = json.load(fh)
+        rec = old.pop("_record", None) or {}
+        results["earlier_runs"] = (old.get("earlier_runs") or []) + \
+            [{"command": rec.get("command"), "date": rec.get("date")}]
+        redo = {("reads", n) for n in args.reads} | {("synthetic", n) for n in args.synthetic_n}
+        for key in ("reads", "synthetic", "probes"):
+            results[key] = [c for c in old.get(key) or []
+                            if (c.get("kind", key), c["n"]) not in redo]
+        results["resume"] = None if args.resume_n else old.get("resume")
     results["driver_at_1e6_tiles_gib"] = driver_at_tiles()
 
     def save():  # after every case: a long run killed later keeps what it measured
@@ -416,11 +431,13 @@ def main(argv: list[str] | None = None) -> int:
         for n in sorted(args.reads):
             kill = args.kill_after if args.resume_n is None and n == max(args.reads) else None
             c = case("reads", n, args, work, kill)
-            results["probes" if "probe_s" in c else "reads"].append(c)
+            results["probes" if "probe_s" in c else "reads"].append(dict(c, kind="reads"))
+            results["reads"].sort(key=lambda c: c["n"])
             save()
         for n in sorted(args.synthetic_n):
             c = case("synthetic", n, args, work)
-            results["probes" if "probe_s" in c else "synthetic"].append(c)
+            results["probes" if "probe_s" in c else "synthetic"].append(dict(c, kind="synthetic"))
+            results["synthetic"].sort(key=lambda c: c["n"])
             save()
         if args.resume_n and args.kill_after:
             results["resume"] = case("reads", args.resume_n, args, work, args.kill_after,

@@ -102,6 +102,28 @@ class ReadSets:
         with np.errstate(invalid="ignore", divide="ignore"):
             return inter / union
 
+    def jaccard_of(self, queries: list[int], batch: int = 32) -> dict[int, np.ndarray]:
+        """J of each query read with every read: the intersection counts of all reads
+        against a batch of queries as one sparse 0/1 product (reads x codes) @ (codes x
+        queries), exact integers; seconds for 10^6 reads where a lookup per query took
+        one each."""
+        from scipy import sparse
+        reads = sparse.csr_matrix((np.ones(len(self.codes), np.int32), self.codes,
+                                   self.offsets), shape=(self.n, 4 ** self.k))
+        out = {}
+        for b0 in range(0, len(queries), batch):
+            qs = queries[b0:b0 + batch]
+            cols = np.repeat(np.arange(len(qs)), [self.sizes[q] for q in qs])
+            rows = np.concatenate([self.row(q) for q in qs])
+            qm = sparse.csc_matrix((np.ones(len(rows), np.int32), (rows, cols)),
+                                   shape=(4 ** self.k, len(qs)))
+            inter = (reads @ qm).toarray().astype(np.int64)
+            for c, q in enumerate(qs):
+                union = self.sizes[q] + self.sizes - inter[:, c]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    out[q] = inter[:, c] / union
+        return out
+
     def matrix(self) -> np.ndarray:
         """The whole J matrix (small n): a 0/1 matrix product."""
         dense = np.zeros((self.n, 4 ** self.k), np.float32)

@@ -91,7 +91,7 @@ BENCHMARKS = (
     Bench("dashboard", "dashboard.py", est_full_s=150, est_quick_s=40),
     Bench("scale", "scale.py", est_full_s=600, est_quick_s=40,
           cut="reads and synthetic items at n = 10^3, 10^4, 10^5; 10^6 reads (~1 h on 2 cores) "
-              "only by `benchmarks/scale.py --reads 1000000 --kill-after 900`"),
+              "only by `benchmarks/scale.py --reads 1000000 --no-synthetic --kill-after 900`"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 

@@ -88,7 +88,12 @@ def section(d: dict, ctx) -> list[str]:
                        "largest processes):\n\n"
                        + table(["process", "RSS MiB", "PSS MiB"],
                                [[p[0], num(p[1] / 2 ** 20), num(p[2] / 2 ** 20)]
-                                for p in procs[:10]]))
+                                for p in procs[:8]]))
+    if d.get("not_run"):
+        out.append("Not run: " + "; ".join(d["not_run"]) + ".")
+    if d.get("earlier_runs"):
+        out.append("Cases kept from earlier runs of the benchmark (`--merge`): " + "; ".join(
+            f"`{r['command']}` ({(r.get('date') or '')[:16]})" for r in d["earlier_runs"]) + ".")
     drv = d.get("driver_at_1e6_tiles_gib")
     out.append("Driver memory at 10^6 tiles: " + (f"{num(drv)} GiB (benchmarks/tiles_at_scale.py)"
                                                   if drv is not None else
