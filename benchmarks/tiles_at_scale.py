@@ -77,7 +77,8 @@ def _child(n: int, leaf: int, run_dir: str, mode: str, timeout: float,
            base: str | None = None, host: int | None = None) -> dict:
     """One step in a process of its own; ``base``: a directory holding a ``pairflow`` package
     of another checkout (a baseline), imported instead of this one (run outside this tree)."""
-    env = dict(os.environ, PYTHONPATH=base or (ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    path = base or (ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=path)
     code = _CHILD if not base else \
         "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in " \
         "repr(f).lower()]\n" + _CHILD

@@ -80,7 +80,8 @@ class StagedTiles:
                 for f, rec in self.fields.items()}
 
     def _record(self, a: dict, i: int) -> Staged:
-        return Staged(self.paths[a["path"][i]], tuple(int(a[c][i]) for c in ("r0", "r1", "c0", "c1")),
+        return Staged(self.paths[a["path"][i]],
+                      tuple(int(a[c][i]) for c in ("r0", "r1", "c0", "c1")),
                       bool(a["mirror"][i]), self.dtypes[a["dtype"][i]], int(a["start"][i]),
                       int(a["nbytes"][i]), int(a["crc32"][i]))
 

@@ -28,7 +28,7 @@ LAYERS = [
     [f"{E}.errors"],
     [f"{E}.run"],
     # the shared vocabulary of all-pairs
-    [f"{PAIRS}.{m}" for m in ("space", "items", "app", "config", "codec", "result")],
+    [f"{PAIRS}.{m}" for m in ("tiles", "space", "items", "app", "config", "codec", "result")],
     [f"{PAIRS}.sinks", f"{PAIRS}.cache"],
     [f"{PAIRS}.plan"],
     [f"{PAIRS}.workers"],
