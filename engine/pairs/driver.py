@@ -28,7 +28,7 @@ from ..run.io import check_store, publish
 from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
-from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, read_json, write_json_rows
+from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json_rows
 from ..run.runtime import import_in_background
 from .app import BasePairApp, FunctionApp
 from .workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
@@ -113,9 +113,10 @@ class _Run:
         self.keys, self.row_keys, self.col_keys = inputs.keys, inputs.row_keys, inputs.col_keys
         self.space, self.weights, self.items = inputs.space, inputs.weights, inputs.items
 
-    def _saved_tiles(self) -> list[dict] | None:
-        """The resumed run's tiles as it planned them (None for a run that saved none)."""
-        return read_json(self.recorder.file(TILE_PLAN))
+    def _saved_tiles(self) -> TileArray | None:
+        """The resumed run's tiles as it planned them, in its order (None for a run that saved
+        none): read as numbers, not a dict per tile."""
+        return TileArray.read_json(self.recorder.file(TILE_PLAN))
 
     def _adopt_plan(self) -> None:
         plan = self.plan

@@ -97,3 +97,24 @@ def test_policy_indexes_match_brute_force(monkeypatch, as_lists):
                 uses = [pos for pos, t in enumerate(order)
                         if item in need[t] and t not in handed]
                 assert pol.next_use(item) == (float(uses[0]) if uses else float("inf"))
+
+
+def test_a_saved_plan_reads_back_as_numbers_in_either_layout(tmp_path):
+    """tiles.json as the driver writes it (compact) and as json.dump(indent=1) wrote it, in
+    plan order; a file whose keys come in another order is read through json."""
+    import json
+
+    from pairflow.engine.run.rundir import write_json_rows
+    tiles = leaves(Triangle(50), 3)
+    order = list(range(len(tiles)))[::-1]
+    compact, indented, other = (str(tmp_path / f) for f in ("a.json", "b.json", "c.json"))
+    write_json_rows(compact, tiles.to_json(order))
+    with open(indented, "w") as fh:
+        json.dump([tiles[t].to_dict() for t in order], fh, indent=1)
+    want = [tiles[t] for t in order]
+    assert list(TileArray.read_json(compact)) == want
+    assert list(TileArray.read_json(indented)) == want
+    with open(other, "w") as fh:
+        json.dump([{"r0": 1, "id": 0, "r1": 2, "c0": 3, "c1": 4, "pairs": 1, "depth": 0}], fh)
+    assert list(TileArray.read_json(other)) == [Tile(0, 1, 2, 3, 4, 1, 0)]
+    assert TileArray.read_json(str(tmp_path / "missing.json")) is None

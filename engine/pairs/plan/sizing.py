@@ -419,7 +419,14 @@ def one_object_loads(plan: RunPlan) -> bool:
 
 
 def saved_tiles(planned: Sequence[dict]) -> tuple[list[Tile], list[int]]:
-    """Tiles (indexed by id) and their order from a run's saved plan (``tiles.json``)."""
+    """Tiles (indexed by id) and their order from a run's saved plan (``tiles.json``; or that
+    plan as a ``TileArray``, in its order: sorted by id as arrays)."""
+    if isinstance(planned, TileArray):
+        ids = planned.column("id")
+        tiles = TileArray(planned.a[np.argsort(ids, kind="stable")])
+        if not np.array_equal(tiles.column("id"), np.arange(len(tiles))):
+            raise ValueError("the saved tile plan does not number its tiles 0..n-1")
+        return tiles, ids.tolist()
     tiles = sorted((Tile(**d) for d in planned), key=lambda t: t.id)
     if [t.id for t in tiles] != list(range(len(tiles))):
         raise ValueError("the saved tile plan does not number its tiles 0..n-1")
