@@ -256,3 +256,19 @@ def test_finalize_reads_what_the_actors_wrote_after_a_resume_verified(tmp_path):
     import zarr
     np.testing.assert_array_equal(zarr.open_array(run.array_dir(), mode="r")[...],
                                   brute_force(values, True, None))
+
+
+def test_a_writer_writing_a_tile_again_appends_no_second_record(tmp_path):
+    """A retry on the writer that already logged the tile (same bytes): one record per tile and
+    field in its log; another tile of the same corner's row is still written."""
+    values = np.random.default_rng(11).random((9, 9))
+    run = Run(tmp_path, Triangle(9), 3, values, writers=1)
+    before = staged_records(run.driver.staging)
+    for t in list(run.tiles)[:3]:
+        run.write(t, run.writers[0])
+    after = staged_records(run.driver.staging)
+    assert len(after) == len(before) == len(run.tiles)
+    run.driver.finalize()
+    import zarr
+    np.testing.assert_array_equal(zarr.open_array(run.array_dir(), mode="r")[...],
+                                  brute_force(values, True, None))
