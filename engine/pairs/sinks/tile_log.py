@@ -134,11 +134,12 @@ class StagedTiles:
                             self.fields.setdefault(rec.field, len(self.fields)), d,
                             int(rec.mirror))):
                         cols[c].append(v)
-        self.cols = {c: np.frombuffer(v, np.int64) if len(v) else np.zeros(0, np.int64)
-                     for c, v in cols.items()}
+        # one (records, 12) table; the columns are views of it (the logs' builders let go)
+        self.table = np.stack([np.frombuffer(cols[x], np.int64) for x in self._COLS], axis=1) \
+            if len(cols["r0"]) else np.zeros((0, len(self._COLS)), np.int64)
+        del cols
+        self.cols = {x: self.table[:, i] for i, x in enumerate(self._COLS)}
         c = self.cols
-        self.table = np.stack([c[x] for x in self._COLS], axis=1) if len(c["r0"]) else \
-            np.zeros((0, len(self._COLS)), np.int64)
         # sorted by (field, r0, c0, r1, c1), records of one key in the order they were found
         self.order = np.lexsort((c["c1"], c["r1"], c["c0"], c["r0"], c["field"]))
         k = [c[x][self.order] for x in ("field", "r0", "r1", "c0", "c1")]
@@ -146,7 +147,6 @@ class StagedTiles:
         if len(self.order):
             new[1:] = np.any([x[1:] != x[:-1] for x in k], axis=0)
         self.group_starts = np.flatnonzero(new)
-        self._keys = np.stack(k, axis=1) if len(self.order) else np.zeros((0, 5), np.int64)
         # each key column at the groups' starts, contiguous: ``indices`` searches them
         self._group_keys = [np.ascontiguousarray(x[self.group_starts]) for x in k] if \
             len(self.order) else [np.zeros(0, np.int64)] * 5
