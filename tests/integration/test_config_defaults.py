@@ -147,6 +147,8 @@ def test_a_sink_config_is_its_class_parameters(sink):
 def _literal(text: str):
     """A default as the docs write it (`auto`, 0.02, 16), or None for prose (CPUs + 1)."""
     text = re.sub(r"\s*\(.*\)$", "", text.strip()).strip("`")
+    if text in ("true", "false"):
+        return text == "true"
     for kind in (int, float):
         try:
             return kind(text)
