@@ -169,7 +169,7 @@ def _sink():
 def _import_tree_builder() -> None:
     """scikit-bio (with pandas, scipy, h5py: ~3 CPU-s) imported on a thread while the run
     computes, not after it, when the tree is built."""
-    from pairflow.engine.run.runtime import import_in_background
+    from pairflow.engine import import_in_background
     import_in_background("skbio.tree")
 
 
