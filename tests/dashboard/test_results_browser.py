@@ -106,7 +106,7 @@ def download(page, label: str, nth: int = 0) -> bytes:
 def hover_cell(page, k: int) -> dict:
     """Hover the k-th cell of the heatmap (the first chart's rect marks, in data order) and
     read its tooltip."""
-    return redrawn(lambda: _hover_cell(page, k))
+    return redrawn(lambda: _hover_cell(page, k), tries=6)
 
 
 def _hover_cell(page, k: int) -> dict:
@@ -207,7 +207,9 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     against the cells the first that many journaled tiles leave missing. The end shows every
     tile and no missing cell."""
     run_dir = tmp_path / "live"
-    handle = producer(run_dir, n_records=120, leaf_items=4, hold=True)
+    # 60 records: 3,600 cells, a chart the live refresh redraws fast enough to hover between
+    # redraws on a loaded machine (14,400 at 120 records: a hover timed out in 1 CI run of 3)
+    handle = producer(run_dir, n_records=60, leaf_items=4, hold=True)
     server = serve(run_dir)
     page.goto(server.url + "?view=results")
     page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first.wait_for(timeout=300_000)
