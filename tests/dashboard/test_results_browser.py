@@ -110,7 +110,16 @@ def hover_cell(page, k: int) -> dict:
 
 
 def _hover_cell(page, k: int) -> dict:
-    cell = page.locator(".vega-embed").first.locator("g.mark-rect.marks path").nth(k)
+    # the heatmap: the first chart holding the k-th cell (while a live page redraws, another
+    # chart or a half-drawn one can come first; then wait and let ``redrawn`` try again)
+    charts = page.locator(".vega-embed")
+    chart = next((charts.nth(i) for i in range(charts.count())
+                  if charts.nth(i).locator("g.mark-rect.marks path").count() > k), None)
+    if chart is None:
+        from playwright.sync_api import Error
+        page.wait_for_timeout(3000)
+        raise Error(f"Timeout: no chart with a cell {k} yet (a live page being redrawn)")
+    cell = chart.locator("g.mark-rect.marks path").nth(k)
     page.mouse.move(0, 0)  # off the chart: the tooltip goes
     page.wait_for_timeout(200)
     cell.scroll_into_view_if_needed(timeout=15_000)  # a redrawn chart: found again by the retry
