@@ -8,7 +8,8 @@ pipelines") that is most of a selection's CPU time, and worker threads of one pr
 the address space's lock while they fault. During a run the engine asks
 malloc to serve big blocks from its heap and not to give the top of the heap back
 (``mallopt``), so a batch reuses the pages the previous one freed; afterwards it restores the
-fixed defaults (mmap above 128 KiB, trim above 128 KiB) and returns the free memory
+values in force before (`engine/run/runtime.allocator_baseline`: glibc's fixed defaults, or the process's
+tuning) and returns the free memory
 (``malloc_trim``). Other C libraries than glibc: nothing is changed.
 """
 from __future__ import annotations
@@ -18,8 +19,9 @@ import ctypes.util
 import threading
 from contextlib import contextmanager
 
+from ..run.runtime import allocator_baseline
+
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -2, -3, -4
-DEFAULTS = {M_TRIM_THRESHOLD: 128 * 1024, M_TOP_PAD: 128 * 1024, M_MMAP_MAX: 65536}
 KEEP = {M_MMAP_MAX: 0, M_TRIM_THRESHOLD: 1 << 62, M_TOP_PAD: 64 << 20}
 
 _lock = threading.Lock()
@@ -48,7 +50,7 @@ def keep() -> bool:
         return False
     with _lock:
         if _depth == 0 and not _set(libc, KEEP):
-            _set(libc, DEFAULTS)
+            _set(libc, allocator_baseline())
             return False
         _depth += 1
     return True
@@ -65,7 +67,7 @@ def release() -> None:
             return
         _depth -= 1
         if _depth == 0:
-            _set(libc, DEFAULTS)
+            _set(libc, allocator_baseline())
             libc.malloc_trim(ctypes.c_size_t(0))
 
 

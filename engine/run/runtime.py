@@ -194,6 +194,18 @@ def keep_freed_memory() -> bool:
     return _allocator_tuned
 
 
+def allocator_baseline() -> dict[int, int]:
+    """The ``mallopt`` values (by <malloc.h> parameter) in force outside a pipeline's run: glibc's
+    fixed defaults, with ``keep_freed_memory``'s thresholds where it applied. A setting that is
+    held for a while (``engine/pipeline/memory.py``) restores these, so it does not undo this
+    process's tuning."""
+    m_trim_threshold, m_top_pad, m_mmap_threshold, m_mmap_max = -1, -2, -3, -4
+    values = {m_trim_threshold: 128 * 1024, m_top_pad: 128 * 1024, m_mmap_max: 65536}
+    if _allocator_tuned:
+        values.update({m_trim_threshold: TRIM_THRESHOLD, m_mmap_threshold: MMAP_THRESHOLD})
+    return values
+
+
 # the time slice a computing thread asks Linux's scheduler (EEVDF) for, instead of its default
 # (about a millisecond); the kernel accepts 0.1-100 ms (see long_time_slices)
 TIME_SLICE_NS = 20_000_000
