@@ -8,8 +8,8 @@ pipelines") that is most of a selection's CPU time, and worker threads of one pr
 the address space's lock while they fault. During a run the engine asks
 malloc to serve big blocks from its heap and not to give the top of the heap back
 (``mallopt``), so a batch reuses the pages the previous one freed; afterwards it restores the
-values in force before (`engine/run/runtime.allocator_baseline`: glibc's fixed defaults, or the process's
-tuning) and returns the free memory
+values in force before (``engine/run/runtime.allocator_baseline``: glibc's fixed defaults, or
+the process's tuning) and returns the free memory
 (``malloc_trim``). Other C libraries than glibc: nothing is changed.
 """
 from __future__ import annotations
