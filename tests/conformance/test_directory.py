@@ -5,6 +5,8 @@ loaded; hits per hop and misses are counted and agree with the loads the fake lo
 import asyncio
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pairflow.engine.pairs.cache.directory import DirectoryShard, Peers, l3_summary, shard_of
 from pairflow.engine.pairs.cache.eviction import LRUEviction
@@ -51,9 +53,9 @@ class Client:
             return lost()
         return self.cache.take(items)
 
-    def dir_lookup(self, items):
+    def dir_lookup(self, items, claim=None):
         self.calls.append(("lookup", self.cache.node, list(items)))
-        return self._answer(self.cache.peers.shard_lookup(items))
+        return self._answer(self.cache.peers.shard_lookup(items, claim))
 
     def dir_record(self, node, added, removed):
         self.cache.peers.shard_record(node, added, removed)
@@ -212,8 +214,8 @@ class Lost(Client):
     def take(self, items):
         return self._fail() if self.dead else super().take(items)
 
-    def dir_lookup(self, items):
-        return self._fail() if self.dead else super().dir_lookup(items)
+    def dir_lookup(self, items, claim=None):
+        return self._fail() if self.dead else super().dir_lookup(items, claim)
 
     def dir_record(self, node, added, removed):
         if not self.dead:
@@ -256,4 +258,45 @@ def test_a_lost_nodes_shard_is_rebuilt_from_the_live_nodes_holdings():
         assert set(got) == set(range(12)) and loads[1].loaded == [17]
         s = caches[1].peers.stats()
         assert s["hits"] == 12 and s["misses"] == 1 and s["failed"] == 0
+    asyncio.run(go())
+
+
+def test_nodes_asking_together_for_items_no_one_holds_load_each_once():
+    """Two nodes ask at once for the same items, which no node holds: the directory lists the
+    first asker of each item (a claim, in the same step as its lookup), the other takes the item
+    from it once its load is done. Without the claim both saw no holder and both loaded every
+    item (dealt nodes, paced, ask for a streamed column together)."""
+    async def go():
+        caches, loads, _ = cluster(2)
+        for load in loads:
+            load.delay = 0.05
+        items = list(range(8))
+        a, b = await asyncio.gather(caches[0].get(items), caches[1].get(items))
+        assert set(a) == set(b) == set(items)
+        assert all(v[0] in ("ref", "value") for v in list(a.values()) + list(b.values()))
+        assert sorted(loads[0].loaded + loads[1].loaded) == items
+        s = [c.peers.stats() for c in caches]
+        assert s[0]["hits"] + s[1]["hits"] == len(items)
+        assert s[0]["misses"] + s[1]["misses"] == len(items)
+    asyncio.run(go())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=8), min_size=2, max_size=4),
+       st.lists(st.floats(0.0, 0.02), min_size=4, max_size=4))
+def test_drawn_concurrent_asks_load_every_item_once_across_the_cluster(wants, delays):
+    """Drawn: each node asks for its own items at once (some shared, in any order, loads of
+    drawn delays). Every request gets every item it asked for, and, no node evicting, each item
+    is loaded once in the whole cluster: an item no one held is claimed by one asker, the
+    others take it from that node."""
+    async def go():
+        caches, loads, _ = cluster(len(wants))
+        for load, delay in zip(loads, delays):
+            load.delay = delay
+        got = await asyncio.gather(*(c.get(w) for c, w in zip(caches, wants)))
+        for g, w in zip(got, wants):
+            assert set(g) == set(w)
+            assert all(v[0] in ("ref", "value") for v in g.values())
+        loaded = [i for load in loads for i in load.loaded]
+        assert sorted(loaded) == sorted({i for w in wants for i in w})
     asyncio.run(go())

@@ -50,6 +50,7 @@ class NodeCache:
         self.peers = None  # L3 (directory.Peers), when the run has it
         self._settled = 0  # items that became usable here (loaded or taken from a peer)
         self._asking: set = set()  # items this node is asking its peers for (L3)
+        self._looked: dict = {}  # item -> the future set once its directory lookup answered
         self.ahead = list(read_ahead or ())  # items to load before they are asked for
         self._ahead_at = 0
         self._loading = 0  # load batches under way
@@ -76,8 +77,9 @@ class NodeCache:
         to_load = list(dict.fromkeys(to_load))
         asked = None
         if to_load and self.peers is not None:  # L3: peers first, storage for the rest
-            taken, to_load, asked = await self._from_peers(to_load)
+            taken, to_load, asked, started = await self._from_peers(to_load)
             out.update(taken)
+            out.update(started)
         for batch in load_batches(to_load, self.load_batch, self.load_slots):
             out.update(self._start_load(batch, loop))
         self._read_ahead(loop)
@@ -130,21 +132,46 @@ class NodeCache:
             if batch:
                 self._start_load(batch, loop)
 
-    async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future]:
+    async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future, dict]:
         """Take what the peers hold (L3); returns (taken entries, items left to load, the
-        future a concurrent request for these items waits on). Placeholders keep the items
+        future a concurrent request for these items waits on, the entries of the loads
+        started as soon as the directory said no peer holds them). Placeholders keep the items
         pinned and visible as under way while the peers are asked."""
-        asked = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        asked, looked = loop.create_future(), loop.create_future()
         for item in items:
             self.cache.put(item, ("pending", None), 0, pin=True, shrink=False)
             self._pending[item] = asked
             self._asking.add(item)
+            self._looked[item] = looked
+        started: dict = {}
+
+        def load(alone: list) -> None:
+            # the directory lists this node for them (a claim): load them now, before taking
+            # the rest, so a peer sent here waits for these loads (``take``), never for ours
+            for item in alone:
+                self._pending.pop(item, None)
+                self._asking.discard(item)
+                if item in self.cache:
+                    self.cache.unpin(item)
+            for batch in load_batches(alone, self.load_batch, self.load_slots):
+                started.update(self._start_load(batch, loop))
+            for item in items:
+                if self._looked.get(item) is looked:
+                    del self._looked[item]
+            if not looked.done():
+                looked.set_result(None)
         try:
-            found = await self.peers.find(items)
+            found = await self.peers.find(items, load)
         except Exception:  # L3 is an optimisation: anything wrong there means load
             found = {}
+        finally:
+            if not looked.done():
+                load([])
         taken, rest = {}, []
         for item in items:
+            if item in started:
+                continue
             self._pending.pop(item, None)
             self._asking.discard(item)
             if item in self.cache:
@@ -159,13 +186,19 @@ class NodeCache:
                 self.cache.fill(item, entry, nbytes, shrink=False)
             else:
                 self.cache.put(item, entry, nbytes, shrink=False)
-        return taken, rest, asked
+        return taken, rest, asked, started
 
     async def take(self, items: list[int]) -> dict:
         """L3, a peer asking: ``{item: (entry, nbytes)}`` for the items held here, once those
         being loaded from storage here have settled (the directory lists a node from the start
-        of its load, so nodes working through the same items load each once, not each). Not
-        counted as hits: this node's own use is what L2 counts."""
+        of its load, and a lookup lists the node that asked first for an item no one held:
+        nodes working through the same items load each once, not each). Not counted as hits:
+        this node's own use is what L2 counts."""
+        # first until this node's own lookup of them answered: what it claimed is then
+        # loading here (a lookup waits on nothing, so neither can two nodes asking each other)
+        looking = {id(f): f for f in (self._looked.get(i) for i in items) if f is not None}
+        if looking:
+            await asyncio.gather(*looking.values(), return_exceptions=True)
         loading = {id(f): f for f in (self._pending.get(i) for i in items
                                       if i not in self._asking) if f is not None}
         if loading:

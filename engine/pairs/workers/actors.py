@@ -165,8 +165,8 @@ class NodeCacheWorker:
     async def take(self, items: list[int]) -> dict:
         return await self.cache.take(items)
 
-    def dir_lookup(self, items: list[int]) -> dict:
-        return self.cache.peers.shard_lookup(items)
+    def dir_lookup(self, items: list[int], claim: int | None = None) -> dict:
+        return self.cache.peers.shard_lookup(items, claim)
 
     def dir_record(self, node: int, added: list, removed: list) -> None:
         self.cache.peers.shard_record(node, added, removed)

@@ -128,9 +128,9 @@ class NodeCacheClient:
         h = self.handle
         return (h.cache_take if self.in_coordinator else h.take).remote(items)
 
-    def dir_lookup(self, items: list):
+    def dir_lookup(self, items: list, claim: int | None = None):
         h = self.handle
-        return (h.cache_dir_lookup if self.in_coordinator else h.dir_lookup).remote(items)
+        return (h.cache_dir_lookup if self.in_coordinator else h.dir_lookup).remote(items, claim)
 
     def dir_record(self, node: int, added: list, removed: list):
         h = self.handle

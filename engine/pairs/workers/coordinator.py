@@ -195,8 +195,8 @@ class CoordinatorCore:
     async def cache_take(self, items):
         return await self.cache.take(items)
 
-    async def cache_dir_lookup(self, items):
-        return self.cache.peers.shard_lookup(items)
+    async def cache_dir_lookup(self, items, claim=None):
+        return self.cache.peers.shard_lookup(items, claim)
 
     async def cache_dir_record(self, node, added, removed):
         return self.cache.peers.shard_record(node, added, removed)
