@@ -3,8 +3,10 @@
 
 The exact Jaccard of 241 capsule/O-antigen loci (the Klebsiella K primary, K variant and O
 primary records, each name once, then the Acinetobacter K loci up to 241, in one FASTA) with
-``data.item=record cache.host_cache_items=24``: the host tier forces a leaf of 6, so 860 tiles.
-Runs the ``pairflow`` command once, as a user does, and reads the run directory back:
+``data.item=record cache.host_cache_items=24 scheduler.leaf_items=6``: the stripe rule's leaf
+under that host tier, 860 tiles. The leaf is pinned because the planner now groups 2 x 2 of those
+leaves into a tile of 12 (230 tiles, ``benchmarks/tile_costs.py``): this benchmark keeps measuring
+the small-tile case the issue named, the hardest for files and write share. Runs the ``pairflow`` command once, as a user does, and reads the run directory back:
 
     .venv/bin/python benchmarks/dense_layout.py [--work DIR] [--out JSON]
 
@@ -64,7 +66,8 @@ def main() -> None:
     fasta = loci_fasta(os.path.join(where, f"first{N}.fa"))
     run_dir = os.path.join(where, "run")
     cmd = [sys.executable, "-m", "pairflow.apps.cli", "app=jaccard", f"data.inputs={fasta}",
-           "data.item=record", "cache.host_cache_items=24", f"hydra.run.dir={run_dir}",
+           "data.item=record", "cache.host_cache_items=24", "scheduler.leaf_items=6",
+           f"hydra.run.dir={run_dir}",
            "progress=false"]
     subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
