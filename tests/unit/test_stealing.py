@@ -392,3 +392,23 @@ def test_a_paced_node_waits_at_the_coordinator_and_is_never_told_done(tmp_path):
     assert held == {"tiles": [], "wait": 0.02}  # not done: its share is left
     assert other["tiles"] == [5, 6] and after["tiles"] == [1, 2]
     assert core.scheduler.stealing.counters()["paced"]["held"] >= 1
+
+
+def test_a_drift_keeps_the_deal_while_contiguous_shares_would_load_more():
+    """The dealt simulation ends at R 4 (curve 1, 2, 3, 4 by quarters), contiguous shares at
+    R 8 (2, 4, 6, 8); 10 items. At half the tiles a measured R of 4.0 is 2x the simulated 2.0:
+    drifting so to the end the deal loads 2 x (4 - 2) = 4 more, contiguous shares 8 - 4 = 4
+    more: the deal is kept (a tie keeps it), the drift recorded. At 3/4 an R of 6.0 is 2x the
+    simulated 3.0: the deal would load 2 more, contiguous 2 more: kept. With contiguous shares
+    of R 5 (1.25 a quarter) the same drift at half the tiles changes course (4 > 2.5)."""
+    from pairflow.engine.pairs.plan.stealing import Course
+    c = Course([1.0, 2.0, 3.0, 4.0], units=10, alternative=[2.0, 4.0, 6.0, 8.0])
+    assert c.check(0.5, 40) is None and c.changed is None
+    assert c.drift == {"at_done": 0.5, "R": 4.0, "simulated_R": 2.0, "margin": 1.25,
+                       "projected_R": 8.0, "contiguous_R": 8.0, "kept": "dealt"}
+    assert c.check(0.75, 60) is None and c.drift["projected_R"] == 8.0
+    cheap = Course([1.0, 2.0, 3.0, 4.0], units=10, alternative=[1.25, 2.5, 3.75, 5.0])
+    assert cheap.check(0.5, 40) == {"at_done": 0.5, "R": 4.0, "simulated_R": 2.0,
+                                    "margin": 1.25, "projected_R": 8.0, "contiguous_R": 6.5,
+                                    "to": "contiguous"}
+    assert cheap.drift is None

@@ -190,6 +190,8 @@ class Scheduler:
             # null: no course to watch (not dealt); false: kept; else the change made
             out["course_change"] = None if self.course is None else \
                 (self.course.changed or False)
+            if self.course is not None and self.course.drift:  # past the margin, course kept
+                out["course_drift"] = self.course.drift
         else:
             out.update(steals=0, per_node={}, steal_log=[])
         return out

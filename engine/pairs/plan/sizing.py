@@ -364,7 +364,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     curve = (choice.modes.get("dealt") or {}).get("curve")
     if choice.shares == "dealt" and shares is not None and curve and resume_tiles is None:
         fallback = planner.order(tiles, items)
-        course = {"curve": curve, "units": run_items.n_items}  # R in what the caches hold
+        course = {"curve": curve, "units": run_items.n_items,  # R in what the caches hold
+                  "alternative": (choice.modes.get("contiguous") or {}).get("curve")}
     holds_every_item = host_items_eff >= items.n_items
     if shares is None and weights is None and holds_every_item:
         order = largest_first(tiles, order)  # every order loads each item once: end small
