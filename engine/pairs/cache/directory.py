@@ -273,7 +273,7 @@ class Peers:
                 "failed": self.failed, "stale": self.stale, "lookup_calls": self.lookup_calls,
                 "take_calls": self.take_calls, "hops": self.hops,
                 "shard_items": len(self.shard.holders), "lost_peers": sorted(self.lost),
-                "rebuilt": self.rebuilt}
+                "rebuilt": self.rebuilt, "claims": self.shard.claims}
 
 
 def l3_summary(enabled: bool, hops: int, cache_stats: list[dict]) -> dict:
@@ -282,12 +282,12 @@ def l3_summary(enabled: bool, hops: int, cache_stats: list[dict]) -> dict:
     per_node = {s["node"]: s["l3"] for s in cache_stats if s.get("l3")}
     out = {"enabled": bool(enabled) and bool(per_node), "hops": hops,
            "hits_per_hop": [0] * hops, "hits": 0, "misses": 0, "failed": 0, "stale": 0,
-           "lookup_calls": 0, "take_calls": 0, "rebuilt": 0}
+           "lookup_calls": 0, "take_calls": 0, "rebuilt": 0, "claims": 0}
     for part in per_node.values():
         for k, v in enumerate(part["hits_per_hop"][:hops]):
             out["hits_per_hop"][k] += v
         for key in ("hits", "misses", "failed", "stale", "lookup_calls", "take_calls",
-                    "rebuilt"):
+                    "rebuilt", "claims"):
             out[key] += part.get(key, 0)
     out["nodes"] = per_node
     return out
