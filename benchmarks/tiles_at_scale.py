@@ -8,7 +8,9 @@ The synthetic app (``apps/synthetic.py``: compare costs nothing, one float an it
 of 2 items, so a triangle of n items has ~(n/2)^2/2 tiles: 10^6 tiles at n = 2,828. The run is
 in-process (the driver, the coordinator and the device actors are one process, so its peak is
 the driver's with everything it holds per tile), dense sink. Each step runs in a process of its
-own, and reports that process's peak resident memory (``VmHWM``):
+own, and reports that process's peak resident memory (``VmHWM``). An actor may be silent for
+10 minutes (``silent_after_s``): runs here go under ``nice -n 19`` beside others' benchmarks,
+and a starved in-process actor is not a lost one.
 
 * ``run``: the whole run; ``plan_s``: start-up up to the first tile (read, probe, plan, tiles.json,
   sinks opened, actors started: ``phases.startup_s``), ``finalize_s``, ``wall_s``, the journal's
@@ -50,7 +52,7 @@ app = SyntheticApp(n, item_floats=1)
 t0 = time.time()
 h = allpairs(app=app, sink="dense", run_dir=run_dir, leaf_items=leaf, executor="inprocess",
              progress=False, resume=mode.startswith("resume"), num_cpus=2,
-             host_cache_items=host)
+             host_cache_items=host, silent_after_s=600)
 start_s = time.time() - t0
 out = {"start_s": start_s, "tiles": len(h._run.tiles)}
 report = h._run.resume_report
@@ -130,6 +132,58 @@ def measure(tiles=(1e4, 1e5, 1e6), leaf: int = 2, run: bool = True,
     return rows
 
 
+def _vmhwm_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def killed_run(tiles: float, frac: float, run_dir: str, leaf: int = 2,
+               timeout: float = 7200.0) -> dict:
+    """A run of ``tiles`` tiles killed (SIGKILL, by its process id) once its journal names
+    ``frac`` of them: its start-up (``meta.json: phases``), its peak resident memory up to the
+    kill (``VmHWM``, sampled every second) and the tiles journaled. The directory is kept for
+    ``resume_start`` and a resume to the end."""
+    import signal
+    n = n_for_tiles(tiles, leaf)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(n), str(leaf), run_dir, "run",
+                             "0"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    journal, lines, at, peak = os.path.join(run_dir, "journal.jsonl"), 0, 0, 0.0
+    first = None  # seconds to the first journaled tile: the start-up, within a second
+    want = frac * tiles
+    while proc.poll() is None and time.time() - t0 < timeout:
+        time.sleep(1.0)
+        peak = max(peak, _vmhwm_mib(proc.pid) or 0.0)
+        try:
+            with open(journal, "rb") as fh:  # only what was appended since the last look
+                fh.seek(at)
+                new = fh.read()
+        except OSError:
+            continue
+        at += len(new)
+        if new and first is None:
+            first = time.time() - t0
+        lines += new.count(b"\n")
+        if lines >= want:
+            break
+    peak = max(peak, _vmhwm_mib(proc.pid) or 0.0)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open(os.path.join(run_dir, "meta.json")) as fh:
+        phases = json.load(fh).get("phases", {})
+    return {"tiles_asked": int(tiles), "n": n, "leaf": leaf, "killed_after_s": time.time() - t0,
+            "journal_lines": lines, "journal_mib": at / 2**20, "peak_mib_until_kill": peak,
+            "first_tile_s": first, "phases": phases, "load": load()}
+
+
 def resume_start(run_dir: str, n: int, leaf: int = 2, base: str | None = None,
                  timeout: float = 3600.0) -> dict:
     """The start-up of a resume of ``run_dir`` (a run killed part way: the journal replayed,
@@ -147,6 +201,10 @@ def main(argv=None) -> None:
     ap.add_argument("--host-frac", type=float, help="host tier: this share of the items")
     ap.add_argument("--resume-start", metavar="RUN_DIR",
                     help="only the start-up of a resume of RUN_DIR (n from --tiles), then stop")
+    ap.add_argument("--kill-at", type=float, metavar="FRAC",
+                    help="kill the run (of --tiles' first size) once FRAC of its tiles are "
+                    "journaled, then time a resume's start-up (--keep: then resume to the end)")
+    ap.add_argument("--run-dir", help="where --kill-at runs (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--base", help="a directory with another checkout's pairflow package "
                     "(symlinks: pairflow/{__init__.py,engine,apps,kernels,...}): the baseline")
@@ -156,6 +214,12 @@ def main(argv=None) -> None:
     if a.resume_start:
         print(json.dumps(resume_start(a.resume_start, n_for_tiles(a.tiles[0], a.leaf), a.leaf,
                                       a.base)))
+        return
+    if a.kill_at:
+        run_dir = a.run_dir or tempfile.mkdtemp(prefix="tiles_at_scale_killed_")
+        os.makedirs(run_dir, exist_ok=True)
+        row = killed_run(a.tiles[0], a.kill_at, run_dir, a.leaf)
+        print(json.dumps(row), flush=True)
         return
     rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep, base=a.base,
                    host_frac=a.host_frac)

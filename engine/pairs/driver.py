@@ -90,6 +90,7 @@ class _Run:
                 self.ex = preflight.ex
             self.pre = pre  # kept for the launch and the summary
             self.phases, self.measured, self.nodes = pre.phases, pre.measured, pre.nodes
+            self.resuming = previous is not None
             self.plan = plan_run(
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
                 probe_weight=pre.probe_weight,
@@ -131,7 +132,8 @@ class _Run:
             self.measured = {**self.measured, "pack_bytes": plan.item_bytes}
         if self.cfg.progress and plan.choice:
             print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
-        write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_json(plan.order))
+        if not self.resuming:  # a resume works on the saved plan, in its order: that file
+            write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_json(plan.order))
 
     def _open_sinks(self, resume: bool) -> list[int]:
         """Open every sink; on a resume, the tiles the journal shows safely written."""

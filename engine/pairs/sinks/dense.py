@@ -272,6 +272,43 @@ class DenseMatrix(Sink):
             return False
         return (crc & 0xFFFFFFFF) == entry["crc32"]
 
+    def verify_many(self, entries) -> np.ndarray:
+        """``verify`` of many journal entries (``journal.Entries``) at once: an entry whose
+        field, region and CRC a staged record with an intact payload has is verified as
+        arrays (``StagedTiles.journal_crcs``: a resume of 10^6 tiles in seconds); the others
+        one by one, from the array (a finished run reopened) or not at all."""
+        self._open_arrays()
+        staged = self._staged_tiles()
+        crcs = staged.journal_crcs()
+        kept = crcs >= 0
+        c = staged.cols
+        mine = np.stack([c["field"][kept], c["r0"][kept], c["r1"][kept], c["c0"][kept],
+                         c["c1"][kept], crcs[kept]], axis=1)
+        field_of = {}
+        for loc in set(entries.location):
+            name = loc.split("/", 1)[1] if isinstance(loc, str) and "/" in loc else None
+            field_of[loc] = staged.fields.get(name, -1)
+        theirs = np.concatenate([np.array([field_of[x] for x in entries.location],
+                                          np.int64).reshape(-1, 1),
+                                 np.asarray(entries.region, np.int64).reshape(-1, 4),
+                                 np.asarray(entries.crc32, np.int64).reshape(-1, 1)], axis=1)
+        both = np.concatenate([mine, theirs])
+        order = np.lexsort(both.T[::-1])
+        rows = both[order]
+        new = np.ones(len(rows), bool)
+        new[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+        starts = np.flatnonzero(new)
+        is_staged = np.r_[np.ones(len(mine), bool), np.zeros(len(theirs), bool)][order]
+        found = np.empty(len(rows), bool)
+        if len(rows):  # an entry is verified when its group holds a staged record
+            found[order] = np.maximum.reduceat(is_staged, starts)[np.cumsum(new) - 1]
+        ok = found[len(mine):]
+        theirs_ok = theirs[:, 0] >= 0
+        ok &= theirs_ok
+        for i in np.flatnonzero(~ok).tolist():
+            ok[i] = self.verify(entries.entry(i))
+        return ok
+
     def finalize(self):
         """Move every staged tile into its chunk (each chunk written once, by this process),
         drop the logs, and rename the array to its final name."""
