@@ -5,6 +5,13 @@ coordinator, engine/pairs/workers/coordinator.py). ``MetricsState`` is the pure 
 without Ray); ``Metrics`` appends spans and finished tiles to JSON Lines and writes a cumulative
 snapshot to ``metrics.jsonl`` at most every ``interval`` seconds.
 
+The trace is bounded (``SpanTrace``): a tile adds three spans (~360 bytes), so 10^6 tiles wrote
+365 MB of trace.jsonl, and converting it to Parquet at the end held most of a GiB. Spans are
+written one a line until the trace holds ``TRACE_SPANS``; after that, one line per actor, stage
+and ``COALESCE_S`` seconds stands for the spans that started in it (``n`` spans, ``busy``
+seconds: the sum of their durations, ``cpu`` where they had it). ``stage_seconds`` stay exact:
+the aggregation sees every span.
+
 Event kinds:
   {"kind": "span", "actor", "stage", "what", "t0", "t1"[, "cpu"]} a stage ran (load, parse, ...)
   {"kind": "tile_start", "id", "actor", "t"}                   a tile's items are being acquired
@@ -23,6 +30,65 @@ from .shipping import Outbox
 from .rundir import METRICS, TILES, TRACE, TRACE_PARQUET, JsonlWriter, RunDir, read_jsonl
 
 STAGES = ("load", "parse", "preprocess", "compare", "postprocess", "write")
+#: spans written one a line before the trace coalesces them (~35 MB of trace.jsonl)
+TRACE_SPANS = 100_000
+#: after that, one line per actor, stage and this many seconds
+COALESCE_S = 1.0
+
+
+class SpanTrace:
+    """Spans to a writer (``write(records)``), one a line for the first ``budget``, then
+    coalesced per actor, stage and ``bucket_s`` seconds (the module's docstring). A coalesced
+    line is a span (``actor``, ``stage``, ``what``, ``t0``: the first start, ``t1``: the last
+    end) with ``n`` and ``busy`` (and ``cpu``) added; it is written once a later span of any
+    actor starts ``2 * bucket_s`` after its window, or at ``close``."""
+
+    def __init__(self, writer, budget: int = TRACE_SPANS, bucket_s: float = COALESCE_S):
+        self.writer, self.budget, self.bucket_s = writer, budget, bucket_s
+        self.written = 0        # lines, one a span, before coalescing began
+        self.coalesced = 0      # spans that went into coalesced lines
+        self._open: dict[tuple, dict] = {}  # (actor, stage) -> the line being filled
+        self._latest = float("-inf")
+
+    def write(self, spans: list[dict]) -> None:
+        room = max(0, self.budget - self.written)
+        if room:
+            self.writer.write(spans[:room])
+            self.written += min(room, len(spans))
+            spans = spans[room:]
+        if not spans:
+            return
+        for sp in spans:
+            key = (sp.get("actor"), sp.get("stage"))
+            line = self._open.get(key)
+            t0, t1 = float(sp["t0"]), float(sp["t1"])
+            if line is not None and t0 >= line["_start"] + self.bucket_s:
+                self._emit(key)
+                line = None
+            if line is None:
+                line = self._open[key] = {"actor": key[0], "stage": key[1], "what": "",
+                                          "t0": t0, "t1": t1, "n": 0, "busy": 0.0,
+                                          "_start": t0}
+            line["t0"], line["t1"] = min(line["t0"], t0), max(line["t1"], t1)
+            line["n"] += 1
+            line["busy"] += t1 - t0
+            if "cpu" in sp:
+                line["cpu"] = line.get("cpu", 0.0) + float(sp["cpu"])
+            self._latest = max(self._latest, t0)
+            self.coalesced += 1
+        for key in [k for k, v in self._open.items()
+                    if v["_start"] + 2 * self.bucket_s <= self._latest]:
+            self._emit(key)
+
+    def _emit(self, key) -> None:
+        line = self._open.pop(key)
+        del line["_start"]
+        line["what"] = f"{line['n']} spans"
+        self.writer.write([line])
+
+    def close(self) -> None:
+        for key in list(self._open):
+            self._emit(key)
 
 
 class MetricsState:
@@ -39,7 +105,10 @@ class MetricsState:
         self.actors: dict[str, dict] = defaultdict(
             lambda: {"tiles": 0, "pairs": 0, "busy_s": 0.0, "running": []})
         self._active_since: dict[str, float] = {}
-        self.counted_tiles: set = set()
+        # the tiles counted, a byte a tile (a set of 10^6 ints held ~60 MiB); ids outside
+        # 0..tiles_total-1 (none in a run) in a set
+        self._counted = bytearray(max(0, int(tiles_total)))
+        self._counted_other: set = set()
 
     def add(self, events) -> None:
         for ev in events:
@@ -58,9 +127,8 @@ class MetricsState:
                     if not a["running"]:  # busy = wall time with at least one tile under way
                         a["busy_s"] += ev["t_end"] - self._active_since.pop(ev["actor"],
                                                                             ev["t_end"])
-                if ev["id"] in self.counted_tiles:  # a retried tile counts once
+                if not self._count(ev["id"]):  # a retried tile counts once
                     continue
-                self.counted_tiles.add(ev["id"])
                 self.tiles_done += 1
                 self.pairs_done += ev["pairs"]
                 a = self.actors[ev["actor"]]
@@ -70,6 +138,18 @@ class MetricsState:
                 self.tier_sources[(ev["tier"], ev["source"])] = ev["stats"]
             elif kind == "loads":
                 self.load_sources[ev["source"]] = {"loads": ev["loads"], "bytes": ev["bytes"]}
+
+    def _count(self, tile) -> bool:
+        """Mark ``tile`` counted; False when it was already."""
+        if isinstance(tile, int) and 0 <= tile < len(self._counted):
+            if self._counted[tile]:
+                return False
+            self._counted[tile] = 1
+            return True
+        if tile in self._counted_other:
+            return False
+        self._counted_other.add(tile)
+        return True
 
     def tiers(self) -> dict:
         out: dict = {}
@@ -113,7 +193,9 @@ class Metrics:
                                   initial_pairs)
         self.outbox = Outbox() if outbox else None
         opener = self.outbox.writer if outbox else (lambda name: JsonlWriter(self.run.file(name)))
-        self.metrics, self.trace, self.tiles = opener(METRICS), opener(TRACE), opener(TILES)
+        self.metrics, self.tiles = opener(METRICS), opener(TILES)
+        self.trace_file = opener(TRACE)
+        self.trace = SpanTrace(self.trace_file)
         self.interval = interval
         self._last = 0.0
 
@@ -140,7 +222,8 @@ class Metrics:
 
     def close(self) -> dict:
         snap = self.tick(force=True)
-        for w in (self.metrics, self.trace, self.tiles):
+        self.trace.close()
+        for w in (self.metrics, self.trace_file, self.tiles):
             w.close()
         return snap
 

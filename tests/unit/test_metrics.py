@@ -91,3 +91,55 @@ def test_event_buffer_loses_no_event_when_threads_add_while_it_flushes():
         sys.setswitchinterval(old)
     keys = [(e["t"], e["i"]) for e in sent]
     assert len(keys) == n * per and len(set(keys)) == n * per
+
+
+def test_the_trace_is_bounded_and_keeps_every_span_s_time(tmp_path):
+    """Spans one a line up to the budget, then one line per actor, stage and second: the lines'
+    ``n`` count every span once, ``busy`` their seconds, t0/t1 their first start and last
+    end; the file is a few lines a second however many spans; trace.parquet reads it."""
+    import json
+    import random
+
+    import pyarrow.parquet as pq
+
+    from pairflow.engine.run.metrics import SpanTrace, trace_to_parquet
+    from pairflow.engine.run.rundir import JsonlWriter, RunDir
+    rng = random.Random(0)
+    spans, t = [], 1000.0
+    for i in range(20_000):  # 2 actors x 3 stages, a span every ~1 ms: ~20 s
+        t += rng.random() * 0.002
+        actor, stage = f"a{i % 2}", ("compare", "postprocess", "write")[i % 3]
+        spans.append({"actor": actor, "stage": stage, "what": f"tile {i}", "t0": t,
+                      "t1": t + rng.random() * 0.003, "cpu": 0.001})
+    path = tmp_path / "trace.jsonl"
+    out = JsonlWriter(str(path))
+    trace = SpanTrace(out, budget=500, bucket_s=1.0)
+    for lo in range(0, len(spans), 97):  # in batches, as actors send them
+        trace.write(spans[lo:lo + 97])
+    trace.close()
+    out.close()
+    lines = [json.loads(x) for x in open(path)]
+    assert lines[:500] == spans[:500]
+    rest, later = lines[500:], spans[500:]
+    assert sum(x["n"] for x in rest) == len(later)
+    assert abs(sum(x["busy"] for x in rest) - sum(s["t1"] - s["t0"] for s in later)) < 1e-6
+    assert abs(sum(x["cpu"] for x in rest) - 0.001 * len(later)) < 1e-6
+    seconds = later[-1]["t1"] - later[0]["t0"]
+    assert len(rest) <= 6 * (seconds + 2)  # a line per actor, stage and second, at most
+    for key in {(s["actor"], s["stage"]) for s in later}:
+        mine = [x for x in rest if (x["actor"], x["stage"]) == key]
+        theirs = [s for s in later if (s["actor"], s["stage"]) == key]
+        assert min(x["t0"] for x in mine) == min(s["t0"] for s in theirs)
+        assert max(x["t1"] for x in mine) == max(s["t1"] for s in theirs)
+        assert all(x["t1"] - x["t0"] < 1.0 + 0.003 for x in mine)
+    trace_to_parquet(RunDir(str(tmp_path)))
+    table = pq.read_table(tmp_path / "trace.parquet")
+    assert table.num_rows == len(lines)
+
+
+def test_tiles_count_once_by_id_also_beyond_the_plan():
+    m = MetricsState(n_items=4, tiles_total=3, pairs_total=6, bound_R=None)
+    ev = [{"kind": "tile", "id": i, "actor": "a", "t_start": 0.0, "t_end": 1.0, "pairs": 1}
+          for i in (0, 2, 2, 7, 7, 0, 1)]
+    m.add(ev)
+    assert m.snapshot()["tiles_done"] == 4  # 0, 1, 2 and an id the plan does not have
