@@ -22,7 +22,7 @@ from .base import Reader, locked
 from .cache import CacheTiers
 from .devices import Devices
 from .farm import Farm
-from .matrix import Matrix
+from .matrix import Matrix, read_plan
 from .pipelines import Pipelines
 from .scheduling import Scheduling
 from .snapshots import Snapshots
@@ -90,6 +90,8 @@ class RunView(RunState):
         self.clock = clock
         self.lock = threading.RLock()
         self.files = {name: JsonFile(self.run_dir / f, text=text) for name, (f, text) in FILES.items()}
+        # the plan as columns, not a dict per tile (matrix.read_plan)
+        self.files["plan"] = JsonFile(self.run_dir / FILES["plan"][0], parse=read_plan)
         self._caches: dict[Any, _Cache] = {}
         self.last_refresh: float | None = None
         self.refresh_seconds: float = 0.0

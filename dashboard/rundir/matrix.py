@@ -4,11 +4,17 @@ An all-pairs run writes its plan at start and one line per finished tile (tiles.
 *done* once a line names it (the last line wins: a re-run tile counts once, under its last
 actor), *running* while the latest snapshot lists it under an actor, else *pending*. A space with
 too many leaves to draw one by one is summed into a coarse grid.
+
+Both are held as columns: the plan read as numbers (``read_plan``), the finished tiles' records
+appended to typed columns (``DoneTiles``). At 10^6 tiles a list of dicts from tiles.json and a
+dict per tiles.jsonl record held ~1 GiB in the dashboard's process and took seconds to build.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from array import array
 from typing import Any
 
 import numpy as np
@@ -18,7 +24,85 @@ from .base import Reader, locked
 from .state import TERMINAL_STATES
 from .values import first, int_or_none, num, tile_key
 
-__all__ = ["Matrix"]
+__all__ = ["Matrix", "DoneTiles", "read_plan"]
+
+PLAN_COLUMNS = ["id", "r0", "r1", "c0", "c1", "pairs", "depth", "order"]
+_TILE_KEYS = ("id", "r0", "r1", "c0", "c1", "pairs", "depth")  # Tile.to_dict's, in its order
+
+
+def read_plan(raw: bytes) -> pd.DataFrame:
+    """tiles.json (a JSON list of tiles) as the plan frame: id (``tile_key``: a string), r0, r1,
+    c0, c1, pairs (floats), depth, order (planned position). A plan written as the engine
+    writes it (every tile the same keys, in ``Tile.to_dict``'s order, whole numbers) is read
+    as numbers in one pass, no dict per tile; any other through ``json``. Raises ValueError
+    on a file that is not JSON (a half-written one: the caller keeps the last good plan)."""
+    n = raw.count(b"{")
+    keys = [f'"{k}":'.encode() for k in _TILE_KEYS]
+    text = raw.replace(b" ", b"")
+    head = text[text.find(b"{"):text.find(b"}") + 1]
+    if n and text.rstrip().endswith(b"]") and all(text.count(k) == n for k in keys) and \
+            [head.find(k) for k in keys] == sorted(head.find(k) for k in keys) and \
+            text.count(b":") == n * len(keys):
+        for k in keys:
+            text = text.replace(k, b" ")
+        text = text.translate(bytes.maketrans(b"{}[],\n\r\t", b"        "))
+        try:
+            a = np.array(text.split(), dtype=np.int64)
+        except ValueError:  # a number that is not a whole one: the general reader
+            a = None
+        if a is not None and len(a) == n * len(keys):
+            a = a.reshape(n, len(keys))
+            df = pd.DataFrame({"id": a[:, 0].astype(str).astype(object)})
+            for i, k in enumerate(_TILE_KEYS[1:6], start=1):
+                df[k] = a[:, i].astype(np.float64)
+            df["depth"], df["order"] = a[:, 6], np.arange(n)
+            return df[PLAN_COLUMNS]
+    plan = json.loads(raw)
+    rows = []
+    for i, t in enumerate(plan if isinstance(plan, list) else []):
+        if not isinstance(t, dict) or "id" not in t:
+            continue
+        rows.append({"id": tile_key(t["id"]), "r0": num(t.get("r0")), "r1": num(t.get("r1")),
+                     "c0": num(t.get("c0")), "c1": num(t.get("c1")),
+                     "pairs": num(t.get("pairs")), "depth": int_or_none(t.get("depth")),
+                     "order": i})
+    return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+class DoneTiles:
+    """tiles.jsonl's records as typed columns, in the order read: id (``tile_key``), actor (a
+    number; ``actors`` names them), t_start, t_end, pairs (NaN: none)."""
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
+        self.ids: list[str] = []
+        self.actor = array("i")
+        self.actors: dict[str, int] = {}
+        self.t_start, self.t_end, self.pairs = array("d"), array("d"), array("d")
+
+    def add(self, r: dict) -> None:
+        nan = float("nan")
+        self.ids.append(tile_key(r["id"]))
+        self.actor.append(self.actors.setdefault(str(r.get("actor", "?")), len(self.actors)))
+        for col, key in ((self.t_start, "t_start"), (self.t_end, "t_end"), (self.pairs, "pairs")):
+            v = num(r.get(key))
+            col.append(nan if v is None else v)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def frame(self) -> pd.DataFrame:
+        """Deduplicated by id, the last record winning: id, actor, t_start, t_end, pairs."""
+        names = np.array(list(self.actors) or ["?"], dtype=object)
+        df = pd.DataFrame({"id": pd.Series(self.ids, dtype=object),
+                           "actor": names[np.frombuffer(self.actor, np.int32)] if len(self) else
+                           pd.Series(dtype=object),
+                           "t_start": np.frombuffer(self.t_start, np.float64),
+                           "t_end": np.frombuffer(self.t_end, np.float64),
+                           "pairs": np.frombuffer(self.pairs, np.float64)})
+        return df.drop_duplicates("id", keep="last").reset_index(drop=True)
 
 
 class Matrix(Reader):
@@ -29,12 +113,12 @@ class Matrix(Reader):
 
     def __init__(self, run):
         super().__init__(run)
-        self.done: dict[Any, dict] = {}  # tile id -> last tiles.jsonl record
+        self.done = DoneTiles()  # tiles.jsonl's records
 
     def ingest(self, stream: str, recs: list[dict]) -> None:
         for r in recs:
             if "id" in r:
-                self.done[tile_key(r["id"])] = r
+                self.done.add(r)
 
     def clear(self, stream: str) -> None:
         self.done.clear()
@@ -46,29 +130,17 @@ class Matrix(Reader):
     def plan(self) -> pd.DataFrame:
         """tiles.json as a frame: id, r0, r1, c0, c1, pairs, depth, order (planned position)."""
         def build():
-            plan = self.run.files["plan"].get()
-            cols = ["id", "r0", "r1", "c0", "c1", "pairs", "depth", "order"]
-            if not isinstance(plan, list):
-                return pd.DataFrame(columns=cols)
-            rows = []
-            for i, t in enumerate(plan):
-                if not isinstance(t, dict) or "id" not in t:
-                    continue
-                rows.append({"id": tile_key(t["id"]), "r0": num(t.get("r0")), "r1": num(t.get("r1")),
-                             "c0": num(t.get("c0")), "c1": num(t.get("c1")),
-                             "pairs": num(t.get("pairs")), "depth": int_or_none(t.get("depth")), "order": i})
-            return pd.DataFrame(rows, columns=cols)
+            plan = self.run.files["plan"].get()  # read_plan's frame (core.FILES)
+            if not isinstance(plan, pd.DataFrame):
+                return pd.DataFrame(columns=PLAN_COLUMNS)
+            return plan
         return self.cached("plan", ("plan",), build)
 
     @locked
     def done_frame(self) -> pd.DataFrame:
         """tiles.jsonl deduplicated by tile id (last record wins): id, actor, t_start, t_end, pairs."""
         def build():
-            cols = ["id", "actor", "t_start", "t_end", "pairs"]
-            rows = [{"id": k, "actor": str(r.get("actor", "?")), "t_start": num(r.get("t_start")),
-                     "t_end": num(r.get("t_end")), "pairs": num(r.get("pairs"))}
-                    for k, r in self.done.items()]
-            return pd.DataFrame(rows, columns=cols)
+            return self.done.frame()
         return self.cached("done", ("tiles",), build)
 
     @locked

@@ -47,9 +47,9 @@ class RunState:
         tiles_total = first(last.get("tiles_total"), meta.get("tiles_total"), len(plan) or None)
         pairs_total = first(last.get("pairs_total"), meta.get("pairs_total"),
                             plan["pairs"].sum() if len(plan) and plan["pairs"].notna().all() else None)
-        done_ids = self.matrix.done
-        tiles_done = max_of(last.get("tiles_done"), len(done_ids) if done_ids else None, summ.get("tiles_done"))
-        pairs_jsonl = sum(num(r.get("pairs")) or 0 for r in done_ids.values()) if done_ids else None
+        done = self.matrix.done_frame() if self.matrix.done else None  # by id, the last record
+        tiles_done = max_of(last.get("tiles_done"), len(done) if done is not None else None, summ.get("tiles_done"))
+        pairs_jsonl = float(done["pairs"].fillna(0).sum()) if done is not None else None
         pairs_done = max_of(last.get("pairs_done"), pairs_jsonl, summ.get("pairs_done"))
         out["tiles"] = prog(tiles_done, tiles_total)
         out["pairs"] = prog(pairs_done, pairs_total)

@@ -142,9 +142,12 @@ class JsonFile:
     content rather than an error.  ``get()`` returns ``None`` while the file does not exist.
     """
 
-    def __init__(self, path: str | os.PathLike, text: bool = False):
+    def __init__(self, path: str | os.PathLike, text: bool = False, parse=None):
+        """``parse``: bytes -> value in place of ``json.loads`` (raises ValueError on a file
+        it cannot read yet)."""
         self.path = Path(path)
         self.text = text
+        self.parse = parse
         self._sig: tuple | None = None
         self._value: Any = None
         self.version = 0  # incremented whenever the value changes
@@ -162,7 +165,8 @@ class JsonFile:
             return self._value
         try:
             raw = self.path.read_bytes()
-            value = raw.decode("utf-8", "replace") if self.text else json.loads(raw)
+            value = raw.decode("utf-8", "replace") if self.text else \
+                (self.parse or json.loads)(raw)
         except (OSError, ValueError):
             return self._value  # half-written: keep the previous good value, try again later
         self._sig, self._value = sig, value
