@@ -92,6 +92,8 @@ def read_entries(path: str) -> list[dict]:
 #: the journal is read in blocks of about this many bytes (whole lines): memory stays a few
 #: blocks and the columns, whatever the journal's length
 BLOCK_BYTES = 8 << 20
+#: a journal smaller than this is read line by line: importing Arrow costs more than it saves
+ARROW_MIN_BYTES = 4 << 20
 _FIELDS = ("tile", "sink", "location", "region", "length", "crc32")
 
 
@@ -293,8 +295,12 @@ class JournalIndex:
         self.path = path
         keys: dict[tuple, int] = {}
         parts: dict[str, list] = {f: [] for f in ("tile", "key", "region", "length", "crc32")}
+        try:
+            arrow = os.path.getsize(path) >= ARROW_MIN_BYTES
+        except OSError:
+            arrow = False
         for block in _blocks(path):
-            cols = _arrow_block(block)
+            cols = _arrow_block(block) if arrow else None
             if cols is None:
                 cols = _python_block(block)
             keep = cols["keep"]

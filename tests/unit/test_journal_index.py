@@ -99,6 +99,7 @@ def test_the_index_holds_what_a_line_by_line_reader_keeps(tmp_path_factory, seed
     want = oracle_rows(oracle(raw.encode()))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(J, "BLOCK_BYTES", block)
+        mp.setattr(J, "ARROW_MIN_BYTES", 0)  # Arrow for any journal, as for a large one
         assert as_rows(J.JournalIndex(str(path))) == want
         mp.setattr(J, "_arrow_block", lambda b: None)  # every block line by line
         assert as_rows(J.JournalIndex(str(path))) == want
@@ -109,8 +110,9 @@ def test_arrow_reads_a_clean_block_and_imports_no_pandas(tmp_path):
     raw = "".join(json.dumps(entry(rng, t)) + "\n" for t in range(2000)).encode()
     cols = J._arrow_block(raw)
     assert cols is not None  # a clean journal is never read line by line
-    (path := tmp_path / "journal.jsonl").write_bytes(raw)
-    assert as_rows(J.JournalIndex(str(path))) == oracle_rows(oracle(raw))
+    (path := tmp_path / "journal.jsonl").write_bytes(raw * 20)  # over ARROW_MIN_BYTES
+    assert len(raw) * 20 >= J.ARROW_MIN_BYTES
+    assert as_rows(J.JournalIndex(str(path))) == oracle_rows(oracle(raw * 20))
     import subprocess
     import sys
     code = ("import sys; from pairflow.engine.run.journal import JournalIndex; "
