@@ -423,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
                             if (c.get("kind", key), c["n"]) not in redo]
         results["resume"] = None if args.resume_n else old.get("resume")
     results["driver_at_1e6_tiles_gib"] = driver_at_tiles()
+    from tiles_at_scale import for_scale  # its killed-and-resumed 10^6-tile run, as recorded
+    results["tiles_at_scale"] = for_scale()
 
     def save():  # after every case: a long run killed later keeps what it measured
         write(out_path("scale.json", args.out), results, "scale", targets=targets(results),

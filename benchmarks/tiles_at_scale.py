@@ -193,6 +193,106 @@ def resume_start(run_dir: str, n: int, leaf: int = 2, base: str | None = None,
             "resumed": got["resumed"], "load": load()}
 
 
+def resume_run(run_dir: str, leaf: int = 2, timeout: float = 7200.0) -> dict:
+    """A killed run (``killed_run``) resumed to the end in a process of its own: the start-up
+    (journal replayed, staged tiles verified, plan, actors: ``resume_s``), the wall time, the
+    phases (``finalize_s``) and the process's peak resident memory (through the finalize)."""
+    with open(run_dir + ".killed.json") as fh:
+        n = json.load(fh)["n"]
+    got = _child(n, leaf, run_dir, "resume", timeout)
+    ph = got.get("phases") or {}
+    return {"n": n, "tiles": got["tiles"], "resume_s": got["start_s"], "wall_s": got["wall_s"],
+            "peak_mib": got["peak_mib"], "finalize_s": ph.get("finalize_s"),
+            "phases": ph, "resumed": got["resumed"], "load": load()}
+
+
+def resume_starts(run_dir: str, base: str | None, reps: int = 1, leaf: int = 2) -> list[dict]:
+    """``resume_start`` of fresh copies of a killed run, this checkout's and ``base``'s
+    interleaved (new, base, new, ...): the same journal and logs replayed by each."""
+    with open(run_dir + ".killed.json") as fh:
+        n = json.load(fh)["n"]
+    rows = []
+    for rep in range(reps):
+        for who, b in [("new", None)] + ([("base", base)] if base else []):
+            copy = run_dir + ".copy"
+            subprocess.run(["rm", "-rf", copy])
+            subprocess.run(["cp", "-r", run_dir, copy], check=True)
+            row = dict(resume_start(copy, n, leaf, b), who=who, rep=rep)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            subprocess.run(["rm", "-rf", copy])
+    return rows
+
+
+def _load_json(path: str, default=None):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return default
+
+
+def record(run_dir: str, out: str | None = None) -> dict:
+    """The killed-and-resumed figures of ``run_dir`` (``*.killed.json``, ``*.resumed.json``,
+    ``*.starts.json``) as benchmarks/out/tiles_at_scale.json, and their summary in
+    scale.json's tiles part (``driver_at_1e6_tiles_gib``, ``tiles_at_scale``: what
+    sections/scale.py shows; ``scale.py`` reads the same from this file when it runs)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _record import out_path, target, write
+    killed = _load_json(run_dir + ".killed.json")
+    resumed = _load_json(run_dir + ".resumed.json")
+    starts = _load_json(run_dir + ".starts.json", [])
+    peak = max(killed["peak_mib_until_kill"], (resumed or {}).get("peak_mib") or 0.0)
+    new = [r["resume_s"] for r in starts if r["who"] == "new"]
+    base = [r["resume_s"] for r in starts if r["who"] == "base"]
+    summary = {
+        "tiles": (resumed or {}).get("tiles") or killed["tiles_asked"], "n": killed["n"],
+        "leaf": killed["leaf"], "killed_at_tiles": killed["journal_lines"],
+        "killed_after_s": killed["killed_after_s"], "first_tile_s": killed["first_tile_s"],
+        "peak_gib_until_kill": killed["peak_mib_until_kill"] / 1024,
+        "resume_s": (resumed or {}).get("resume_s"),
+        "resume_start_s": {"new": new, "base": base},
+        "resume_start_peak_gib": max((r["resume_peak_mib"] for r in starts if r["who"] == "new"),
+                                     default=None),
+        "resumed_wall_s": (resumed or {}).get("wall_s"),
+        "finalize_s": (resumed or {}).get("finalize_s"),
+        "resumed_peak_gib": (resumed or {}).get("peak_mib") and resumed["peak_mib"] / 1024,
+        "reused": ((resumed or {}).get("resumed") or {}).get("reused"),
+        "driver_peak_gib": peak / 1024, "finished": resumed is not None,
+        "load": [killed.get("load"), (resumed or {}).get("load")]}
+    if summary["resume_start_peak_gib"] is not None:
+        summary["resume_start_peak_gib"] /= 1024
+    results = {"driver_peak_gib": peak / 1024 if resumed and summary["tiles"] >= 900_000
+               else None, "summary": summary, "killed": killed,
+               "resumed": resumed, "starts": starts}
+    goals = [target(f"driver memory at {summary['tiles']:,} tiles (killed, resumed to the end)",
+                    peak / 1024 if resumed else None, "<=", 2.0, "GiB"),
+             target("a resume of the killed run replays and verifies in seconds",
+                    summary["resume_s"], "<=", 30.0, "s")]
+    write(out_path("tiles_at_scale.json", out), results, "tiles_at_scale", targets=goals)
+    scale = out_path("scale.json")
+    d = _load_json(scale)
+    if d is not None:  # scale.json's tiles part, and its target, as scale.py would write them
+        d["driver_at_1e6_tiles_gib"] = results["driver_peak_gib"] \
+            if resumed and summary["tiles"] >= 900_000 else None
+        d["tiles_at_scale"] = summary
+        for g in (d.get("_record") or {}).get("targets") or []:
+            if g.get("name", "").startswith("driver memory at 10^6 tiles"):
+                g.update(target(g["name"], d["driver_at_1e6_tiles_gib"], "<=", 2.0, "GiB"))
+        tmp = scale + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(d, fh, indent=1)
+        os.replace(tmp, scale)
+    return summary
+
+
+def for_scale() -> dict | None:
+    """The summary ``record`` wrote (benchmarks/out/tiles_at_scale.json), for scale.py."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _record import out_path
+    return (_load_json(out_path("tiles_at_scale.json")) or {}).get("summary")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", nargs="+", type=float, default=[1e4, 1e5, 1e6])
@@ -205,6 +305,13 @@ def main(argv=None) -> None:
                     help="kill the run (of --tiles' first size) once FRAC of its tiles are "
                     "journaled, then time a resume's start-up (--keep: then resume to the end)")
     ap.add_argument("--run-dir", help="where --kill-at runs (default: a temporary directory)")
+    ap.add_argument("--resume-run", metavar="RUN_DIR",
+                    help="resume a --kill-at run to the end (RUN_DIR.resumed.json)")
+    ap.add_argument("--resume-starts", metavar="RUN_DIR", help="resume start-ups of copies of "
+                    "a --kill-at run, this checkout's and --base's (RUN_DIR.starts.json)")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--record", metavar="RUN_DIR", help="write the figures of a killed and "
+                    "resumed RUN_DIR to benchmarks/out (tiles_at_scale.json, scale.json)")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--base", help="a directory with another checkout's pairflow package "
                     "(symlinks: pairflow/{__init__.py,engine,apps,kernels,...}): the baseline")
@@ -220,6 +327,22 @@ def main(argv=None) -> None:
         os.makedirs(run_dir, exist_ok=True)
         row = killed_run(a.tiles[0], a.kill_at, run_dir, a.leaf)
         print(json.dumps(row), flush=True)
+        with open(run_dir.rstrip("/") + ".killed.json", "w") as fh:
+            json.dump(row, fh, indent=1)
+        return
+    if a.resume_starts:
+        rows = resume_starts(a.resume_starts.rstrip("/"), a.base, a.reps, a.leaf)
+        with open(a.resume_starts.rstrip("/") + ".starts.json", "w") as fh:
+            json.dump(rows, fh, indent=1)
+        return
+    if a.resume_run:
+        row = resume_run(a.resume_run.rstrip("/"), a.leaf)
+        print(json.dumps(row), flush=True)
+        with open(a.resume_run.rstrip("/") + ".resumed.json", "w") as fh:
+            json.dump(row, fh, indent=1)
+        return
+    if a.record:
+        print(json.dumps(record(a.record.rstrip("/"))), flush=True)
         return
     rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep, base=a.base,
                    host_frac=a.host_frac)

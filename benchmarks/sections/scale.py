@@ -94,12 +94,43 @@ def section(d: dict, ctx) -> list[str]:
     if d.get("earlier_runs"):
         out.append("Cases kept from earlier runs of the benchmark (`--merge`): " + "; ".join(
             f"`{r['command']}` ({(r.get('date') or '')[:16]})" for r in d["earlier_runs"]) + ".")
-    drv = d.get("driver_at_1e6_tiles_gib")
-    out.append("Driver memory at 10^6 tiles: " + (f"{num(drv)} GiB (benchmarks/tiles_at_scale.py)"
-                                                  if drv is not None else
-                                                  "not measured here (benchmarks/tiles_at_scale.py"
-                                                  " has not written its JSON)."))
+    out.append(_tiles_part(d))
     return out
+
+
+def _tiles_part(d: dict) -> str:
+    """The driver at 10^6 tiles (benchmarks/tiles_at_scale.py --record writes it here)."""
+    drv, t = d.get("driver_at_1e6_tiles_gib"), d.get("tiles_at_scale")
+    if not t:
+        return "Driver memory at 10^6 tiles: " + (
+            f"{num(drv)} GiB (benchmarks/tiles_at_scale.py)" if drv is not None else
+            "not measured here (benchmarks/tiles_at_scale.py has not written its JSON).")
+    starts = t.get("resume_start_s") or {}
+    new, base = starts.get("new") or [], starts.get("base") or []
+    loads = [x for x in t.get("load") or [] if x is not None]
+    line = (f"**Driver at {t['tiles']:,} tiles** (`benchmarks/tiles_at_scale.py`: the synthetic "
+            f"app, leaf {t['leaf']}, n = {t['n']:,}, dense sink, in-process: the driver holds "
+            f"every tile's bookkeeping): killed (SIGKILL) at "
+            f"{t['killed_at_tiles']:,} tiles journaled, {num(t['killed_after_s'])} s in (first "
+            f"tile {num(t['first_tile_s'])} s), peak {num(t['peak_gib_until_kill'])} GiB; ")
+    if t.get("finished"):
+        line += (f"resumed to the end: start-up with the journal replayed and "
+                 f"{t['reused']:,} tiles verified **{num(t['resume_s'])} s**, wall "
+                 f"{num(t['resumed_wall_s'])} s, finalize {num(t['finalize_s'])} s, peak "
+                 f"{num(t['resumed_peak_gib'])} GiB. **Driver memory: "
+                 f"{num(t['driver_peak_gib'])} GiB** (the larger peak of the two runs).")
+    else:
+        line += "not resumed to the end here: the driver's memory through a finalize not measured."
+    if new:
+        line += (f" The resume's start-up alone (copies of the killed run, then cancelled): "
+                 f"{', '.join(num(x) for x in new)} s, peak "
+                 f"{num(t.get('resume_start_peak_gib'))} GiB" +
+                 (f"; the code before the columnar journal and staged index: "
+                  f"{', '.join(num(x) for x in base)} s" if base else "") + ".")
+    if loads:
+        line += (f" Run under `nice -n 19` beside others' benchmarks (load {num(min(loads))}-"
+                 f"{num(max(loads))} on 2 cores): seconds are upper bounds.")
+    return line
 
 
 def headline(d: dict) -> list[list[str]]:
