@@ -203,7 +203,28 @@ def resume_run(run_dir: str, leaf: int = 2, timeout: float = 7200.0) -> dict:
     ph = got.get("phases") or {}
     return {"n": n, "tiles": got["tiles"], "resume_s": got["start_s"], "wall_s": got["wall_s"],
             "peak_mib": got["peak_mib"], "finalize_s": ph.get("finalize_s"),
-            "phases": ph, "resumed": got["resumed"], "load": load()}
+            "phases": ph, "resumed": got["resumed"], "exact": exact_rows(run_dir, n),
+            "load": load()}
+
+
+def exact_rows(run_dir: str, n: int, rows: int = 24, seed: int = 0) -> dict:
+    """Whole rows of the finished matrix against the synthetic app's formula, computed here:
+    (i * 7919 + j) % 1000 for i < j, mirrored, NaN on the diagonal (the first and last rows
+    and ``rows`` drawn)."""
+    import numpy as np
+    import zarr
+    arr = zarr.open_group(os.path.join(run_dir, "result", "matrix.zarr"), mode="r")["value"]
+    rng = np.random.default_rng(seed)
+    picked = sorted({0, n - 1, *rng.choice(n, min(n, rows), replace=False).tolist()})
+    j = np.arange(n)
+    bad = 0
+    for i in picked:
+        lo, hi = np.minimum(i, j), np.maximum(i, j)
+        want = ((lo * 7919 + hi) % 1000).astype(np.float64)
+        want[i] = np.nan
+        got = np.asarray(arr[i, :])
+        bad += int((~((got == want) | (np.isnan(got) & np.isnan(want)))).sum())
+    return {"rows": len(picked), "cells": len(picked) * n, "mismatches": bad}
 
 
 def resume_starts(run_dir: str, base: str | None, reps: int = 1, leaf: int = 2) -> list[dict]:
@@ -258,6 +279,7 @@ def record(run_dir: str, out: str | None = None) -> dict:
         "finalize_s": (resumed or {}).get("finalize_s"),
         "resumed_peak_gib": (resumed or {}).get("peak_mib") and resumed["peak_mib"] / 1024,
         "reused": ((resumed or {}).get("resumed") or {}).get("reused"),
+        "exact": (resumed or {}).get("exact"),
         "driver_peak_gib": peak / 1024, "finished": resumed is not None,
         "load": [killed.get("load"), (resumed or {}).get("load")]}
     if summary["resume_start_peak_gib"] is not None:
@@ -268,7 +290,9 @@ def record(run_dir: str, out: str | None = None) -> dict:
     goals = [target(f"driver memory at {summary['tiles']:,} tiles (killed, resumed to the end)",
                     peak / 1024 if resumed else None, "<=", 2.0, "GiB"),
              target("a resume of the killed run replays and verifies in seconds",
-                    summary["resume_s"], "<=", 30.0, "s")]
+                    summary["resume_s"], "<=", 30.0, "s"),
+             target("the resumed result is exact (whole rows against the formula)",
+                    (summary["exact"] or {}).get("mismatches"), "==", 0)]
     write(out_path("tiles_at_scale.json", out), results, "tiles_at_scale", targets=goals)
     scale = out_path("scale.json")
     d = _load_json(scale)

@@ -117,7 +117,10 @@ def _tiles_part(d: dict) -> str:
         line += (f"resumed to the end: start-up with the journal replayed and "
                  f"{t['reused']:,} tiles verified **{num(t['resume_s'])} s**, wall "
                  f"{num(t['resumed_wall_s'])} s, finalize {num(t['finalize_s'])} s, peak "
-                 f"{num(t['resumed_peak_gib'])} GiB. **Driver memory: "
+                 f"{num(t['resumed_peak_gib'])} GiB" + (
+                     f"; exact: {t['exact']['mismatches']} mismatches in "
+                     f"{t['exact']['cells']:,} cells of whole rows against the app's formula"
+                     if t.get("exact") else "") + ". **Driver memory: "
                  f"{num(t['driver_peak_gib'])} GiB** (the larger peak of the two runs).")
     else:
         line += "not resumed to the end here: the driver's memory through a finalize not measured."
