@@ -8,26 +8,32 @@ from the score when the pair is long, and as Ray tasks when there is a lot to tr
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from pairflow.engine import PairflowError, map_chunks
+from pairflow.engine.run.executor_choice import ray_is_up
 from pairflow.kernels.scoring import Scoring
 from pairflow.kernels.smith_waterman import Alignment, rescore, sw_traceback
 
-# Tracebacks keep a direction per cell: pairs above this many cells are traced in a window around
-# the best cell (bounded from the score), and a window above the second bound is refused.
-TRACE_DIRECT_CELLS = 20_000_000
+# Tracebacks keep a direction per cell: pairs above this many cells are traced in the window the
+# alignment occupies, found first by two score-only passes (linear memory, SIMD); a window above
+# the second bound is refused. Below the first bound a direct traceback is cheaper than the passes.
+TRACE_DIRECT_CELLS = 250_000
 TRACE_MAX_CELLS = 400_000_000
-# Above this many traceback cells in all, tracebacks fan out as Ray tasks.
+# Above this many traceback cells in all, tracebacks fan out as Ray tasks (when Ray is up).
 TRACE_FANOUT_CELLS = 200_000_000
+# Above this much estimated work (seconds, ``_cost``), an in-process run traces on every core.
+TRACE_THREADS_S = 0.05
 
 
 def traceback_hit(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
     """The alignment behind a reported score, checked to re-score to it.
 
-    Pairs above ``TRACE_DIRECT_CELLS`` are traced in a window ending at the best cell: an
-    alignment of score S ending at (qe, te) has at most m = min(qe, te) aligned letter pairs and
-    at most (m * max_substitution - S) / extend gap letters, so neither of its spans is longer
-    than their sum. (With extend = 0 there is no such bound and the whole pair is traced.)
+    Pairs above ``TRACE_DIRECT_CELLS`` are traced in the window of one optimal alignment
+    (``_windowed_traceback``): a forward score-only pass finds its end cell, a second one over
+    the reversed prefixes (within the span bound below) finds its start, and only that window is
+    traced. Should the passes disagree with the score (they never have), the pair is traced in
+    the span-bounded window instead.
     """
     if len(q) * len(t) <= TRACE_DIRECT_CELLS:
         aln = sw_traceback(q, t, scoring, validate=False)
@@ -39,25 +45,54 @@ def traceback_hit(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
     return aln
 
 
-def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
+def _best_cell(q: str, t: str, scoring: Scoring):
+    """(score, end in q, end in t) of the best local alignment, 0-based end cells, score-only
+    in linear memory (striped; scan for linear gaps, which parasail's striped mis-scores)."""
     import parasail
+    method = "scan" if scoring.open == scoring.extend else "striped"
     matrix = scoring.parasail_matrix()
-    for w in (16, 32, 64):
-        r = getattr(parasail, f"sw_scan_{w}")(q, t, scoring.open, scoring.extend, matrix)
+    for w in ("sat", 32, 64):  # sat: 8 bits, redone at 16 when it saturates
+        r = getattr(parasail, f"sw_{method}_{w}")(q, t, scoring.open, scoring.extend, matrix)
         if not r.saturated:
             break
-    if int(r.score) != score:
-        raise PairflowError(f"re-scoring a {len(q)} x {len(t)} pair gave {r.score}, "
-                            f"the search reported {score}")
-    if score <= 0:
-        return Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
-    qe, te = int(r.end_query) + 1, int(r.end_ref) + 1
+    return int(r.score), int(r.end_query), int(r.end_ref)
+
+
+def _span(qe: int, te: int, scoring: Scoring, score: int) -> tuple[int, int]:
+    """Where an alignment of ``score`` ending at (qe, te) (exclusive ends) can start at the
+    earliest: it has at most m = min(qe, te) aligned letter pairs and at most
+    (m * max_substitution - score) / extend gap letters, so neither of its spans is longer than
+    their sum (with extend = 0 there is no such bound: the whole prefixes)."""
     m = min(qe, te)
     if scoring.extend > 0:
         span = m + max(0, m * scoring.max_score - score) // scoring.extend
     else:
         span = max(qe, te)
-    q0, t0 = max(0, qe - span), max(0, te - span)
+    return max(0, qe - span), max(0, te - span)
+
+
+def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
+    best, eq, et = _best_cell(q, t, scoring)
+    if best != score:
+        raise PairflowError(f"re-scoring a {len(q)} x {len(t)} pair gave {best}, "
+                            f"the search reported {score}")
+    if score <= 0:
+        return Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
+    qe, te = eq + 1, et + 1
+    q0, t0 = _span(qe, te, scoring, score)
+    # The reversed prefixes hold the reverse of every alignment ending by (qe, te); their best
+    # (score S: none inside scores more than the pair's best) ends, reversed, where one optimal
+    # alignment starts, and lies wholly inside [start, qe) x [start, te).
+    back, rq, rt = _best_cell(q[q0:qe][::-1], t[t0:te][::-1], scoring)
+    if back == score:
+        qs, ts = qe - 1 - rq, te - 1 - rt
+        aln = _trace_in(q, t, scoring, qs, qe, ts, te)
+        if aln.score == score:
+            return aln
+    return _trace_in(q, t, scoring, q0, qe, t0, te)  # the span-bounded window
+
+
+def _trace_in(q, t, scoring, q0, qe, t0, te) -> Alignment:
     if (qe - q0) * (te - t0) > TRACE_MAX_CELLS:
         raise PairflowError(f"the traceback of a {len(q)} x {len(t)} pair needs "
                             f"{(qe - q0) * (te - t0):,} cells even in its window (limit "
@@ -71,10 +106,39 @@ def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict
     return [dataclasses.asdict(traceback_hit(q, t, scoring, s)) for q, t, s in jobs]
 
 
+def _cost(q: str, t: str) -> float:
+    """Estimated seconds to trace one pair: a direct traceback at ~1 Gcells/s, or the two
+    score-only passes at ~10 Gcells/s (the window traced after them is small)."""
+    n = len(q) * len(t)
+    return n / 1e9 if n <= TRACE_DIRECT_CELLS else n / 1e10
+
+
+def _threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def trace_hits(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
-    """Tracebacks of ``(query, target, score)`` jobs: here, or as Ray tasks when there is a lot
-    to trace and Ray is up (the run just used it)."""
-    cost = [min(len(q) * len(t), TRACE_DIRECT_CELLS) for q, t, _ in jobs]
-    if sum(cost) <= TRACE_FANOUT_CELLS:
+    """Tracebacks of ``(query, target, score)`` jobs: as Ray tasks when there is a lot to trace
+    and Ray is up (the run just used it), else here, on a thread per core when there is more
+    than ``TRACE_THREADS_S`` of work (parasail's C calls release the GIL; they are most of it)."""
+    cost = [_cost(q, t) for q, t, _ in jobs]
+    if sum(min(len(q) * len(t), TRACE_DIRECT_CELLS) for q, t, _ in jobs) > TRACE_FANOUT_CELLS \
+            and ray_is_up():
+        return map_chunks(_trace_many, jobs, scoring, weights=cost)
+    threads = min(_threads(), len(jobs))
+    if threads < 2 or sum(cost) < TRACE_THREADS_S:
         return _trace_many(jobs, scoring)
-    return map_chunks(_trace_many, jobs, scoring, weights=cost)
+    from concurrent.futures import ThreadPoolExecutor
+    # the heaviest first, dealt round-robin: chunks of very uneven pairs still cost about the same
+    order = sorted(range(len(jobs)), key=lambda i: -cost[i])
+    chunks = [order[c::4 * threads] for c in range(min(len(jobs), 4 * threads))]
+    with ThreadPoolExecutor(threads) as pool:
+        outs = list(pool.map(lambda c: _trace_many([jobs[i] for i in c], scoring), chunks))
+    results: list = [None] * len(jobs)
+    for chunk, out in zip(chunks, outs):
+        for i, r in zip(chunk, out):
+            results[i] = r
+    return results

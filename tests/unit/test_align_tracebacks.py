@@ -1,0 +1,99 @@
+"""Tracebacks of long pairs located by two score-only passes (``apps.align.tracebacks``), on drawn
+pairs, against Biopython's local aligner: the score, and the alignment re-scored here from its
+aligned strings alone, with coordinates that cut those strings out of the sequences."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import need_module
+
+from pairflow.apps.align import tracebacks
+from pairflow.kernels.scoring import Scoring
+
+AA = np.array(list("ARNDCQEGHILKMFPSTWYV"))
+GAPS = [(11, 1), (10, 2), (6, 6)]  # (open, extend); the last is linear
+
+
+def _bio_score(q, t, go, ge):
+    need_module("Bio")
+    from Bio.Align import PairwiseAligner, substitution_matrices
+    al = PairwiseAligner(mode="local", substitution_matrix=substitution_matrices.load("BLOSUM62"),
+                         open_gap_score=-go, extend_gap_score=-ge)
+    return int(al.score(q, t))
+
+
+def _rescore(qa, ta, go, ge):
+    """Score of two aligned strings: BLOSUM62 per column, a gap run of L costs go + (L-1)*ge."""
+    from Bio.Align import substitution_matrices
+    m = substitution_matrices.load("BLOSUM62")
+    score, run = 0, None
+    for a, b in zip(qa, ta):
+        kind = "q" if a == "-" else "t" if b == "-" else None
+        if kind is None:
+            score += int(m[a][b])
+        else:
+            score -= ge if run == kind else go
+        run = kind
+    return score
+
+
+def _pair(rng, q_len, core_len, t_len, where, mutation):
+    """A query and a long target that holds a mutated copy (with an insertion) of the query's
+    middle at ``where`` (a fraction of the target)."""
+    core = "".join(rng.choice(AA, core_len))
+    q = "".join(rng.choice(AA, q_len)) + core + "".join(rng.choice(AA, q_len))
+    copy = "".join(c if rng.random() > mutation else rng.choice(AA) for c in core)
+    cut = core_len // 2
+    copy = copy[:cut] + "".join(rng.choice(AA, int(rng.integers(0, 4)))) + copy[cut:]
+    pos = int(where * t_len)
+    t = "".join(rng.choice(AA, pos)) + copy + "".join(rng.choice(AA, t_len - pos))
+    return q, t
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), q_len=st.integers(0, 60), core_len=st.integers(5, 120),
+       t_len=st.integers(200, 4000), where=st.floats(0, 1), mutation=st.floats(0, 0.6),
+       gaps=st.sampled_from(GAPS))
+def test_located_traceback_matches_biopython(seed, q_len, core_len, t_len, where,
+                                             mutation, gaps):
+    need_module("Bio")
+    rng = np.random.default_rng(seed)
+    q, t = _pair(rng, q_len, core_len, t_len, where, mutation)
+    go, ge = gaps
+    sc = Scoring.create("blosum62", go, ge)
+    want = _bio_score(q, t, go, ge)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tracebacks, "TRACE_DIRECT_CELLS", 0)  # every pair located, then traced
+        windows = []
+        trace_in = tracebacks._trace_in
+        mp.setattr(tracebacks, "_trace_in", lambda *a: windows.append(a[3:]) or trace_in(*a))
+        aln = tracebacks.traceback_hit(q, t, sc, want)
+        with pytest.raises(Exception, match="search reported"):
+            tracebacks.traceback_hit(q, t, sc, want + 1)
+    assert aln.score == want == _rescore(aln.query_aligned, aln.target_aligned, go, ge)
+    if want > 0:
+        # one window traced (the located one: no fall-back), and it holds the alignment
+        (qs, qe, ts, te), = windows
+        assert qs < aln.qstart <= aln.qend <= qe and ts < aln.sstart <= aln.send <= te
+        assert q[aln.qstart - 1:aln.qend] == aln.query_aligned.replace("-", "")
+        assert t[aln.sstart - 1:aln.send] == aln.target_aligned.replace("-", "")
+
+
+def test_threaded_tracebacks_equal_serial(monkeypatch):
+    """Enough work to trace on threads: the same alignments, in the jobs' order."""
+    need_module("Bio")
+    rng = np.random.default_rng(3)
+    sc = Scoring.create("blosum62", 11, 1)
+    jobs = []
+    for i in range(24):
+        q, t = _pair(rng, 20, 40 + 3 * i, 1500 + 100 * i, rng.random(), 0.2)
+        jobs.append((q, t, _bio_score(q, t, 11, 1)))
+    monkeypatch.setattr(tracebacks, "TRACE_THREADS_S", 0.0)
+    monkeypatch.setattr(tracebacks, "_threads", lambda: 2)
+    threaded = tracebacks.trace_hits(jobs, sc)
+    serial = tracebacks._trace_many(jobs, sc)
+    assert threaded == serial
+    assert [a["score"] for a in threaded] == [s for _, _, s in jobs]
