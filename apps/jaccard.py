@@ -9,9 +9,9 @@ Two kernels give the same |A∩B|, the app picks by k and the sets' size (``kern
 * ``bitset`` (k <= 8): an item is a row of bits, one per possible k-mer, and a pair is the
   popcount of an AND (``kernels/bitset.py``); short reads at k = 5 or 7 run at memory speed.
 
-Record items are built a whole file at a time, once per process (``_FileItems``): a read's
-k-mer set takes microseconds, so building it alone, a Python call per read, would cost more
-than comparing it. Records without a valid k-mer (all windows hold an N, or shorter than k) are
+Record items are built a block of a file's records at a time, once per process
+(``_FileItems``): a read's k-mer set takes microseconds, so building it alone, a Python call per
+read, would cost more than comparing it. Records without a valid k-mer (all windows hold an N, or shorter than k) are
 skipped and listed in the run directory (``skipped_records.tsv``) or, with
 ``on_bad_record=fail``, stop the run in the pre-flight naming each one; ``auto`` skips them in
 FASTQ files (read sets always hold a few) and fails on them elsewhere.
@@ -102,6 +102,7 @@ class _FileItems:
 _FILES: "dict[tuple, _FileItems]" = {}  # per process, a few files, by (url, k, ...)
 _FILE_USES = itertools.count()  # stamps each file's last use: the least recent goes first
 _FILES_KEPT = 4
+FILE_BLOCK = 8192  # records whose items are built together (``_file_items``)
 _FILES_LOCK = threading.Lock()
 
 
@@ -156,8 +157,8 @@ class JaccardApp(BasePairApp):
         keys, sizes, skip = [], [], {}
         for url in self.urls:
             records = self.catalog.file_records(url)
-            lengths = np.fromiter((len(r.sequence) for r in records), np.int64, len(records))
-            n = _set_sizes([r.sequence for r in records], self.k, self.canonical)
+            lengths = records.sequences().lengths()  # (columns: no bytes object a record)
+            n = _set_sizes(records.sequences(), self.k, self.canonical)
             sizes.append(n)
             fastq = bool(records) and records[0].quality is not None
             skip[url] = self.on_bad_record == "skip" or (self.on_bad_record == "auto" and fastq)
@@ -203,18 +204,20 @@ class JaccardApp(BasePairApp):
     def _sequences(self, key: str, raw: bytes | None) -> list:
         return [r.sequence for r in self.catalog.records(key, raw)]
 
-    def _file_items(self, url: str, raw: bytes | None = None) -> _FileItems:
-        """The items of all of a file's records, built once per process while the file stays
-        among the last few used."""
-        tag = (url, self.k, self.canonical, self.kernel)
+    def _file_items(self, url: str, raw: bytes | None = None, block: int = 0) -> _FileItems:
+        """The items of block ``block`` of a file's records (``FILE_BLOCK`` records), built once
+        per process while it stays among the last few used: not the whole file's, which at
+        10^6 reads is 1 GB of bitset rows (the probe parses two reads)."""
+        tag = (url, self.k, self.canonical, self.kernel, block)
         # every record's parse comes here: the hit takes no lock (a dict read is atomic), as
         # loader threads queueing for one behind the GIL would serialise every record's parse
         hit = _FILES.get(tag)
         if hit is not None:
             hit.used = next(_FILE_USES)
             return hit
-        seqs = [r.sequence for r in self.catalog.file_records(url, raw)]
-        built = _FileItems(seqs, self.k, self.canonical, self.kernel)
+        seqs = self.catalog.file_records(url, raw).sequences()
+        built = _FileItems(seqs[block * FILE_BLOCK:(block + 1) * FILE_BLOCK], self.k,
+                           self.canonical, self.kernel)
         built.used = next(_FILE_USES)
         with _FILES_LOCK:
             _FILES[tag] = built
@@ -280,10 +283,10 @@ class JaccardApp(BasePairApp):
     def parse(self, key, raw):
         if self.item == "record":
             url, i = self.catalog.index_of(key, raw)
-            items = self._file_items(url, raw)
-            if items.sizes[i] == 0:
+            items = self._file_items(url, raw, i // FILE_BLOCK)
+            if items.sizes[i % FILE_BLOCK] == 0:
                 self.check(key, raw)
-            return items.item(i)
+            return items.item(i % FILE_BLOCK)
         seqs = self._sequences(key, raw)
         if self.kernel == "bitset":
             bits = np.bitwise_or.reduce(_bits.kmer_bitsets(seqs, self.k, self.canonical), axis=0)
@@ -309,9 +312,9 @@ class JaccardApp(BasePairApp):
         parts, start = [], 0
         for end in range(1, len(where) + 1):  # runs of one file
             if end == len(where) or where[end][0] != where[start][0]:
-                records = self.catalog.file_records(where[start][0])
-                items = _FileItems([records[i].sequence for _, i in where[start:end]], self.k,
-                                   self.canonical, self.kernel)
+                seqs = self.catalog.file_records(where[start][0]).sequences()
+                items = _FileItems(seqs[np.array([i for _, i in where[start:end]], np.int64)],
+                                   self.k, self.canonical, self.kernel)
                 bad = np.flatnonzero(items.sizes == 0)
                 if len(bad):  # a record without a k-mer that was not skipped: named
                     self.check(keys[start + int(bad[0])], None)

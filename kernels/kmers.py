@@ -289,7 +289,10 @@ def canonical_kmers(seqs: Iterable[bytes] | bytes, k: int, *, sort: str = "radix
 
 
 def _joined(seqs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(bytes as uint8, record starts, record ends) of many records in one buffer."""
+    """(bytes as uint8, record starts, record ends) of many records in one buffer (a view of
+    records kept as columns, ``operators.sequences.columns.Sequences``, is one already)."""
+    if hasattr(seqs, "joined"):
+        return seqs.joined()
     parts = [_as_bytes(s) for s in seqs]
     lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
     ends = np.cumsum(lengths)
