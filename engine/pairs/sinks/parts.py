@@ -58,14 +58,23 @@ class _PartsSink(Sink):
 
     @staticmethod
     def _encode_part(columns: dict) -> bytes:
+        """The ``.npy`` bytes of the columns as one structured array, its fields filled in
+        place after the header (np.save into a buffer copied the part twice more)."""
         import io
+
+        from numpy.lib import format as npy
         n = len(next(iter(columns.values())))
-        part = np.empty(n, dtype=[(k, np.asarray(v).dtype) for k, v in columns.items()])
+        dtype = np.dtype([(k, np.asarray(v).dtype) for k, v in columns.items()])
+        head = io.BytesIO()
+        npy.write_array_header_1_0(head, {"descr": npy.dtype_to_descr(dtype),
+                                          "fortran_order": False, "shape": (n,)})
+        head = head.getvalue()
+        buf = bytearray(len(head) + n * dtype.itemsize)
+        buf[:len(head)] = head
+        part = np.frombuffer(buf, dtype, count=n, offset=len(head))
         for k, v in columns.items():
             part[k] = v
-        buf = io.BytesIO()
-        np.save(buf, part, allow_pickle=False)
-        return buf.getvalue()
+        return bytes(buf)
 
     def store_tile(self, tile: Tile, payload: bytes) -> list[dict]:
         path = os.path.join(self.parts_dir, f"tile-{tile.id:08d}.npy")
@@ -95,7 +104,12 @@ class _PartsSink(Sink):
             return None
         heads = [_npy_head(p) for p in paths]
         if len({dtype for _, _, dtype in heads}) > 1 or any(len(s) != 1 for _, s, _ in heads):
-            return np.concatenate([np.load(p, allow_pickle=False) for p in paths])
+            parts = [np.load(p, allow_pickle=False) for p in paths]
+            # (fields of one name, narrower in some parts: top-k indices are int32 or int64)
+            common = np.result_type(*[p.dtype for p in parts]) if all(
+                p.dtype.names == parts[0].dtype.names for p in parts) else None
+            return np.concatenate([p.astype(common) if common is not None else p
+                                   for p in parts])
         out = np.empty(sum(s[0] for _, s, _ in heads), heads[0][2])
         at = 0
         for path, (offset, (n,), _) in zip(paths, heads):
@@ -250,11 +264,25 @@ class TopK(_PartsSink):
         # parts' strided fields
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
         compiled(query_order)(np.zeros(1, np.int64))
-        one = np.zeros(1, [("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
-        self._select(one["qi"], one["ti"], one["score"])
-        state = np.zeros((1, self.k)), np.zeros((1, self.k), np.int64), np.zeros(1, np.int64)
-        compiled(topk_state_merge)(*state, one["qi"], one["ti"], one["score"], 1.0)
+        for ix in (np.int64, np.int32):  # (parts' indices: int32 where they fit)
+            one = np.zeros(1, [("qi", ix), ("ti", ix), ("score", np.float64)])
+            self._select(one["qi"], one["ti"], one["score"])
+            state = np.zeros((1, self.k)), np.zeros((1, self.k), np.int64), \
+                np.zeros(1, np.int64)
+            compiled(topk_state_merge)(*state, one["qi"], one["ti"], one["score"], 1.0)
         compiled(topk_state_rows)(*state)
+
+    @classmethod
+    def _part(cls, q, t, v) -> bytes:
+        """A tile's part: its candidates' query and target indices as int32 where every index
+        fits (a third less to write than int64, on every tile), and their scores."""
+        q, t = np.asarray(q), np.asarray(t)
+        if (len(q) == 0 or max(int(q.max()), int(t.max())) < cls.NARROW) and \
+                (len(q) == 0 or min(int(q.min()), int(t.min())) >= 0):
+            q, t = q.astype(np.int32), t.astype(np.int32)
+        return cls._encode_part({"qi": q, "ti": t, "score": v})
+
+    NARROW = 2 ** 31  # indices below this are written as int32
 
     def _compiled_cells(self, values, mask, both: bool = True):
         return compiled(topk_cells)(
@@ -310,7 +338,7 @@ class TopK(_PartsSink):
             floors, qk = self._floors(), q[kth]
             better = np.fmax if self.largest else np.fmin  # (NaN: no floor yet)
             floors[qk] = better(floors[qk], v[kth])
-        return self._encode_part({"qi": q, "ti": t, "score": v})
+        return self._part(q, t, v)
 
     def encode_tile(self, tile, fields, mask):
         values = np.asarray(fields[self.field])
@@ -328,7 +356,7 @@ class TopK(_PartsSink):
             q = np.where(col, j + c0, i + r0)
             t = np.where(col, i + r0, j + c0)
             q, t, v, _ = self._select(q, t, v)
-            return self._encode_part({"qi": q, "ti": t, "score": v})
+            return self._part(q, t, v)
         rows = self._row_candidates(values, mask)
         cols = self._row_candidates(values.T, mask.T) if symmetric else None
         if rows is None or (symmetric and cols is None):
@@ -345,7 +373,7 @@ class TopK(_PartsSink):
                 t = np.concatenate([t, ci + r0])
                 v = np.concatenate([v, values[ci, cj]])
         q, t, v, _ = self._select(q, t, v)
-        return self._encode_part({"qi": q, "ti": t, "score": v})
+        return self._part(q, t, v)
 
     def _stream_parts(self, n: int):
         """Each query's k best over every part, the parts read one at a time into a state of
@@ -355,7 +383,8 @@ class TopK(_PartsSink):
         at once."""
         paths = [os.path.join(self.parts_dir, f)
                  for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".npy")]
-        want = np.dtype([("qi", np.int64), ("ti", np.int64), ("score", np.float64)])
+        want = [np.dtype([("qi", ix), ("ti", ix), ("score", np.float64)])
+                for ix in (np.int64, np.int32)]
         bv = np.empty((n, self.k))
         bt = np.empty((n, self.k), np.int64)
         bn = np.zeros(n, np.int64)
@@ -363,9 +392,9 @@ class TopK(_PartsSink):
         sign = 1.0 if self.largest else -1.0
         for path in paths:
             offset, shape, dtype = _npy_head(path)
-            if dtype != want or len(shape) != 1:
+            if dtype not in want or len(shape) != 1:
                 return None
-            part = np.fromfile(path, dtype=want, count=shape[0], offset=offset)
+            part = np.fromfile(path, dtype=dtype, count=shape[0], offset=offset)
             if len(part) != shape[0]:
                 raise OSError(f"{path}: shorter than its header says")
             if not merge(bv, bt, bn, part["qi"], part["ti"], part["score"], sign):
