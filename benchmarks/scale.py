@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     from _record import out_path, write
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reads", type=int, nargs="*", default=[1000, 10_000, 100_000],
-                    help="read counts (1000000 runs ~1 h on 2 cores)")
+                    help="read counts (1000000: ~40 min of compute on 2 quiet cores)")
     ap.add_argument("--synthetic-n", type=int, nargs="*", default=[1000, 10_000, 100_000])
     ap.add_argument("--no-synthetic", action="store_true")
     ap.add_argument("--sample", type=int, default=200, help="reads checked at n > 1000")

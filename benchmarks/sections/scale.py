@@ -67,7 +67,7 @@ def section(d: dict, ctx) -> list[str]:
     out.append(img(_plot(d, ctx), ctx.md))
     for p in d.get("probes") or []:
         out.append(f"**{p['n']:,} {p['kind']}, the first {num(p['probe_s'])} s of the run** "
-                   f"(then killed: the whole run is ~1 h here): peak "
+                   f"(then killed{_projected(d, p)}): peak "
                    f"{num(p['peak_rss'] / GIB)} GiB RSS ({num(p['peak_pss'] / GIB)} GiB PSS), "
                    f"{p['processes']} processes; its last progress line: "
                    f"`{p['progress'] or '(none yet: still starting)'}`.")
@@ -96,6 +96,17 @@ def section(d: dict, ctx) -> list[str]:
             f"`{r['command']}` ({(r.get('date') or '')[:16]})" for r in d["earlier_runs"]) + ".")
     out.append(_tiles_part(d))
     return out
+
+
+def _projected(d: dict, p: dict) -> str:
+    """The whole run's compute at the largest finished run's pairs/s of its kind."""
+    done = [c for c in d.get(p["kind"]) or [] if c.get("pairs_per_s")]
+    if not done:
+        return ""
+    big = max(done, key=lambda c: c["n"])
+    pairs = p["n"] * (p["n"] - 1) // 2
+    return (f": its {pairs:.1e} pairs at {big['n']:,} items' {num(big['pairs_per_s'] / 1e6)} M "
+            f"pairs/s are ~{num(pairs / big['pairs_per_s'] / 60)} min of compute here")
 
 
 def _tiles_part(d: dict) -> str:
