@@ -143,16 +143,20 @@ def real_runs(n: int, nbytes: int, host: int, leaf: int, workers=(1, 2, 4)) -> l
     return out
 
 
-GRID_NOTE = ("Issue 57's grid, kept to a few small cells on this 2-core machine: the exact "
-             "Jaccard of Klebsiella/Acinetobacter loci, as record packs and as one file each, "
-             "host tiers of 4 and 8 leaves a node, 2 and 3 one-CPU worker nodes (and a 0-CPU "
-             "head), each with L3 off and on, beside one node (threads, one CPU) at the same "
-             "per-node tier and the planner's simulation of the plan each run ran (with the "
-             "nodes drifting apart: drift.Timing). The planner chooses between stripes dealt "
-             "across the cluster, paced (stealing.Pace: no node granted more than one streamed "
-             "column ahead of the slowest, with 2 or 3 leaves of room a node), and contiguous "
-             "shares; a dealt run that loads more than 1.25x its simulation re-deals what is "
-             "left in contiguous shares (a course change).")
+GRID_NOTE = ("Issue 57's grid on this 2-core machine: the exact Jaccard of Klebsiella/"
+             "Acinetobacter loci, 241 as record packs (host tiers of 4, 8 and 16 leaves a node), "
+             "all 397 distinct loci as record packs (8 leaves: the one n ~ 400 cell, each of its "
+             "runs ~2.6x the tiles of n = 241) and 120 as one file each (4 and 8 leaves), 2, 3 "
+             "and 4 one-CPU worker nodes (and a 0-CPU head), each with L3 off and on, beside one "
+             "node (threads, one CPU) at the same per-node tier and the planner's simulation of "
+             "the plan each run ran (with the nodes drifting apart: drift.Timing). The planner "
+             "chooses between stripes dealt across the cluster, paced (stealing.Pace: no node "
+             "granted more than one streamed column ahead of the slowest, with 1, 2 or 3 leaves "
+             "of room a node), and contiguous shares. A directory lookup claims the items no "
+             "node holds for its asker, so paced nodes asking for a column together load it "
+             "once. A dealt run that loads more than 1.25x its simulation re-deals what is left "
+             "in contiguous shares only where those would load less over the tiles left (a "
+             "course change); else it keeps its shares and records the drift.")
 
 
 def _loci(where: str, n: int, as_files: bool) -> list[str]:

@@ -33,6 +33,8 @@ def _shares(on: dict) -> str:
     change = on.get("course_change")
     if change:
         out += f", to contiguous at {change['at_done']:.0%}"
+    elif on.get("course_drift"):  # past the margin, but contiguous shares would load more
+        out += f", drift kept ({on['course_drift']['at_done']:.0%})"
     return out
 
 
@@ -67,7 +69,7 @@ def plot_grid(data: dict, path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     on = [r for r in data["grid"] if r["l3"]]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.45 * len(on)), 4))
     labels = [f"{r['storage']} {r['n']}\ntier {r['tier_leaves']}\n{r['nodes']} nodes"
               for r in on]
     x = np.arange(len(on))
