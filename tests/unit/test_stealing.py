@@ -297,6 +297,33 @@ def test_the_scheduler_changes_course_when_loads_pass_the_simulation(tmp_path):
     assert sch.refill("node-1", [], 4, loads=24)["tiles"] == left[len(left) // 2:][:4]
 
 
+def test_the_scheduler_keeps_a_drifting_deal_that_still_loads_less_and_says_so(tmp_path):
+    """As above, but contiguous shares were simulated to end at R 8 (0.4 a step): at a quarter
+    of the tiles 1.5 loads an item against 1.0 drift 1.5x, and the deal drifting so would end
+    at 1.5, contiguous shares at 1.5 + 8 - 2 = 7.5: the deal is kept (no re-deal: node-0 goes
+    on with its own share) and scheduling's course_drift records it."""
+    from pairflow.engine.pairs.plan.scheduler import Scheduler
+    from pairflow.engine.pairs.space import Triangle, leaves
+
+    tiles = [t.to_dict() for t in leaves(Triangle(16), 2)]  # 36 tiles
+    n = len(tiles)
+    dealt = [list(range(n))[k::2] for k in range(2)]
+    hier = {"nodes": ["node-0", "node-1"], "seed": 0, "shares": dealt,
+            "fallback": list(range(n)),
+            "course": {"curve": [1.0] * 20, "units": 16,
+                       "alternative": [0.4 * (k + 1) for k in range(20)]}}
+    sch = Scheduler(str(tmp_path), tiles, list(range(16)), list(range(16)), list(range(n)),
+                    journal=False, hierarchical=hier)
+    a = sch.refill("node-0", [], 9, loads=0)["tiles"]
+    done = [(t, "node-0/dev-0", ([], None)) for t in a]
+    b = sch.refill("node-0", done, 4, loads=24)["tiles"]
+    s = sch.scheduling()
+    assert s["course_change"] is False and b == dealt[0][9:13]
+    assert s["course_drift"]["kept"] == "dealt" and s["course_drift"]["R"] == 1.5
+    assert s["course_drift"]["projected_R"] == 1.5
+    assert abs(s["course_drift"]["contiguous_R"] - 7.5) < 1e-9
+
+
 # -- the soft pace of dealt shares (stealing.Pace) ---------------------------------------------
 
 def test_a_paced_node_is_never_granted_more_than_the_lead_ahead_of_its_slowest_peer():
