@@ -305,8 +305,11 @@ class DenseMatrix(Sink):
         ok = found[len(mine):]
         theirs_ok = theirs[:, 0] >= 0
         ok &= theirs_ok
+        del mine, theirs, both, rows, order, crcs
+        self._forget_staged()  # the index and the logs' maps let go (the rest reads them again)
         for i in np.flatnonzero(~ok).tolist():
             ok[i] = self.verify(entries.entry(i))
+        self._forget_staged()  # finalize reads the logs as they will be then
         return ok
 
     def finalize(self):

@@ -246,9 +246,11 @@ class StagedTiles:
             return out
         shape = np.stack([c["path"], c["r1"] - c["r0"], c["c1"] - c["c0"], c["dtype"],
                           c["mirror"]], axis=1)
-        keys, inverse = np.unique(shape, axis=0, return_inverse=True)
-        by_key = np.argsort(inverse.reshape(-1), kind="stable")
-        cuts = np.searchsorted(inverse.reshape(-1)[by_key], np.arange(len(keys) + 1))
+        by_key = np.lexsort(shape.T[::-1])  # records of one log and shape together
+        sorted_shape = shape[by_key]
+        cuts = np.r_[np.flatnonzero(np.r_[True, np.any(sorted_shape[1:] != sorted_shape[:-1],
+                                                        axis=1)]), len(by_key)]
+        keys = sorted_shape[cuts[:-1]]
         for g, (p, h, w, d, mirror) in enumerate(keys.tolist()):
             item = self.dtypes[d].itemsize
             nb = h * w * item
@@ -288,23 +290,29 @@ def _scan_fast(m: mmap.mmap, p: int, fields: dict, dtype_ids: dict,
     """The log's records from its start as long as each follows the last whole, as ``_scan``
     finds them (header CRC and lengths checked), as (records, 12) tables of
     ``StagedTiles._COLS`` (log ``p``); and where that stops (a damaged or torn record, a header
-    written otherwise): ``_scan`` goes on from there. ~1 us a record where a JSON parse and a
-    ``Record`` each cost ~30 (10^6 tiles: half a minute of a resume's start)."""
+    written otherwise): ``_scan`` goes on from there. A few us a record, most of it the regular
+    expression's match, where a JSON parse and a ``Record`` each cost ~30 (10^6 tiles: half a
+    minute of a resume's start)."""
     size, pos, out = len(m), 0, []
     while pos < size:
         window = m[pos:pos + WINDOW]
         found = [(x.start(), *x.groups()) for x in _HEADER.finditer(window)]
         if not found:
             break
-        at = np.array([f[0] for f in found], np.int64)
-        lens = np.frombuffer(b"".join(f[1] for f in found), "<u4").reshape(-1, 2)
-        hlen = np.array([len(f[2]) for f in found], np.int64)
-        hcrc_ok = np.array([zlib.crc32(f[2]) for f in found], np.int64) == lens[:, 1]
-        reg = np.array([f[4:8] for f in found]).astype(np.int64).reshape(-1, 4)
-        crc = np.array([f[10] for f in found]).astype(np.int64)
-        mirror = np.array([f[8] == b"true" for f in found], np.int64)
-        dt = np.array([_dtype_id(f[9], dtype_ids, dtypes) for f in found], np.int64)
-        item = np.array([dtypes[d].itemsize if d >= 0 else 0 for d in dt.tolist()], np.int64)
+        cols = list(zip(*found))  # a tuple a group, each read as one array
+        del found
+        at = np.array(cols[0], np.int64)
+        lens = np.frombuffer(b"".join(cols[1]), "<u4").reshape(-1, 2)
+        hlen = np.fromiter(map(len, cols[2]), np.int64, len(at))
+        hcrc_ok = np.fromiter(map(zlib.crc32, cols[2]), np.int64, len(at)) == lens[:, 1]
+        reg = np.stack([np.array(cols[i]).astype(np.int64) for i in range(4, 8)], axis=1)
+        crc = np.array(cols[10]).astype(np.int64)
+        mirror = (np.array(cols[8]) == b"true").astype(np.int64)
+        names, which = np.unique(np.array(cols[9]), return_inverse=True)
+        dt = np.array([_dtype_id(x, dtype_ids, dtypes) for x in names.tolist()],
+                      np.int64)[which.reshape(-1)]
+        item = np.array([dtypes[d].itemsize if d >= 0 else 0 for d in range(-1, len(dtypes))],
+                        np.int64)[dt + 1]
         start = at + _PREFIX + hlen
         nbytes = (reg[:, 1] - reg[:, 0]) * (reg[:, 3] - reg[:, 2]) * item
         end = start + nbytes
@@ -313,21 +321,26 @@ def _scan_fast(m: mmap.mmap, p: int, fields: dict, dtype_ids: dict,
             (reg[:, 3] >= reg[:, 2]) & (at == np.r_[0, end[:-1]])
         # ... and whole in this window
         good = sound & (end <= len(window)) & (dt >= 0)
-        k = len(found) if good.all() else int(np.argmin(good))
-        fid = []
-        for f in found[:k]:  # a name that is not UTF-8 is the slow scan's to skip
+        k = len(at) if good.all() else int(np.argmin(good))
+        names, which = np.unique(np.array(cols[3][:k]), return_inverse=True)
+        which = which.reshape(-1)
+        ids = []
+        for u, name in enumerate(names.tolist()):
             try:
-                fid.append(fields.setdefault(f[3].decode(), len(fields)))
-            except UnicodeDecodeError:
-                k = len(fid)
-                break
+                ids.append(name.decode())
+            except UnicodeDecodeError:  # not UTF-8: the slow scan skips it, from its first
+                ids.append(None)
+                k = min(k, int(np.argmax(which == u)))
+        number = np.array([fields.setdefault(x, len(fields)) if x is not None else -1
+                           for x in ids], np.int64)
+        fid = number[which[:k]] if k else np.zeros(0, np.int64)
         if k:
             out.append(np.stack([np.full(k, p, np.int64), pos + at[:k], pos + start[:k],
-                                 nbytes[:k], *reg[:k].T, crc[:k], np.array(fid, np.int64),
-                                 dt[:k], mirror[:k]], axis=1))
+                                 nbytes[:k], *reg[:k].T, crc[:k], fid[:k], dt[:k],
+                                 mirror[:k]], axis=1))
             pos += int(end[k - 1])
-        cut = k < len(found) and sound[k] and len(window) == WINDOW  # the next window has it
-        if k == 0 or (k < len(found) and not cut):
+        cut = k < len(at) and sound[k] and len(window) == WINDOW  # the next window has it
+        if k == 0 or (k < len(at) and not cut):
             break
     return out, pos
 
