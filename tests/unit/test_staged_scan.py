@@ -223,3 +223,15 @@ def test_verify_many_reads_a_finished_run_back_from_its_array(tmp_path):
     resumed.open(ctx, resume=True)  # a finished run reopened: nothing staged
     assert agree(resumed, entries) == [i not in wrong for i in range(len(entries))]
     resumed._reset()
+
+
+@pytest.mark.parametrize("nb", [0, 1, 7, 32, 288, tile_log.CRC_COLUMNS_MAX + 1])
+def test_row_crcs_are_zlib_s(nb):
+    """A row's CRC32, continued from its seed, as ``zlib.crc32(row, seed)`` gives it, whether
+    computed a byte column at a time for all rows or row by row."""
+    rng = np.random.default_rng(nb)
+    k = 300
+    raw = rng.integers(0, 256, k * nb, dtype=np.uint8).tobytes()
+    seeds = rng.integers(0, 2 ** 32, k)
+    want = [zlib.crc32(raw[i * nb:(i + 1) * nb], int(s)) for i, s in enumerate(seeds)]
+    assert tile_log._crcs(raw, nb, seeds).tolist() == want

@@ -282,7 +282,7 @@ _HEADER = re.compile(
     re.escape(MAGIC) + rb'(.{8})(\{"field":"([^"\\]*)","region":\[(\d+),(\d+),(\d+),(\d+)\],'
     rb'"mirror":(true|false),"dtype":"([^"\\]+)","crc32":(\d+)\})', re.DOTALL)
 #: bytes of a log read at a time by ``_scan_fast``
-WINDOW = 16 << 20
+WINDOW = 4 << 20
 
 
 def _scan_fast(m: mmap.mmap, p: int, fields: dict, dtype_ids: dict,
@@ -365,11 +365,33 @@ def _parse_dtype(text: bytes) -> np.dtype | None:
         return None
 
 
+def _crc_table() -> np.ndarray:
+    """CRC-32's (zlib's: reflected, polynomial 0xEDB88320) byte table."""
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> 1) ^ np.uint32(0xEDB88320), t >> 1).astype(np.uint32)
+    return t
+
+
+_CRC_TABLE = _crc_table()
+#: rows up to this many bytes get their CRC32s a byte column at a time, all rows at once
+#: (numpy: ~0.3 us a row at 32 bytes, where a ``zlib.crc32`` call each costs ~1 us)
+CRC_COLUMNS_MAX = 512
+
+
 def _crcs(raw: bytes, nb: int, seeds: np.ndarray) -> np.ndarray:
-    """The CRC32 of each ``nb`` bytes of ``raw`` in turn, each starting from its seed."""
+    """The CRC32 of each ``nb`` bytes of ``raw`` in turn, each continuing from its seed (as
+    ``zlib.crc32(row, seed)``)."""
+    k = len(seeds)
+    if 0 < nb <= CRC_COLUMNS_MAX and k:
+        cols = np.ascontiguousarray(np.frombuffer(raw, np.uint8, k * nb).reshape(k, nb).T)
+        crc = seeds.astype(np.uint32) ^ np.uint32(0xFFFFFFFF)
+        for j in range(nb):
+            crc = _CRC_TABLE[(crc ^ cols[j]) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+        return (crc ^ np.uint32(0xFFFFFFFF)).astype(np.int64)
     view = memoryview(raw)
     return np.fromiter((zlib.crc32(view[i * nb:(i + 1) * nb], s)
-                        for i, s in enumerate(seeds.tolist())), np.int64, len(seeds))
+                        for i, s in enumerate(seeds.tolist())), np.int64, k)
 
 
 def _scan(path: str, m: mmap.mmap, pos: int = 0):
