@@ -156,6 +156,7 @@ class AlignApp(BasePairApp):
         self.filter_orders: list[list[str]] = []
         self._space = self._make_space(seqs)
         self.n_queries, self.n_targets = len(self._rows), len(self._cols)
+        self._parasail_tiles = self._parasail_may_run()  # (kept in the workers' slim copy)
 
     # Ray unpickles the app for every item-load task: what workers get is a slim copy (the
     # scoring, the file of each key prefix, the options), not the per-key tables of the driver,
@@ -294,9 +295,31 @@ class AlignApp(BasePairApp):
         return held if held is not None else self._record(key, raw).upper()
 
     def warmup(self, device):
-        sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
+        # only the kernels the run's tiles will call: loading parasail's compiled pair loop
+        # (numba's cache) costs a few tenths of a second a run of Opal tiles never gets back
+        if self._parasail_tiles:
+            sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
         if self._opal:
             opal.opal_scores(["ACDE"], ["ACDE"], self.scoring)
+
+    def _parasail_may_run(self) -> bool:
+        """Can a tile of this run go to parasail? Not when every tile goes to Opal: kernel=opal,
+        or kernel=auto on a rectangle without pair filters (no partial tile) whose every
+        (query, target) mean length Opal is preferred for (checked on a grid of the range of
+        lengths, its corners and Opal's thresholds included), and every (query, query) one (the
+        probe's tile). A tile that goes to parasail all
+        the same only loads the kernel on its first call."""
+        if not self._opal:
+            return True
+        if self.kernel == "opal":
+            return False
+        if self.all_vs_all or self.filters:
+            return True
+        q = [self.lengths[k] for k in self._rows]
+        t = [self.lengths[k] for k in self._cols]
+        qs, ts = _grid(min(q), max(q)), _grid(min(t), max(t))
+        # (queries against queries too: the engine's probe times a tile of the first keys)
+        return not all(opal.prefer_opal([a], [b]) for a in qs for b in ts + qs)
 
     def use_opal(self, left, right, mask) -> bool:
         """Opal for this tile? ``kernel=auto``: when its lengths fall where Opal measured
@@ -365,3 +388,13 @@ class AlignApp(BasePairApp):
 
     def record_name(self, key: str) -> str:
         return self.catalog.location(key)[2]
+
+
+def _grid(lo: float, hi: float, n: int = 17) -> list[float]:
+    """``n`` points from ``lo`` to ``hi``, and Opal's length thresholds that fall between, each
+    just below and above (``prefer_opal`` is piecewise in them)."""
+    cuts = (opal.OPAL_SHORT_TARGET_LEN, opal.OPAL_MAX_TARGET_LEN, opal.OPAL_MAX_QUERY_LEN)
+    pts = list(np.linspace(lo, hi, n))
+    pts += [c + d for c in cuts for d in (-0.5, 0.5) if lo <= c + d <= hi]
+    return pts
+
