@@ -118,3 +118,52 @@ def test_a_saved_plan_reads_back_as_numbers_in_either_layout(tmp_path):
         json.dump([{"r0": 1, "id": 0, "r1": 2, "c0": 3, "c1": 4, "pairs": 1, "depth": 0}], fh)
     assert list(TileArray.read_json(other)) == [Tile(0, 1, 2, 3, 4, 1, 0)]
     assert TileArray.read_json(str(tmp_path / "missing.json")) is None
+
+
+@pytest.mark.parametrize("change", ["none", "spaces", "negative", "float", "null", "key order",
+                                    "swapped r0 r1 keys", "extra key", "missing key",
+                                    "truncated", "no list", "empty"])
+def test_a_plan_reads_as_json_reads_it_or_not_at_all(tmp_path, change):
+    """``read_json``'s one-pass reading gives what ``json`` gives, tile by tile, for plans as
+    the engine writes them and for any other text: another shape goes through ``json`` (and
+    a file ``json`` cannot read gives None)."""
+    import json
+    rng = random.Random(change)
+    tiles = [{"id": i, "r0": rng.randrange(99), "r1": rng.randrange(99), "c0": rng.randrange(99),
+              "c1": rng.randrange(99), "pairs": rng.randrange(9), "depth": rng.randrange(4)}
+             for i in range(50)]
+    text = "[\n" + ",\n".join(json.dumps(t, separators=(",", ":")) for t in tiles) + "\n]\n"
+    if change == "spaces":
+        text = json.dumps(tiles, indent=3)
+    elif change == "negative":
+        text = text.replace('"depth":1', '"depth":-1')
+    elif change == "float":
+        text = text.replace('"pairs":3', '"pairs":3.0')
+    elif change == "null":
+        text = text.replace('"pairs":3', '"pairs":null', 1)
+    elif change == "key order":
+        text = text.replace('"id":7,', '').replace('"depth"', '"id":7,"depth"', 1)
+    elif change == "swapped r0 r1 keys":
+        text = text.replace('"r0":', '"rX":').replace('"r1":', '"r0":').replace('"rX":', '"r1":')
+    elif change == "extra key":
+        text = text.replace('"depth"', '"w":1,"depth"', 1)
+    elif change == "missing key":
+        text = text.replace('"pairs":', '"pair":', 1)
+    elif change == "truncated":
+        text = text[: text.rfind("}") + 1]
+    elif change == "no list":
+        text = text.replace("[", "", 1)
+    elif change == "empty":
+        text = "[]"
+    path = tmp_path / "tiles.json"
+    path.write_text(text)
+    try:
+        want = [Tile(**{k: int(t.get(k, 0)) for k in Tile.__dataclass_fields__})
+                for t in json.loads(text)]  # (a value that is no number: no plan)
+    except (ValueError, TypeError):
+        want = None
+    got = TileArray.read_json(str(path))
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and list(got) == want
