@@ -169,9 +169,8 @@ def _loci(where: str, n: int, as_files: bool) -> list[str]:
     recs = open(fasta).read().split(">")[1:][:n]
     if len(recs) < n:  # past dense_layout's set: the loci of the other files, by name once
         seen = {r.split("\n", 1)[0] for r in recs}
-        seen |= {rec[0] for f in FILES for rec in read_sequences(os.path.join(KAPTIVE, f),
-                                                                  "genbank")}
-        for f in sorted(x for x in os.listdir(KAPTIVE) if x.endswith(".gbk") and x not in FILES):
+        more = sorted(x for x in os.listdir(KAPTIVE) if x.endswith(".gbk") and x not in FILES)
+        for f in [*FILES, *more]:  # dense_layout's files past its first 241, then the others
             for name, seq in read_sequences(os.path.join(KAPTIVE, f), "genbank"):
                 if name not in seen and len(recs) < n:
                     seen.add(name)
