@@ -167,3 +167,26 @@ def test_a_plan_reads_as_json_reads_it_or_not_at_all(tmp_path, change):
         assert got is None
     else:
         assert got is not None and list(got) == want
+
+
+@pytest.mark.parametrize("maps", ["identity", "disjoint", "shuffled", "repeated"])
+@pytest.mark.parametrize("block", [16, 1 << 23])
+def test_tile_items_are_each_tiles_items_sorted_once(monkeypatch, maps, block):
+    """``_tile_items_csr`` against a set union per tile, for tiles whose row and column ranges
+    overlap, touch or lie apart either way round, and item maps that increase (the sort of a
+    tile is skipped when its parts are in order) or not (every tile sorted); in blocks of
+    tiles or at once."""
+    monkeypatch.setattr(tile_index, "BUILD_ENTRIES", block)
+    rng = np.random.default_rng(len(maps))
+    n = 60
+    rows = np.arange(n)
+    cols = {"identity": np.arange(n), "disjoint": np.arange(n) + n,
+            "shuffled": rng.permutation(n), "repeated": np.arange(n) // 3}[maps]
+    r0 = rng.integers(0, n, 400)
+    c0 = rng.integers(0, n, 400)
+    r1 = np.minimum(n, r0 + rng.integers(0, 6, 400))
+    c1 = np.minimum(n, c0 + rng.integers(0, 6, 400))
+    offsets, flat = tile_index._tile_items_csr(r0, r1, c0, c1, rows, cols)
+    for t in range(400):
+        want = sorted(set(rows[r0[t]:r1[t]].tolist()) | set(cols[c0[t]:c1[t]].tolist()))
+        assert flat[offsets[t]:offsets[t + 1]].tolist() == want, t
