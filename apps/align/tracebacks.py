@@ -20,13 +20,17 @@ from pairflow.kernels.smith_waterman import Alignment, rescore, sw_traceback
 # the second bound is refused. Below the first bound a direct traceback is cheaper than the passes.
 TRACE_DIRECT_CELLS = 250_000
 TRACE_MAX_CELLS = 400_000_000
+# A profile of a sequence this long is kept for the next pair of it (a few targets of a
+# hundred thousand letters are the top hits of many queries).
+PROFILE_KEEP_LEN = 5_000
 # Above this many traceback cells in all, tracebacks fan out as Ray tasks (when Ray is up).
 TRACE_FANOUT_CELLS = 200_000_000
 # Above this much estimated work (seconds, ``_cost``), an in-process run traces on every core.
 TRACE_THREADS_S = 0.05
 
 
-def traceback_hit(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
+def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
+                  profiles: dict | None = None) -> Alignment:
     """The alignment behind a reported score, checked to re-score to it.
 
     Pairs above ``TRACE_DIRECT_CELLS`` are traced in the window of one optimal alignment
@@ -38,24 +42,37 @@ def traceback_hit(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
     if len(q) * len(t) <= TRACE_DIRECT_CELLS:
         aln = sw_traceback(q, t, scoring, validate=False)
     else:
-        aln = _windowed_traceback(q, t, scoring, score)
+        aln = _windowed_traceback(q, t, scoring, score, profiles)
     if aln.score != score or rescore(aln, scoring) != score:
         raise PairflowError(f"traceback of a {len(q)} x {len(t)} pair scores {aln.score} "
                             f"(re-scored {rescore(aln, scoring)}) but the search reported {score}")
     return aln
 
 
-def _best_cell(q: str, t: str, scoring: Scoring):
+def _best_cell(q: str, t: str, scoring: Scoring, profiles: dict | None = None):
     """(score, end in q, end in t) of the best local alignment, 0-based end cells, score-only
-    in linear memory (striped; scan for linear gaps, which parasail's striped mis-scores)."""
+    in linear memory (striped; scan for linear gaps, which parasail's striped mis-scores).
+
+    The longer sequence is the profile side (the other is streamed through it: about twice the
+    cells per second on a long target), 8 bits first, redone at 16 when it saturates; a profile
+    of a long sequence is kept in ``profiles`` for the next pair that has it."""
     import parasail
     method = "scan" if scoring.open == scoring.extend else "striped"
     matrix = scoring.parasail_matrix()
-    for w in ("sat", 32, 64):  # sat: 8 bits, redone at 16 when it saturates
-        r = getattr(parasail, f"sw_{method}_{w}")(q, t, scoring.open, scoring.extend, matrix)
+    swap = len(t) > len(q)
+    a, b = (t, q) if swap else (q, t)
+    prof = profiles.get(a) if profiles is not None else None
+    if prof is None:
+        prof = parasail.profile_create_sat(a, matrix)
+        if profiles is not None and len(a) >= PROFILE_KEEP_LEN:
+            profiles[a] = prof
+    r = getattr(parasail, f"sw_{method}_profile_sat")(prof, b, scoring.open, scoring.extend)
+    for w in (32, 64):
         if not r.saturated:
             break
-    return int(r.score), int(r.end_query), int(r.end_ref)
+        r = getattr(parasail, f"sw_{method}_{w}")(a, b, scoring.open, scoring.extend, matrix)
+    ea, eb = int(r.end_query), int(r.end_ref)
+    return int(r.score), *((eb, ea) if swap else (ea, eb))
 
 
 def _span(qe: int, te: int, scoring: Scoring, score: int) -> tuple[int, int]:
@@ -71,8 +88,9 @@ def _span(qe: int, te: int, scoring: Scoring, score: int) -> tuple[int, int]:
     return max(0, qe - span), max(0, te - span)
 
 
-def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int) -> Alignment:
-    best, eq, et = _best_cell(q, t, scoring)
+def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int,
+                        profiles: dict | None = None) -> Alignment:
+    best, eq, et = _best_cell(q, t, scoring, profiles)
     if best != score:
         raise PairflowError(f"re-scoring a {len(q)} x {len(t)} pair gave {best}, "
                             f"the search reported {score}")
@@ -103,7 +121,8 @@ def _trace_in(q, t, scoring, q0, qe, t0, te) -> Alignment:
 
 
 def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
-    return [dataclasses.asdict(traceback_hit(q, t, scoring, s)) for q, t, s in jobs]
+    profiles: dict = {}  # long sequences' profiles, for this chunk's pairs
+    return [dataclasses.asdict(traceback_hit(q, t, scoring, s, profiles)) for q, t, s in jobs]
 
 
 def _cost(q: str, t: str) -> float:

@@ -3,6 +3,8 @@ pairs, against Biopython's local aligner: the score, and the alignment re-scored
 aligned strings alone, with coordinates that cut those strings out of the sequences."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -56,12 +58,14 @@ def _pair(rng, q_len, core_len, t_len, where, mutation):
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), q_len=st.integers(0, 60), core_len=st.integers(5, 120),
        t_len=st.integers(200, 4000), where=st.floats(0, 1), mutation=st.floats(0, 0.6),
-       gaps=st.sampled_from(GAPS))
+       gaps=st.sampled_from(GAPS), flip=st.booleans())
 def test_located_traceback_matches_biopython(seed, q_len, core_len, t_len, where,
-                                             mutation, gaps):
+                                             mutation, gaps, flip):
     need_module("Bio")
     rng = np.random.default_rng(seed)
     q, t = _pair(rng, q_len, core_len, t_len, where, mutation)
+    if flip:  # the long sequence as the query
+        q, t = t, q
     go, ge = gaps
     sc = Scoring.create("blosum62", go, ge)
     want = _bio_score(q, t, go, ge)
@@ -83,17 +87,26 @@ def test_located_traceback_matches_biopython(seed, q_len, core_len, t_len, where
 
 
 def test_threaded_tracebacks_equal_serial(monkeypatch):
-    """Enough work to trace on threads: the same alignments, in the jobs' order."""
+    """Enough work to trace on threads, long targets shared by several queries (their profiles
+    kept and reused): the same alignments as one by one, in the jobs' order, each at Biopython's
+    score."""
     need_module("Bio")
     rng = np.random.default_rng(3)
     sc = Scoring.create("blosum62", 11, 1)
     jobs = []
-    for i in range(24):
-        q, t = _pair(rng, 20, 40 + 3 * i, 1500 + 100 * i, rng.random(), 0.2)
-        jobs.append((q, t, _bio_score(q, t, 11, 1)))
+    for i in range(4):
+        core = "".join(rng.choice(AA, 60 + 20 * i))
+        t = "".join(rng.choice(AA, 1500 + 400 * i)) + core + "".join(rng.choice(AA, 900))
+        for j in range(6):
+            q = "".join(rng.choice(AA, 10 * j)) + "".join(
+                c if rng.random() > 0.1 * j else rng.choice(AA) for c in core)
+            jobs.append((q, t, _bio_score(q, t, 11, 1)))
     monkeypatch.setattr(tracebacks, "TRACE_THREADS_S", 0.0)
+    monkeypatch.setattr(tracebacks, "PROFILE_KEEP_LEN", 1000)
     monkeypatch.setattr(tracebacks, "_threads", lambda: 2)
     threaded = tracebacks.trace_hits(jobs, sc)
-    serial = tracebacks._trace_many(jobs, sc)
+    serial = [dataclasses.asdict(tracebacks.traceback_hit(q, t, sc, s)) for q, t, s in jobs]
     assert threaded == serial
     assert [a["score"] for a in threaded] == [s for _, _, s in jobs]
+    for (q, t, _), a in zip(jobs, threaded):
+        assert a["score"] == _rescore(a["query_aligned"], a["target_aligned"], 11, 1)
