@@ -69,7 +69,7 @@ class _Run:
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.cfg
-        previous = self.recorder.read_meta() if cfg.resume else None
+        previous = self.previous = self.recorder.read_meta() if cfg.resume else None
         if not cfg.resume:
             self.recorder.write_config(self.config_dump)
         write_files = getattr(self.app, "write_run_files", None)
@@ -90,7 +90,6 @@ class _Run:
                 self.ex = preflight.ex
             self.pre = pre  # kept for the launch and the summary
             self.phases, self.measured, self.nodes = pre.phases, pre.measured, pre.nodes
-            self.resuming = previous is not None
             self.plan = plan_run(
                 self.measured, self.space, self.weights, self.nodes, cfg, items=self.items,
                 probe_weight=pre.probe_weight,
@@ -123,8 +122,7 @@ class _Run:
         plan = self.plan
         self.warnings.extend(plan.warnings)
         self.measured = plan.measured
-        # the tiles as columns of ints (space.TileArray): the driver, the scheduler and every
-        # actor hold these 56 bytes a tile, never a Python object (or dict) per tile
+        # the tiles as int columns (TileArray): 56 bytes a tile, never an object per tile
         self.leaf, self.tiles, self.bound = plan.leaf, TileArray.of(plan.tiles), plan.bound_R
         if plan.pack_members is not None:  # the caches and loaders see packs of rows
             self.inputs = packed_inputs(self.inputs, plan.items, plan.pack_members)
@@ -132,7 +130,7 @@ class _Run:
             self.measured = {**self.measured, "pack_bytes": plan.item_bytes}
         if self.cfg.progress and plan.choice:
             print(f"[pairflow] {plan.choice['line']}", file=sys.stderr, flush=True)
-        if not self.resuming:  # a resume works on the saved plan, in its order: that file
+        if self.previous is None:  # a resume works on the saved plan, in its order: that file
             write_json_rows(self.recorder.file(TILE_PLAN), self.tiles.to_json(plan.order))
 
     def _open_sinks(self, resume: bool) -> list[int]:
