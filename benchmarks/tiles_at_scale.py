@@ -294,20 +294,32 @@ def record(run_dir: str, out: str | None = None) -> dict:
              target("the resumed result is exact (whole rows against the formula)",
                     (summary["exact"] or {}).get("mismatches"), "==", 0)]
     write(out_path("tiles_at_scale.json", out), results, "tiles_at_scale", targets=goals)
+    merge_into_scale(summary, results["driver_peak_gib"])
+    return summary
+
+
+def merge_into_scale(summary: dict | None = None, driver_gib: float | None = None) -> None:
+    """scale.json's tiles part (``driver_at_1e6_tiles_gib``, ``tiles_at_scale`` and its
+    target) from ``summary`` (default: what tiles_at_scale.json holds): after a scale.py run
+    that started before this benchmark recorded, ``--merge-scale`` puts it back."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _record import out_path, target
+    if summary is None:
+        mine = _load_json(out_path("tiles_at_scale.json")) or {}
+        summary, driver_gib = mine.get("summary"), mine.get("driver_peak_gib")
     scale = out_path("scale.json")
     d = _load_json(scale)
-    if d is not None:  # scale.json's tiles part, and its target, as scale.py would write them
-        d["driver_at_1e6_tiles_gib"] = results["driver_peak_gib"] \
-            if resumed and summary["tiles"] >= 900_000 else None
-        d["tiles_at_scale"] = summary
-        for g in (d.get("_record") or {}).get("targets") or []:
-            if g.get("name", "").startswith("driver memory at 10^6 tiles"):
-                g.update(target(g["name"], d["driver_at_1e6_tiles_gib"], "<=", 2.0, "GiB"))
-        tmp = scale + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(d, fh, indent=1)
-        os.replace(tmp, scale)
-    return summary
+    if d is None or summary is None:
+        return
+    d["driver_at_1e6_tiles_gib"] = driver_gib
+    d["tiles_at_scale"] = summary
+    for g in (d.get("_record") or {}).get("targets") or []:
+        if g.get("name", "").startswith("driver memory at 10^6 tiles"):
+            g.update(target(g["name"], driver_gib, "<=", 2.0, "GiB"))
+    tmp = scale + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(d, fh, indent=1)
+    os.replace(tmp, scale)
 
 
 def for_scale() -> dict | None:
@@ -336,6 +348,8 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--record", metavar="RUN_DIR", help="write the figures of a killed and "
                     "resumed RUN_DIR to benchmarks/out (tiles_at_scale.json, scale.json)")
+    ap.add_argument("--merge-scale", action="store_true", help="put tiles_at_scale.json's "
+                    "summary into scale.json again (after a scale.py run that started first)")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--base", help="a directory with another checkout's pairflow package "
                     "(symlinks: pairflow/{__init__.py,engine,apps,kernels,...}): the baseline")
@@ -367,6 +381,9 @@ def main(argv=None) -> None:
         return
     if a.record:
         print(json.dumps(record(a.record.rstrip("/"))), flush=True)
+        return
+    if a.merge_scale:
+        merge_into_scale()
         return
     rows = measure(a.tiles, a.leaf, run=not a.no_run, keep=a.keep, base=a.base,
                    host_frac=a.host_frac)
