@@ -298,9 +298,12 @@ def _on_a_loop() -> bool:
 def trace_to_parquet(rundir: RunDir) -> None:
     """Copy the stage spans to Parquet at the end of a run (the JSON Lines stay).
 
-    Arrow's JSON reader reads the file as it is: building the table from Python lists makes
-    pyarrow import pandas, which costs a small run more than its compute. A file the reader
-    refuses (a field whose type changes between blocks) goes through the Python rows."""
+    Arrow's JSON reader streams the file a block at a time into a Parquet writer, with the
+    spans' fields as its schema (the optional ones where the file has them): the whole trace
+    read as one table held several times its size at the end of a 10^6-tile run. Building the
+    table from Python lists makes pyarrow import pandas, which costs a small run more than its
+    compute: only a file the reader refuses (a damaged line) goes through the Python rows."""
+    import mmap
     import os
 
     import pyarrow as pa  # not pandas (above)
@@ -309,17 +312,32 @@ def trace_to_parquet(rundir: RunDir) -> None:
     path = rundir.file(TRACE)
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return
-    try:
-        table = pj.read_json(path, read_options=pj.ReadOptions(
-            block_size=min(2**31 - 1, max(1 << 20, os.path.getsize(path) + 1))))
-    except (pa.ArrowInvalid, ValueError):
-        rows = read_jsonl(path)
-        if not rows:
-            return
-        names = list(dict.fromkeys(k for row in rows for k in row))  # a span may lack "cpu"
-        table = pa.table({name: [row.get(name) for row in rows] for name in names})
-    if table.num_rows == 0:
-        return
+    fields = [("actor", pa.string()), ("stage", pa.string()), ("what", pa.string()),
+              ("t0", pa.float64()), ("t1", pa.float64())]
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        fields += [(name, kind) for name, kind in (("cpu", pa.float64()), ("n", pa.int64()),
+                                                   ("busy", pa.float64()))
+                   if m.find(f'"{name}":'.encode()) >= 0]
+    schema = pa.schema(fields)
     tmp = rundir.file(TRACE_PARQUET + ".tmp")
-    pq.write_table(table, tmp)
+    rows = 0
+    try:
+        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=8 << 20),
+                              parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                            unexpected_field_behavior="ignore"))
+        with pq.ParquetWriter(tmp, schema) as out:
+            for batch in reader:
+                rows += batch.num_rows
+                out.write_batch(batch)
+    except (pa.ArrowInvalid, ValueError):
+        recs = read_jsonl(path)
+        names = list(dict.fromkeys(k for row in recs for k in row))  # a span may lack "cpu"
+        table = pa.table({name: [row.get(name) for row in recs] for name in names})
+        rows = table.num_rows
+        if rows:
+            pq.write_table(table, tmp)
+    if not rows:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        return
     os.replace(tmp, rundir.file(TRACE_PARQUET))

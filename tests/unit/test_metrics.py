@@ -135,6 +135,16 @@ def test_the_trace_is_bounded_and_keeps_every_span_s_time(tmp_path):
     trace_to_parquet(RunDir(str(tmp_path)))
     table = pq.read_table(tmp_path / "trace.parquet")
     assert table.num_rows == len(lines)
+    for name in ("actor", "stage", "what", "t0", "t1", "cpu", "n", "busy"):
+        assert table.column(name).to_pylist() == [x.get(name) for x in lines], name
+    # a damaged line (a writer killed mid-line, appended after): the rows that parse
+    with open(path, "a") as fh:
+        fh.write('{"actor": "a0", "stage": "comp\n{"actor": "a1", "stage": "write", "what": '
+                 '"w", "t0": 1.0, "t1": 2.0}\n')
+    trace_to_parquet(RunDir(str(tmp_path)))
+    table = pq.read_table(tmp_path / "trace.parquet")
+    assert table.num_rows == len(lines) + 1
+    assert table.column("t1").to_pylist()[-1] == 2.0
 
 
 def test_tiles_count_once_by_id_also_beyond_the_plan():
