@@ -34,29 +34,16 @@ def read_plan(raw: bytes) -> pd.DataFrame:
     """tiles.json (a JSON list of tiles) as the plan frame: id (``tile_key``: a string), r0, r1,
     c0, c1, pairs (floats), depth, order (planned position). A plan written as the engine
     writes it (every tile the same keys, in ``Tile.to_dict``'s order, whole numbers) is read
-    as numbers in one pass, no dict per tile; any other through ``json``. Raises ValueError
-    on a file that is not JSON (a half-written one: the caller keeps the last good plan)."""
-    n = raw.count(b"{")
-    keys = [f'"{k}":'.encode() for k in _TILE_KEYS]
-    text = raw.replace(b" ", b"")
-    head = text[text.find(b"{"):text.find(b"}") + 1]
-    if n and text.rstrip().endswith(b"]") and all(text.count(k) == n for k in keys) and \
-            [head.find(k) for k in keys] == sorted(head.find(k) for k in keys) and \
-            text.count(b":") == n * len(keys):
-        for k in keys:
-            text = text.replace(k, b" ")
-        text = text.translate(bytes.maketrans(b"{}[],\n\r\t", b"        "))
-        try:
-            a = np.array(text.split(), dtype=np.int64)
-        except ValueError:  # a number that is not a whole one: the general reader
-            a = None
-        if a is not None and len(a) == n * len(keys):
-            a = a.reshape(n, len(keys))
-            df = pd.DataFrame({"id": a[:, 0].astype(str).astype(object)})
-            for i, k in enumerate(_TILE_KEYS[1:6], start=1):
-                df[k] = a[:, i].astype(np.float64)
-            df["depth"], df["order"] = a[:, 6], np.arange(n)
-            return df[PLAN_COLUMNS]
+    as numbers in four passes (``_plan_numbers``), no dict per tile; any other through ``json``.
+    Raises ValueError on a file that is not JSON (a half-written one: the caller keeps the
+    last good plan)."""
+    a = _plan_numbers(raw)
+    if a is not None:
+        df = pd.DataFrame({"id": pd.Series(list(map(str, a[:, 0].tolist())), dtype=object)})
+        for i, k in enumerate(_TILE_KEYS[1:6], start=1):
+            df[k] = a[:, i].astype(np.float64)
+        df["depth"], df["order"] = a[:, 6], np.arange(len(a))
+        return df[PLAN_COLUMNS]
     plan = json.loads(raw)
     rows = []
     for i, t in enumerate(plan if isinstance(plan, list) else []):
@@ -67,6 +54,32 @@ def read_plan(raw: bytes) -> pd.DataFrame:
                      "pairs": num(t.get("pairs")), "depth": int_or_none(t.get("depth")),
                      "order": i})
     return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+_NOT_SKELETON = b"0123456789- \n\r\t"
+_DIGITS_ONLY = bytes(b if chr(b) in "0123456789-" else 32 for b in range(256))
+
+
+def _plan_numbers(raw: bytes) -> np.ndarray | None:
+    """(tiles, 7) numbers of a plan that is a JSON list of objects with exactly
+    ``_TILE_KEYS``, in order, and whole numbers; else None. Four passes over the text: without
+    digits and spaces it must be that object's skeleton n times in a list; with only digits
+    and signs it reads as 11 numbers a tile (r0, r1, c0, c1 give their digits 0, 1, 0, 1)."""
+    n = raw.count(b"{")
+    one = ("{" + ",".join(f'"{k}":' for k in _TILE_KEYS) + "}").encode().translate(
+        None, _NOT_SKELETON)
+    skeleton = raw.translate(None, _NOT_SKELETON)
+    if not n or len(skeleton) != n * (len(one) + 1) + 1 or skeleton[:1] != b"[" or \
+            skeleton[-1:] != b"]" or skeleton.count(one) != n or \
+            skeleton.count(b"},{") != n - 1:
+        return None
+    a = np.fromstring(raw.translate(_DIGITS_ONLY), dtype=np.int64, sep=" ")  # noqa: NPY201
+    if len(a) != n * 11:
+        return None
+    a = a.reshape(n, 11)
+    if not (a[:, [1, 3, 5, 7]] == [0, 1, 0, 1]).all():
+        return None
+    return a[:, [0, 2, 4, 6, 8, 9, 10]]
 
 
 class DoneTiles:
