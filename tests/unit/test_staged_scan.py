@@ -145,7 +145,7 @@ def test_a_clean_log_is_read_without_the_record_by_record_scan(tmp_path, monkeyp
         staged.close()
 
 
-def dense_run(tmp_path, space_kind):
+def dense_run(tmp_path, space_kind, chunk_bytes=None):
     """A dense sink's tiles written by two writers (the first tile twice, by both), as a run
     writes them; its context, tiles and journal entries."""
     import pickle
@@ -157,7 +157,7 @@ def dense_run(tmp_path, space_kind):
     ctx = SinkContext(str(tmp_path), space, 3, keys[:space.n_rows], keys[:space.n_cols],
                       {"value": "float64"})
     values = np.random.default_rng(0).random((space.n_rows, space.n_cols))
-    driver = DenseMatrix()
+    driver = DenseMatrix(**({"chunk_bytes": chunk_bytes} if chunk_bytes else {}))
     driver.open(ctx)
     writers = [pickle.loads(pickle.dumps(driver)) for _ in range(2)]
     tiles = list(leaves(space, 3))
@@ -213,25 +213,30 @@ def test_verify_many_says_what_verify_says_of_staged_tiles(tmp_path, space_kind)
     resumed._reset()
 
 
-def test_verify_many_reads_a_finished_run_back_from_its_array(tmp_path):
+@pytest.mark.parametrize("space_kind", ["triangle", "rectangle"])
+@pytest.mark.parametrize("chunk_bytes", [None, 6 * 6 * 8, 3 * 3 * 8])
+def test_verify_many_reads_a_finished_run_back_from_its_array(tmp_path, space_kind,
+                                                               chunk_bytes):
+    """A finished run reopened: every entry read back from the chunks (as arrays), agreeing
+    with ``verify``; a flipped byte in a chunk fails the tile (and its mirror's) that holds
+    the cell, a wrong journaled CRC its entry."""
     from pairflow.engine.pairs.sinks import DenseMatrix
-    driver, ctx, tiles, entries = dense_run(tmp_path, "triangle")
+    from tests.dense_layout import cell_span, flip_byte
+    driver, ctx, tiles, entries = dense_run(tmp_path, space_kind, chunk_bytes)
     driver.finalize()
     wrong = {0, 5}
     entries = with_wrong_crcs(entries, wrong)
-    resumed = DenseMatrix()
+    hit = next(e for e in entries[10:] if e["region"][1] > e["region"][0]
+               and e["region"][3] > e["region"][2] and e["region"][0] != e["region"][2])
+    r0, _, c0, _ = hit["region"]
+    path, start, _ = cell_span(os.path.join(driver.path, "value"), r0, c0)
+    flip_byte(path, start)
+    resumed = DenseMatrix(**({"chunk_bytes": chunk_bytes} if chunk_bytes else {}))
     resumed.open(ctx, resume=True)  # a finished run reopened: nothing staged
-    assert agree(resumed, entries) == [i not in wrong for i in range(len(entries))]
+    got = agree(resumed, entries)
+    for i, e in enumerate(entries):
+        holds = e["region"][0] <= r0 < e["region"][1] and e["region"][2] <= c0 < e["region"][3]
+        mirror = ctx.space.symmetric and e["region"][2] <= r0 < e["region"][3] and \
+            e["region"][0] <= c0 < e["region"][1]
+        assert got[i] == (i not in wrong and not holds and not mirror), (i, e)
     resumed._reset()
-
-
-@pytest.mark.parametrize("nb", [0, 1, 7, 32, 288, tile_log.CRC_COLUMNS_MAX + 1])
-def test_row_crcs_are_zlib_s(nb):
-    """A row's CRC32, continued from its seed, as ``zlib.crc32(row, seed)`` gives it, whether
-    computed a byte column at a time for all rows or row by row."""
-    rng = np.random.default_rng(nb)
-    k = 300
-    raw = rng.integers(0, 256, k * nb, dtype=np.uint8).tobytes()
-    seeds = rng.integers(0, 2 ** 32, k)
-    want = [zlib.crc32(raw[i * nb:(i + 1) * nb], int(s)) for i, s in enumerate(seeds)]
-    assert tile_log._crcs(raw, nb, seeds).tolist() == want
