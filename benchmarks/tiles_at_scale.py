@@ -22,6 +22,19 @@ and a starved in-process actor is not a lost one.
 ``measure(tiles)`` is the entry point the scale benchmark (``benchmarks/scale.py``) can call; it
 returns one dict per size. ``--no-run``: the start-up alone, then cancel (for sizes whose run
 takes too long on the machine at hand; no resume figure then).
+
+The recorded figure (RESULTS.md's scale section) is a killed and resumed 10^6-tile run, in
+four steps that each write RUN_DIR.STEP.json beside the run directory:
+
+    tiles_at_scale.py --tiles 1e6 --kill-at 0.4 --run-dir D   # SIGKILL once 40 % is journaled
+    tiles_at_scale.py --resume-starts D --base B --reps 2     # resume start-ups of copies of D,
+                                                              # this checkout's and B's in turn
+    tiles_at_scale.py --resume-run D                          # resume D to the end, rows checked
+    tiles_at_scale.py --record D                              # tiles_at_scale.json, scale.json
+
+The driver's memory at 10^6 tiles is the larger peak of the killed run and of its resume to the
+end (which holds the finalize). ``--merge-scale`` puts the recorded summary into scale.json
+again after a scale.py run that started before it was recorded.
 """
 from __future__ import annotations
 
