@@ -30,6 +30,7 @@ import numpy as np
 from .backend import is_numpy_namespace, to_numpy
 from .bitset_counts import _column_block, _popcount, _postings
 from .bitset_tiles import _and_popcount_jaccard, _jaccard_above, _jaccard_topk_cells
+from .jaccard import all_true_view
 from .kmers import _TABLE, MAX_BITSET_K, _check_k, _joined
 
 __all__ = ["MAX_BITSET_K", "bitset_words", "canonical_slots", "kmer_bitsets", "bitset_sizes",
@@ -188,6 +189,8 @@ def _tile_args(lefts, rights, mask, count: str = "auto"):
     m = np.asarray(to_numpy(mask), dtype=bool) if use_mask else np.ones((1, 1), bool)
     if use_mask and m.shape != (a.shape[0], b.shape[0]):
         raise ValueError(f"mask has shape {m.shape}, expected {(a.shape[0], b.shape[0])}")
+    if use_mask and all_true_view(m):  # every pair (a view of one True): no mask, no copy
+        use_mask, m = False, np.ones((1, 1), bool)
     a, b, m = _readonly(a), _readonly(b), _readonly(np.ascontiguousarray(m))
     size_a, size_b = bitset_sizes(a), bitset_sizes(b)
     return (a, b, size_a, size_b, m, use_mask, _count_plan(a, b, size_a, size_b, count))

@@ -121,7 +121,15 @@ def _check_mask(mask, shape):
     m = np.asarray(to_numpy(mask), dtype=bool)
     if m.shape != shape:
         raise ValueError(f"mask has shape {m.shape}, expected {shape} (len(lefts), len(rights))")
+    if all_true_view(m):  # (a full block seen through one byte: every pair, no mask)
+        return None
     return m
+
+
+def all_true_view(m: np.ndarray) -> bool:
+    """Is ``m`` one True seen as a whole block (every stride 0, ``space.block_mask``'s full
+    blocks of large tiles)? Then it is no mask at all, and never copied into one."""
+    return m.ndim == 2 and m.size > 0 and m.strides == (0, 0) and bool(m.flat[0])
 
 
 def _namespace_of(lefts, rights):

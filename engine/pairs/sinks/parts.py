@@ -136,6 +136,14 @@ def _npy_head(path: str) -> tuple[int, tuple, np.dtype]:
         return fh.tell(), shape, dtype
 
 
+def _all_true(mask: np.ndarray) -> bool:
+    """Does the mask allow every cell? Answered at once for a full block seen through one True
+    (strides 0: ``space.block_mask`` of a large tile), whose ``all()`` reads every cell."""
+    if mask.ndim == 2 and mask.size and mask.strides == (0, 0):
+        return bool(mask.flat[0])
+    return bool(mask.all())
+
+
 def _pairs_of(tile: Tile, values: np.ndarray, mask: np.ndarray):
     ii, jj = np.nonzero(mask)
     return ii + tile.r0, jj + tile.c0, values[ii, jj]
@@ -237,7 +245,7 @@ class TopK(_PartsSink):
         if values.ndim != 2 or values.shape[1] <= self.k or \
                 (values.dtype.kind == "f" and np.isnan(values).any()):
             return None
-        full = bool(mask.all())
+        full = _all_true(mask)
         if not full:  # cells outside the space rank last, and are never candidates
             worst = -np.inf if self.largest else np.inf
             if values.dtype.kind != "f":
@@ -285,9 +293,11 @@ class TopK(_PartsSink):
     NARROW = 2 ** 31  # indices below this are written as int32
 
     def _compiled_cells(self, values, mask, both: bool = True):
+        full = _all_true(mask)
         return compiled(topk_cells)(
-            np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(mask),
-            not bool(mask.all()), self.k, 1.0 if self.largest else -1.0, both)
+            np.ascontiguousarray(values, dtype=np.float64),
+            np.ones((1, 1), bool) if full else np.ascontiguousarray(mask),
+            not full, self.k, 1.0 if self.largest else -1.0, both)
 
     def reduction(self):
         symmetric = bool(self.ctx.space.symmetric)
