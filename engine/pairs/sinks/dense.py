@@ -317,10 +317,13 @@ class DenseMatrix(Sink):
         """Entries of ``rest`` whose region reads back from the array with their CRC."""
         from .chunk_verify import tile_crcs
         ok = np.zeros(len(rest), bool)
+        if not rest.any():
+            return ok
         region = np.asarray(entries.region, np.int64).reshape(-1, 4)
         crc = np.asarray(entries.crc32, np.int64)
-        names = np.array([x.split("/", 1)[1] if isinstance(x, str) and "/" in x else ""
-                          for x in entries.location], dtype=object)
+        name_of = {x: x.split("/", 1)[1] if isinstance(x, str) and "/" in x else ""
+                   for x in set(entries.location)}
+        names = np.array([name_of[x] for x in entries.location], dtype=object)
         for name, arr in self._open_arrays().items():
             e = np.flatnonzero(rest & (names == name) & (region[:, 0] >= 0))
             mirrored = self.ctx.space.symmetric & (region[e, 0] != region[e, 2])
