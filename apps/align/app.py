@@ -31,7 +31,8 @@ How it maps onto the engine (docs/align.md has the whole story):
   order a brute-force sort has to reproduce: ``(-score, len(target), input position)``.
 * **Tracebacks** (coordinates, CIGAR, aligned strings, identity) run after the run, only for the
   reported hits (Ray tasks when there are many cells to trace), each checked to re-score to the
-  reported score; very long pairs are traced in a window bounded from the score.
+  reported score; a long pair is traced only in the window its alignment occupies, found by
+  two score-only passes (``tracebacks``).
 * **Pair filters**: ``min_length_ratio`` (min/max length) and ``min_shared_kmers`` (shared k-mer
   prefilter) turn the space into a ``PairList`` of the pairs that pass, before any
   Smith-Waterman cell is computed. They are pipeline filters run through the engine's pair
