@@ -167,6 +167,8 @@ class JaccardApp(BasePairApp):
                     keys.append(key)
                 else:
                     self.skipped.append((url, i, records[i].name, int(lengths[i])))
+        # each record's set size, by file: the driver's check of a record reads it here
+        self._record_sizes = dict(zip(self.urls, sizes))
         sizes = np.concatenate(sizes) if sizes else np.zeros(0)
         if kernel == "auto":
             mean = float(sizes[sizes > 0].mean()) if (sizes > 0).any() else 1.0
@@ -182,7 +184,8 @@ class JaccardApp(BasePairApp):
         # workers get the slim copy: they are handed keys, never ask for them, and a million
         # read names would be unpickled in every worker
         state = dict(self.__dict__)
-        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count())
+        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count(),
+                     _record_sizes=None)
         return state
 
     def keys(self):
@@ -228,7 +231,12 @@ class JaccardApp(BasePairApp):
     def check(self, key, raw):
         if self.item == "record":  # (one record's windows: not its file's items)
             url, i = self.catalog.index_of(key, raw)
-            ok = _has_valid_kmer([self.catalog.file_records(url, raw)[i].sequence], self.k)
+            sizes = (getattr(self, "_record_sizes", None) or {}).get(url) if raw is None \
+                else None
+            # where the app was built, every record's set size is known (a set is not empty
+            # exactly when a window of k A/C/G/T letters exists): a look-up, not a scan a record
+            ok = bool(sizes[i] > 0) if sizes is not None else \
+                _has_valid_kmer([self.catalog.file_records(url, raw)[i].sequence], self.k)
         else:
             ok = _has_valid_kmer(self._sequences(key, raw), self.k)
         if not ok:

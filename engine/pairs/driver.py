@@ -29,7 +29,7 @@ from ..run.journal import replay, tiles_journaled
 from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json_rows
-from ..run.runtime import import_in_background
+from ..run.runtime import import_in_background, in_background
 from .app import BasePairApp, FunctionApp
 from .workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
@@ -65,6 +65,7 @@ class _Run:
         self.validated = 0  # tiles recomputed and compared (validation.py)
         self.resume_report: dict | None = None
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
+        self.sinks_ready = None  # waits for the sinks' before_finalize (run beside the tiles)
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -139,7 +140,6 @@ class _Run:
                           self.col_keys, self.app.fields())
         for sink in self.sinks:
             sink.open(ctx, resume=resume)
-            sink.before_finalize()
         if not resume:
             return []
         done, self.resume_report = replay(self.recorder.file(JOURNAL),
@@ -213,8 +213,11 @@ class _Run:
         self.members.run_devices()
         meta["executor"] = self.ex.name
         self.recorder.running()
-        # what the end of the run needs (trace_to_parquet), imported while the tiles compute
+        # what the end of the run needs (trace_to_parquet, the sinks' finalize: their imports
+        # and kernels), prepared while the tiles compute, not before them
         import_in_background("pyarrow.json", "pyarrow.parquet")
+        self.sinks_ready = in_background(lambda: [s.before_finalize() for s in self.sinks],
+                                         "pairflow-sinks")
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device
@@ -359,6 +362,8 @@ class _Run:
             self.results.write(self.ex.get(self.scheduler.drain()))
             closed = self.results.close()
         t_finalize = time.time()
+        if self.sinks_ready is not None:
+            self.sinks_ready()
         outputs = {}
         for sink in self.sinks:
             outputs[sink.name] = sink.finalize()

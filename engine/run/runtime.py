@@ -156,6 +156,32 @@ def import_in_background(*names: str) -> None:
                          daemon=True, name="pairflow-import").start()
 
 
+def in_background(fn, name: str = "pairflow-background"):
+    """Run ``fn()`` on a daemon thread now; returns a wait: a call that blocks until ``fn`` has
+    returned and raises what it raised (its value otherwise). For start-up work a run needs
+    only later (a sink's imports for its finalize): done beside the tiles, whose kernels release
+    the GIL, not on the one thread every run's start waits for."""
+    done = threading.Event()
+    out: dict = {}
+
+    def body():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # handed to whoever waits
+            out["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=body, daemon=True, name=name).start()
+
+    def wait():
+        done.wait()
+        if "error" in out:
+            raise out["error"]
+        return out.get("value")
+    return wait
+
+
 # glibc's malloc thresholds for a process that computes (see keep_freed_memory). 32 MB is the
 # largest mmap threshold glibc accepts on 64 bits. Rule: the trim threshold stays above what a
 # parse's temporaries free (phylogeny's k = 7 parse of a bacterial proteome: up to ~250 MB), or

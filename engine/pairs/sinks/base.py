@@ -136,8 +136,9 @@ class Sink:
         return True
 
     def before_finalize(self) -> None:
-        """In the driver, before the compute clock starts: import what ``finalize`` needs
-        (pyarrow and pandas cost the driver a noticeable start-up on first import)."""
+        """In the driver, on a thread of its own while the tiles compute (``driver._launch``;
+        ``finalize`` waits for it): import what ``finalize`` needs (pyarrow and pandas cost a
+        noticeable time on first import), off the start-up every run waits for."""
         return None
 
     def finalize(self) -> Any:
