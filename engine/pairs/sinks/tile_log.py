@@ -359,9 +359,9 @@ def _dtype_id(text: bytes, dtype_ids: dict, dtypes: list) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _parse_dtype(text: bytes) -> np.dtype | None:
-    try:
+    try:  # text of a header not checked yet (its CRC): numpy may raise anything on it
         return plain_dtype(text.decode())
-    except (ValueError, TypeError):
+    except Exception:  # noqa: BLE001
         return None
 
 
