@@ -32,6 +32,9 @@ four steps that each write RUN_DIR.STEP.json beside the run directory:
     tiles_at_scale.py --resume-run D                          # resume D to the end, rows checked
     tiles_at_scale.py --record D                              # tiles_at_scale.json, scale.json
 
+(and, optionally, ``--resume-starts`` of a finished run's copy saved as D.finished_starts.json:
+the resume of a finished run, every tile verified from the chunks).
+
 The driver's memory at 10^6 tiles is the larger peak of the killed run and of its resume to the
 end (which holds the finalize). ``--merge-scale`` puts the recorded summary into scale.json
 again after a scale.py run that started before it was recorded.
@@ -277,6 +280,7 @@ def record(run_dir: str, out: str | None = None) -> dict:
     resumed = _load_json(run_dir + ".resumed.json")
     starts = _load_json(run_dir + ".starts.json", [])
     peak = max(killed["peak_mib_until_kill"], (resumed or {}).get("peak_mib") or 0.0)
+    finished = _load_json(run_dir + ".finished_starts.json", [])  # a finished run reopened
     new = [r["resume_s"] for r in starts if r["who"] == "new"]
     base = [r["resume_s"] for r in starts if r["who"] == "base"]
     summary = {
@@ -288,13 +292,17 @@ def record(run_dir: str, out: str | None = None) -> dict:
         "resume_start_s": {"new": new, "base": base},
         "resume_start_peak_gib": max((r["resume_peak_mib"] for r in starts if r["who"] == "new"),
                                      default=None),
+        "finished_resume_start_s": {w: [r["resume_s"] for r in finished if r["who"] == w]
+                                    for w in ("new", "base")},
+        "finished_tiles": max((r["resumed"]["reused"] for r in finished), default=None),
         "resumed_wall_s": (resumed or {}).get("wall_s"),
         "finalize_s": (resumed or {}).get("finalize_s"),
         "resumed_peak_gib": (resumed or {}).get("peak_mib") and resumed["peak_mib"] / 1024,
         "reused": ((resumed or {}).get("resumed") or {}).get("reused"),
         "exact": (resumed or {}).get("exact"),
         "driver_peak_gib": peak / 1024, "finished": resumed is not None,
-        "load": [killed.get("load"), (resumed or {}).get("load")]}
+        "load": [killed.get("load"), (resumed or {}).get("load")] +
+                [r.get("load") for r in starts + finished]}
     if summary["resume_start_peak_gib"] is not None:
         summary["resume_start_peak_gib"] /= 1024
     results = {"driver_peak_gib": peak / 1024 if resumed and summary["tiles"] >= 900_000

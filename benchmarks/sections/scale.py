@@ -141,6 +141,12 @@ def _tiles_part(d: dict) -> str:
                  f"{num(t.get('resume_start_peak_gib'))} GiB" +
                  (f"; the code before the columnar journal and staged index: "
                   f"{', '.join(num(x) for x in base)} s" if base else "") + ".")
+    fin = t.get("finished_resume_start_s") or {}
+    if fin.get("new"):
+        line += (f" A finished run of {t['finished_tiles']:,} tiles reopened (every tile "
+                 f"verified from the chunks): start-up {', '.join(num(x) for x in fin['new'])} s"
+                 + (f"; before: {', '.join(num(x) for x in fin['base'])} s"
+                    if fin.get("base") else "") + ".")
     if loads:
         line += (f" Run under `nice -n 19` beside others' benchmarks (load {num(min(loads))}-"
                  f"{num(max(loads))} on 2 cores): seconds are upper bounds.")
