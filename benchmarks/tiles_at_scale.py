@@ -276,6 +276,7 @@ def record(run_dir: str, out: str | None = None) -> dict:
     sections/scale.py shows; ``scale.py`` reads the same from this file when it runs)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _record import out_path, target, write
+    import numpy as np
     killed = _load_json(run_dir + ".killed.json")
     resumed = _load_json(run_dir + ".resumed.json")
     starts = _load_json(run_dir + ".starts.json", [])
@@ -301,6 +302,7 @@ def record(run_dir: str, out: str | None = None) -> dict:
         "reused": ((resumed or {}).get("resumed") or {}).get("reused"),
         "exact": (resumed or {}).get("exact"),
         "driver_peak_gib": peak / 1024, "finished": resumed is not None,
+        "note": _load_json(run_dir + ".note.json"),  # what the steps' figures need said
         "load": [killed.get("load"), (resumed or {}).get("load")] +
                 [r.get("load") for r in starts + finished]}
     if summary["resume_start_peak_gib"] is not None:
@@ -310,8 +312,9 @@ def record(run_dir: str, out: str | None = None) -> dict:
                "resumed": resumed, "starts": starts}
     goals = [target(f"driver memory at {summary['tiles']:,} tiles (killed, resumed to the end)",
                     peak / 1024 if resumed else None, "<=", 2.0, "GiB"),
-             target("a resume of the killed run replays and verifies in seconds",
-                    summary["resume_s"], "<=", 30.0, "s"),
+             target("a resume's start-up, journal replayed and tiles verified (median of "
+                    "--resume-starts, else the resume to the end's)",
+                    float(np.median(new)) if new else summary["resume_s"], "<=", 30.0, "s"),
              target("the resumed result is exact (whole rows against the formula)",
                     (summary["exact"] or {}).get("mismatches"), "==", 0)]
     write(out_path("tiles_at_scale.json", out), results, "tiles_at_scale", targets=goals)

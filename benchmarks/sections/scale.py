@@ -147,6 +147,8 @@ def _tiles_part(d: dict) -> str:
                  f"verified from the chunks): start-up {', '.join(num(x) for x in fin['new'])} s"
                  + (f"; before: {', '.join(num(x) for x in fin['base'])} s"
                     if fin.get("base") else "") + ".")
+    if t.get("note"):
+        line += f" ({t['note']})"
     if loads:
         line += (f" Run under `nice -n 19` beside others' benchmarks (load {num(min(loads))}-"
                  f"{num(max(loads))} on 2 cores): seconds are upper bounds.")
