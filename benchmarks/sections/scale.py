@@ -126,7 +126,7 @@ def _tiles_part(d: dict) -> str:
             f"tile {num(t['first_tile_s'])} s), peak {num(t['peak_gib_until_kill'])} GiB; ")
     if t.get("finished"):
         line += (f"resumed to the end: start-up with the journal replayed and "
-                 f"{t['reused']:,} tiles verified **{num(t['resume_s'])} s**, wall "
+                 f"{t['reused']:,} tiles verified {num(t['resume_s'])} s, wall "
                  f"{num(t['resumed_wall_s'])} s, finalize {num(t['finalize_s'])} s, peak "
                  f"{num(t['resumed_peak_gib'])} GiB" + (
                      f"; exact: {t['exact']['mismatches']} mismatches in "
@@ -137,7 +137,7 @@ def _tiles_part(d: dict) -> str:
         line += "not resumed to the end here: the driver's memory through a finalize not measured."
     if new:
         line += (f" The resume's start-up alone (copies of the killed run, then cancelled): "
-                 f"{', '.join(num(x) for x in new)} s, peak "
+                 f"**{', '.join(num(x) for x in new)} s**, peak "
                  f"{num(t.get('resume_start_peak_gib'))} GiB" +
                  (f"; the code before the columnar journal and staged index: "
                   f"{', '.join(num(x) for x in base)} s" if base else "") + ".")
@@ -148,7 +148,7 @@ def _tiles_part(d: dict) -> str:
                  + (f"; before: {', '.join(num(x) for x in fin['base'])} s"
                     if fin.get("base") else "") + ".")
     if t.get("note"):
-        line += f" ({t['note']})"
+        line += f" {t['note'][:1].upper()}{t['note'][1:]}."
     if loads:
         line += (f" Run under `nice -n 19` beside others' benchmarks (load {num(min(loads))}-"
                  f"{num(max(loads))} on 2 cores): seconds are upper bounds.")
