@@ -422,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
             results[key] = [c for c in old.get(key) or []
                             if (c.get("kind", key), c["n"]) not in redo]
         results["resume"] = None if args.resume_n else old.get("resume")
+        # what was not run, said by hand: kept while its kind and n are not run now
+        results["not_run"] = [x for x in old.get("not_run") or []
+                              if not any(x.startswith(f"{k} n = {n:,}:") for k, n in redo)]
     results["driver_at_1e6_tiles_gib"] = driver_at_tiles()
     from tiles_at_scale import for_scale  # its killed-and-resumed 10^6-tile run, as recorded
     results["tiles_at_scale"] = for_scale()

@@ -99,14 +99,21 @@ def section(d: dict, ctx) -> list[str]:
 
 
 def _projected(d: dict, p: dict) -> str:
-    """The whole run's compute at the largest finished run's pairs/s of its kind."""
-    done = [c for c in d.get(p["kind"]) or [] if c.get("pairs_per_s")]
-    if not done:
-        return ""
-    big = max(done, key=lambda c: c["n"])
+    """The whole run's compute at the probe's own last pairs/s (its progress line), else at the
+    largest finished run's of its kind."""
+    import re
     pairs = p["n"] * (p["n"] - 1) // 2
-    return (f": its {pairs:.1e} pairs at {big['n']:,} items' {num(big['pairs_per_s'] / 1e6)} M "
-            f"pairs/s are ~{num(pairs / big['pairs_per_s'] / 60)} min of compute here")
+    own = re.search(r"pairs/s=([\d,]+)", p.get("progress") or "")
+    if own and int(own.group(1).replace(",", "")) > 0:
+        rate, whose = int(own.group(1).replace(",", "")), "its own"
+    else:
+        done = [c for c in d.get(p["kind"]) or [] if c.get("pairs_per_s")]
+        if not done:
+            return ""
+        big = max(done, key=lambda c: c["n"])
+        rate, whose = big["pairs_per_s"], f"{big['n']:,} items'"
+    return (f": its {pairs:.1e} pairs at {whose} {num(rate / 1e6)} M pairs/s are "
+            f"~{num(pairs / rate / 60)} min of compute here")
 
 
 def _tiles_part(d: dict) -> str:
