@@ -167,8 +167,7 @@ class JaccardApp(BasePairApp):
                     keys.append(key)
                 else:
                     self.skipped.append((url, i, records[i].name, int(lengths[i])))
-        # each record's set size, by file: the driver's check of a record reads it here
-        self._record_sizes = dict(zip(self.urls, sizes))
+        self._record_sizes = dict(zip(self.urls, sizes))  # by file: check() reads them
         sizes = np.concatenate(sizes) if sizes else np.zeros(0)
         if kernel == "auto":
             mean = float(sizes[sizes > 0].mean()) if (sizes > 0).any() else 1.0
@@ -231,10 +230,8 @@ class JaccardApp(BasePairApp):
     def check(self, key, raw):
         if self.item == "record":  # (one record's windows: not its file's items)
             url, i = self.catalog.index_of(key, raw)
-            sizes = (getattr(self, "_record_sizes", None) or {}).get(url) if raw is None \
-                else None
-            # where the app was built, every record's set size is known (a set is not empty
-            # exactly when a window of k A/C/G/T letters exists): a look-up, not a scan a record
+            # built here: its set size, > 0 exactly when a window of k A/C/G/T letters exists
+            sizes = (getattr(self, "_record_sizes", None) or {}).get(url) if raw is None else None
             ok = bool(sizes[i] > 0) if sizes is not None else \
                 _has_valid_kmer([self.catalog.file_records(url, raw)[i].sequence], self.k)
         else:

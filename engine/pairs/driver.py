@@ -65,7 +65,7 @@ class _Run:
         self.validated = 0  # tiles recomputed and compared (validation.py)
         self.resume_report: dict | None = None
         self.results: ResultWriter | None = None  # what workers ship, when nothing is shared
-        self.sinks_ready = None  # waits for the sinks' before_finalize (run beside the tiles)
+        self.sinks_ready = lambda: None  # waits for the sinks' before_finalize (at launch)
 
     # -- start ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -213,11 +213,9 @@ class _Run:
         self.members.run_devices()
         meta["executor"] = self.ex.name
         self.recorder.running()
-        # what the end of the run needs (trace_to_parquet, the sinks' finalize: their imports
-        # and kernels), prepared while the tiles compute, not before them
+        # what the end of the run needs (trace_to_parquet, sinks' finalize), while tiles compute
         import_in_background("pyarrow.json", "pyarrow.parquet")
-        self.sinks_ready = in_background(lambda: [s.before_finalize() for s in self.sinks],
-                                         "pairflow-sinks")
+        self.sinks_ready = in_background(lambda: [s.before_finalize() for s in self.sinks])
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
         """The coordinator on the head node (with the head's cache when the head runs device
@@ -362,11 +360,8 @@ class _Run:
             self.results.write(self.ex.get(self.scheduler.drain()))
             closed = self.results.close()
         t_finalize = time.time()
-        if self.sinks_ready is not None:
-            self.sinks_ready()
-        outputs = {}
-        for sink in self.sinks:
-            outputs[sink.name] = sink.finalize()
+        self.sinks_ready()
+        outputs = {sink.name: sink.finalize() for sink in self.sinks}
         published = None
         if self.cfg.result_store:  # the driver copies the outputs; the run directory keeps them
             try:
