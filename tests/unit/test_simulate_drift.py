@@ -136,19 +136,22 @@ def test_a_paced_deal_keeps_the_nodes_a_column_apart_and_the_stream_shared():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(2, 4), st.sampled_from([1, 2]), st.floats(0.0, 1.5), st.floats(0.0, 0.9),
-       st.floats(0.0, 0.05), st.floats(0.0, 0.05), st.integers(0, 10**6))
-def test_drawn_a_paced_deal_loads_what_lockstep_does_whatever_the_timing(
-        nodes, room, jitter, rho, t_load, t_take, seed):
-    """Drawn: any speed variation, any cost of a load against a take from a peer. A paced deal
-    (``stealing.Pace``) loads within 10 % of the same deal run in lockstep (no drift at all, the
-    oracle): the pace keeps the nodes inside their room whatever the timing, so the planner's
-    simulated R does not hinge on the measured costs (``drift.Timing``). What made the
-    cluster run past it were nodes asking for a column together and each loading it, which the
-    directory's claims end (``directory.DirectoryShard.lookup``; RESULTS.md, "Scaling grid")."""
-    kw = dict(nodes=nodes, l3=True, deal=True, in_flight=2, room=room)
+@given(st.integers(2, 4), st.floats(0.0, 1.5), st.floats(0.0, 0.9), st.floats(0.0, 0.05),
+       st.floats(0.0, 1.0), st.integers(0, 10**6))
+def test_drawn_a_paced_deal_with_a_column_of_slack_loads_what_lockstep_does(
+        nodes, jitter, rho, t_load, take_share, seed):
+    """Drawn: any speed variation, any cost of a load, a take from a peer no dearer than a load
+    (``take_share`` of it; on this project's machine a take is a call and a pull, a load a
+    parse of ~36 ms a pack). A paced deal (``stealing.Pace``) with 2 leaves of room (a column
+    of slack) loads within 10 % of the same deal run in lockstep (no drift at all, the
+    oracle): the pace keeps the nodes inside their room. With a room of 1 there is no slack
+    and the timing decides (drawn: jitter 1.0 loads 1.12x lockstep on 2 nodes; takes of 31 ms
+    against free loads 1.4x), which is why the planner simulates every room timed
+    (``choice.DEAL_ROOMS``) and runs the least loading."""
+    kw = dict(nodes=nodes, l3=True, deal=True, in_flight=2, room=2)
     lockstep = simulate(Triangle(41), 1, 4, **kw)
-    timing = Timing(jitter=jitter, rho=rho, t_load=t_load, t_take=t_take, seed=seed)
+    timing = Timing(jitter=jitter, rho=rho, t_load=t_load, t_take=take_share * t_load,
+                    seed=seed)
     paced = simulate(Triangle(41), 1, 4, timing=timing, pace=True, **kw)
     assert paced.tiles == lockstep.tiles == 41 * 40 // 2
     assert 0.9 * lockstep.loads <= paced.loads <= 1.1 * lockstep.loads, \

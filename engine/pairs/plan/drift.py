@@ -33,11 +33,11 @@ class Timing:
     node's speed wanders (``jitter``): the nodes drift apart, and a node more than its room of
     streamed columns behind the one that loaded a column finds it evicted there and loads it
     again (issue 57; measured: RESULTS.md, "Scaling grid"). A paced deal (``stealing.Pace``)
-    keeps the nodes inside their room whatever these costs: its simulated R is within 10 % of
-    lockstep for any jitter and any cost of a take against a load (a drawn test), and the
-    grid's paced runs came within 1.14x of it once the directory's claims stopped nodes asking
-    together from each loading a column; the costs decide unpaced runs and the contiguous
-    shares the planner weighs against the deal."""
+    with a column of slack (2 leaves of room) stays within 10 % of lockstep for any jitter and
+    a take no dearer than a load (a drawn test); with a room of 1 the costs decide (takes much
+    dearer than loads: up to 1.4x), which the planner's timed simulation of each room weighs.
+    The grid's paced runs came within 1.14x of their simulation once the directory's claims
+    stopped nodes asking together from each loading a column."""
 
     t_tile: float = 0.02        # a tile's fixed cost (hand-out, write: config.tile_overhead_s)
     t_pair: float = 1e-4        # compare, per pair
