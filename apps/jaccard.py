@@ -9,12 +9,12 @@ Two kernels give the same |A∩B|, the app picks by k and the sets' size (``kern
 * ``bitset`` (k <= 8): an item is a row of bits, one per possible k-mer, and a pair is the
   popcount of an AND (``kernels/bitset.py``); short reads at k = 5 or 7 run at memory speed.
 
-Record items are built a block of a file's records at a time, once per process
-(``_FileItems``): a read's k-mer set takes microseconds, so building it alone, a Python call per
-read, would cost more than comparing it. Records without a valid k-mer (all windows hold an N, or shorter than k) are
-skipped and listed in the run directory (``skipped_records.tsv``) or, with
-``on_bad_record=fail``, stop the run in the pre-flight naming each one; ``auto`` skips them in
-FASTQ files (read sets always hold a few) and fails on them elsewhere.
+Record items are built a block of a file's records at a time, once per process (``_FileItems``):
+a read's k-mer set takes microseconds, so building it alone, a Python call per read, would cost
+more than comparing it. Records without a valid k-mer (all windows hold an N, or short) are
+skipped and listed in the run directory (``skipped_records.tsv``) or, with ``on_bad_record=fail``,
+stop the run in the pre-flight naming each one; ``auto`` skips them in FASTQ files (read sets
+always hold a few) and fails on them elsewhere.
 ``postprocess`` gives similarity J = |A∩B| / |A∪B|, distance 1 - J and the intersection size.
 """
 from __future__ import annotations
@@ -183,8 +183,7 @@ class JaccardApp(BasePairApp):
         # workers get the slim copy: they are handed keys, never ask for them, and a million
         # read names would be unpickled in every worker
         state = dict(self.__dict__)
-        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count(),
-                     _record_sizes=None)
+        state.update(_keys=None, skipped=None, _n_skipped=self._skipped_count(), _record_sizes=None)
         return state
 
     def keys(self):

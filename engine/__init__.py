@@ -36,7 +36,7 @@ _HELPERS = {"fetch": ".run.io", "read_json": ".run.rundir", "write_json": ".run.
             "farm": ".toolfarm.driver", "FarmResult": ".toolfarm.driver",
             "FarmSpec": ".toolfarm.spec", "gather": ".toolfarm.gather",
             "ItemCodec": ".pairs.codec",
-            "import_in_background": ".run.runtime",
+            "import_in_background": ".run.runtime", "ray_is_up": ".run.executor_choice",
             # a run directory's files by name (module:attribute where the names differ)
             "RUN_CONFIG": ".run.rundir:CONFIG", "RUN_META": ".run.rundir:META"}
 

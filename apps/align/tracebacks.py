@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pairflow.engine import PairflowError, map_chunks
-from pairflow.engine.run.executor_choice import ray_is_up
+from pairflow.engine import PairflowError, map_chunks, ray_is_up
 from pairflow.kernels.scoring import Scoring
 from pairflow.kernels.smith_waterman import Alignment, rescore, sw_traceback
 
