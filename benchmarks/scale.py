@@ -128,6 +128,20 @@ def files_under(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
 
+def pairs_computed(run_dir: str, s: dict) -> int:
+    """The pairs this run's compute phase did: all of them, or for a resumed run those of the
+    tiles it recomputed, the last of ``tiles.jsonl``'s records (finished tiles are appended in
+    time, the run before the kill's first). ``pairs_total / compute_s`` of a resume would
+    credit its seconds with the killed run's tiles too."""
+    r = s.get("resumed") or {}
+    redone = int(r.get("recomputed", 0)) + int(r.get("repaired", 0))
+    if not r.get("reused"):
+        return int(s["pairs_total"])
+    with open(os.path.join(run_dir, "tiles.jsonl")) as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    return int(sum(rec["pairs"] for rec in records[-redone:])) if redone else 0
+
+
 def tile_costs(s: dict) -> dict:
     """``summary.json: tile_costs`` where the run wrote it, else the same figures from its
     actors and stage seconds (an actor's busy time per tile, and its part on no compare)."""
@@ -184,7 +198,7 @@ def engine_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
         s = json.load(fh)
     out = {"n": n, "items": s["n_items"], "pairs": s["pairs_total"], "wall_s": s["wall_s"],
            "command_s": sum(r["seconds"] for r in runs), "compute_s": s["compute_s"],
-           "pairs_per_s": s["pairs_total"] / s["compute_s"], "tiles": s["tiles_total"],
+           "pairs_computed": pairs_computed(run_dir, s), "tiles": s["tiles_total"],
            "leaf": s["leaf_items"], "executor": s.get("executor"),
            "peak_rss": max(r["peak_rss"] for r in runs),
            "peak_pss": max(r["peak_pss"] for r in runs),
@@ -197,6 +211,7 @@ def engine_run(kind: str, n: int, data: str | None, run_dir: str, log: str,
            "tile_costs": tile_costs(s), "phases": s.get("phases"),
            "stage_seconds": s.get("stage_seconds"), "plan": s.get("plan"),
            "resumed": s.get("resumed"), "argv": argv}
+    out["pairs_per_s"] = out["pairs_computed"] / s["compute_s"]
     if len(runs) > 1:
         out["killed_after_s"] = runs[0]["seconds"]
         out["killed_peak_rss"] = runs[0]["peak_rss"]
