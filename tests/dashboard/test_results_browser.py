@@ -109,9 +109,10 @@ def hover_cell(page, k: int) -> dict:
     return redrawn(lambda: _hover_cell(page, k), tries=6)
 
 
-def _hover_cell(page, k: int) -> dict:
-    # the heatmap: the first chart holding the k-th cell (while a live page redraws, another
-    # chart or a half-drawn one can come first; then wait and let ``redrawn`` try again)
+def _cell(page, k: int):
+    """The k-th cell of the heatmap: the first chart holding a k-th cell (while a live page
+    redraws, another chart or a half-drawn one can come first; then wait and let ``redrawn``
+    try again)."""
     charts = page.locator(".vega-embed")
     chart = next((charts.nth(i) for i in range(charts.count())
                   if charts.nth(i).locator("g.mark-rect.marks path").count() > k), None)
@@ -119,7 +120,29 @@ def _hover_cell(page, k: int) -> dict:
         from playwright.sync_api import Error
         page.wait_for_timeout(3000)
         raise Error(f"Timeout: no chart with a cell {k} yet (a live page being redrawn)")
-    cell = chart.locator("g.mark-rect.marks path").nth(k)
+    return chart.locator("g.mark-rect.marks path").nth(k)
+
+
+def cell_datum(page, k: int) -> dict:
+    """The k-th heatmap cell's row, column and value as its tooltip shows them, read from the
+    data row Vega's SVG renderer binds to the cell's element (``__data__``), without a hover.
+    For the live page: it is redrawn every second, and under a full suite's load a hover's
+    tooltip never stayed up long enough to read (3 of 4 clean-clone CI runs, alone never)."""
+    from playwright.sync_api import Error
+
+    def once() -> dict:
+        got = _cell(page, k).evaluate(
+            "el => { const d = el.__data__ && el.__data__.datum; return d ? "
+            "{row: String(d.row), column: String(d.column), value: String(d.shown)} : null; }",
+            timeout=15_000)
+        if got is None:
+            raise Error("not attached to the DOM (a cell without its data row)")
+        return got
+    return redrawn(once, tries=6)
+
+
+def _hover_cell(page, k: int) -> dict:
+    cell = _cell(page, k)
     page.mouse.move(0, 0)  # off the chart: the tooltip goes
     page.wait_for_timeout(200)
     cell.scroll_into_view_if_needed(timeout=15_000)  # a redrawn chart: found again by the retry
@@ -237,7 +260,7 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
                     t = next(t for t in json.loads((run_dir / "tiles.json").read_text()) if str(t["id"]) == first)
                     n = json.loads((run_dir / "meta.json").read_text())["n_items"]
                     r, c = t["r0"], t["c1"] - 1
-                    tip = hover_cell(page, r * n + c)
+                    tip = cell_datum(page, r * n + c)
                     hovered.append((r, c, tip["value"]))
                 if not shown or shown[-1][0] == 0:
                     page.locator(".vega-embed g.mark-rect.marks path").first.wait_for()
