@@ -114,8 +114,13 @@ def _cell(page, k: int):
     redraws, another chart or a half-drawn one can come first; then wait and let ``redrawn``
     try again)."""
     charts = page.locator(".vega-embed")
+    # the heatmap's cells carry a ``shown`` value; a histogram's bars are rect marks too and
+    # can come first on the page (a full suite's CI: its bar hovered, no tooltip of a cell)
+    holds = "el => !!(el.__data__ && el.__data__.datum && el.__data__.datum.shown !== undefined)"
     chart = next((charts.nth(i) for i in range(charts.count())
-                  if charts.nth(i).locator("g.mark-rect.marks path").count() > k), None)
+                  if charts.nth(i).locator("g.mark-rect.marks path").count() > k
+                  and charts.nth(i).locator("g.mark-rect.marks path").nth(k).evaluate(
+                      holds, timeout=15_000)), None)
     if chart is None:
         from playwright.sync_api import Error
         page.wait_for_timeout(3000)
@@ -126,8 +131,8 @@ def _cell(page, k: int):
 def cell_datum(page, k: int) -> dict:
     """The k-th heatmap cell's row, column and value as its tooltip shows them, read from the
     data row Vega's SVG renderer binds to the cell's element (``__data__``), without a hover.
-    For the live page: it is redrawn every second, and under a full suite's load a hover's
-    tooltip never stayed up long enough to read (3 of 4 clean-clone CI runs, alone never)."""
+    For the live page, redrawn every second: no hover to lose to a redraw. (The CI failures of
+    its hover, 3 of 4 clean-clone runs, were a histogram's bar picked as the cell: ``_cell``.)"""
     from playwright.sync_api import Error
 
     def once() -> dict:
