@@ -161,25 +161,17 @@ def in_background(fn, name: str = "pairflow-background"):
     returned and raises what it raised (its value otherwise). For start-up work a run needs
     only later (a sink's imports for its finalize): done beside the tiles, whose kernels release
     the GIL, not on the one thread every run's start waits for."""
-    done = threading.Event()
-    out: dict = {}
+    import concurrent.futures as cf
+    future: cf.Future = cf.Future()
 
     def body():
         try:
-            out["value"] = fn()
+            future.set_result(fn())
         except BaseException as exc:  # handed to whoever waits
-            out["error"] = exc
-        finally:
-            done.set()
+            future.set_exception(exc)
 
     threading.Thread(target=body, daemon=True, name=name).start()
-
-    def wait():
-        done.wait()
-        if "error" in out:
-            raise out["error"]
-        return out.get("value")
-    return wait
+    return future.result
 
 
 # glibc's malloc thresholds for a process that computes (see keep_freed_memory). 32 MB is the
