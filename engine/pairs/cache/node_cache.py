@@ -75,9 +75,9 @@ class NodeCache:
                 out[item] = entry
         loop = asyncio.get_running_loop()
         to_load = list(dict.fromkeys(to_load))
-        asked = None
+        asked, claimed = None, []
         if to_load and self.peers is not None:  # L3: peers first, storage for the rest
-            taken, to_load, asked, started = await self._from_peers(to_load)
+            taken, to_load, asked, started, claimed = await self._from_peers(to_load)
             out.update(taken)
             out.update(started)
         for batch in load_batches(to_load, self.load_batch, self.load_slots):
@@ -88,7 +88,12 @@ class NodeCache:
         self.cache.shrink()
         self._report()
         settled: dict = {}
-        waiting = [i for i in items if i in self._pending]
+        # the loads this node claimed were started while the peers were asked: one may have
+        # been accounted (and its item evicted) since, so its entry is the accounted one, not
+        # the handle taken at the start (on Ray a small item's handle is the load's info list)
+        for entries in await asyncio.gather(*claimed):
+            settled.update(entries)
+        waiting = [i for i in items if i in self._pending and i not in settled]
         while waiting:  # an item asked of the peers may have gone on to a load meanwhile
             waits = {id(f): f for f in (self._pending.get(i) for i in waiting) if f is not None}
             if not waits:
@@ -132,10 +137,12 @@ class NodeCache:
             if batch:
                 self._start_load(batch, loop)
 
-    async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future, dict]:
+    async def _from_peers(self, items: list[int]) -> tuple[dict, list, asyncio.Future, dict,
+                                                           list]:
         """Take what the peers hold (L3); returns (taken entries, items left to load, the
         future a concurrent request for these items waits on, the entries of the loads
-        started as soon as the directory said no peer holds them). Placeholders keep the items
+        started as soon as the directory said no peer holds them, and those loads' accounting
+        futures). Placeholders keep the items
         pinned and visible as under way while the peers are asked."""
         loop = asyncio.get_running_loop()
         asked, looked = loop.create_future(), loop.create_future()
@@ -145,6 +152,7 @@ class NodeCache:
             self._asking.add(item)
             self._looked[item] = looked
         started: dict = {}
+        claimed: list = []  # the accounting futures of the loads started for claims
 
         def load(alone: list) -> None:
             # the directory lists this node for them (a claim): load them now, before taking
@@ -156,6 +164,7 @@ class NodeCache:
                     self.cache.unpin(item)
             for batch in load_batches(alone, self.load_batch, self.load_slots):
                 started.update(self._start_load(batch, loop))
+                claimed.append(self._pending[batch[0]])
             for item in items:
                 if self._looked.get(item) is looked:
                     del self._looked[item]
@@ -186,7 +195,7 @@ class NodeCache:
                 self.cache.fill(item, entry, nbytes, shrink=False)
             else:
                 self.cache.put(item, entry, nbytes, shrink=False)
-        return taken, rest, asked, started
+        return taken, rest, asked, started, claimed
 
     async def take(self, items: list[int]) -> dict:
         """L3, a peer asking: ``{item: (entry, nbytes)}`` for the items held here, once those
