@@ -191,7 +191,10 @@ def _tile_args(lefts, rights, mask, count: str = "auto"):
         raise ValueError(f"mask has shape {m.shape}, expected {(a.shape[0], b.shape[0])}")
     if use_mask and all_true_view(m):  # every pair (a view of one True): no mask, no copy
         use_mask, m = False, np.ones((1, 1), bool)
-    a, b, m = _readonly(a), _readonly(b), _readonly(np.ascontiguousarray(m))
+    # a read-only mask is read in place, whatever its strides (a large diagonal block's is a
+    # view of one line of bytes, space.block_mask: a copy of it would be rows x cols bytes)
+    m = m if not m.flags.writeable and m.ndim == 2 else np.ascontiguousarray(m)
+    a, b, m = _readonly(a), _readonly(b), _readonly(m)
     size_a, size_b = bitset_sizes(a), bitset_sizes(b)
     return (a, b, size_a, size_b, m, use_mask, _count_plan(a, b, size_a, size_b, count))
 

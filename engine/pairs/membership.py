@@ -33,7 +33,7 @@ from typing import Any, Callable
 from ..errors import PairflowError
 from .workers.actors import NodeCacheSpec
 from .workers.device_worker import DeviceSpec
-from .workers.clients import NodeCacheClient
+from .workers.clients import NodeCacheClient, SchedulerClient
 from .workers.frontier import FrontierClient, FrontierSpec
 from .preflight import RunInputs
 from .plan.sizing import RunPlan, one_object_loads, plan_nodes
@@ -69,6 +69,7 @@ class Membership:
         self.described: list[dict] = []        # meta.json's "actors"
         self.next_node_check = 0.0
         self.scheduler = self.metrics = None   # the coordinator's clients (start)
+        self.stopped = False                   # stop() ran: every actor let go or killed
 
     # -- start ------------------------------------------------------------------------------
     def start(self, scheduler, metrics, head_cache: NodeCacheClient | None) -> list[dict]:
@@ -271,16 +272,36 @@ class Membership:
         out["round_trips_per_tile"] = out["head_round_trips"] / max(1, out["tiles"])
         return out
 
-    def stop(self, coordinator, keep: bool = False) -> None:
+    def stop(self, coordinator, keep: bool = False, wait_s: float = 0.0) -> None:
         """Kill every worker and the run's ``coordinator``; ``keep`` (a run that finished
-        cleanly): an executor that reuses actors (Ray's, warm.py) takes them back instead."""
+        cleanly): an executor that reuses actors (Ray's, warm.py) takes them back instead,
+        waiting up to ``wait_s`` for them to let go of the run. Once: a later call (the
+        driver's shutdown after its release) does nothing."""
+        if self.stopped:
+            return
+        self.stopped = True
         actors = [*self.handles.values(), *self.cache_actors, *self.frontiers.values(),
                   coordinator]
         if keep and hasattr(self.ex, "keep"):
-            actors = self.ex.keep(actors)
+            actors = self.ex.keep(actors, wait_s)
         for a in actors:
             if a is not None:
                 try:
                     self.ex.kill(a)
                 except Exception:
                     pass
+        if not keep and coordinator is not None and self.ex.name == "ray":
+            self._await_gone(SchedulerClient(coordinator))
+
+    def _await_gone(self, scheduler: SchedulerClient, timeout_s: float = 10.0) -> None:
+        """``ray.kill`` returns before the actor is gone. The driver's ``_seal`` already closed
+        the journal of a coordinator that answered; one that did not (busy past the seal's
+        timeout) might still journal a tile, and a run stopped (cancel, Ctrl-C, failure) is
+        final only once it has died."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            try:
+                self.ex.get(scheduler.progress())
+            except Exception:  # the actor died (or Ray is gone): nothing more is written
+                return
+            time.sleep(0.05)

@@ -212,6 +212,27 @@ def keep_freed_memory() -> bool:
     return _allocator_tuned
 
 
+def give_back_freed_memory() -> bool:
+    """Return what this process has freed to the system now: a cycle collection, then glibc's
+    ``malloc_trim`` (Linux only; False where it did not run). For a process that let go of a
+    run (a retired actor, warm.py): ``keep_freed_memory`` keeps up to ``TRIM_THRESHOLD`` of
+    freed heap for the next allocation, and a finished run makes none; what it held would
+    stay counted in the process tree while the driver finalizes (issue 58: 10^6 reads)."""
+    import gc
+    gc.collect()
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    if not hasattr(libc, "malloc_trim"):
+        return False
+    libc.malloc_trim(ctypes.c_size_t(0))
+    return True
+
+
 def allocator_baseline() -> dict[int, int]:
     """The ``mallopt`` values (by <malloc.h> parameter) in force outside a pipeline's run: glibc's
     fixed defaults, with ``keep_freed_memory``'s thresholds where it applied. A setting that is

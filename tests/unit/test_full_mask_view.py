@@ -21,8 +21,45 @@ def test_block_mask_of_a_large_full_block_is_a_view_of_one_true():
     small = sp.block_mask(8, 9, None)
     assert small.strides != (0, 0) and small.all()
     tri = sp.Triangle(5000)
-    d = tri.mask(0, 4096, 0, 4096)  # a diagonal block stays a block of bytes
-    assert d.strides != (0, 0) and np.array_equal(d[:5, :5], np.triu(np.ones((5, 5), bool), 1))
+    d = tri.mask(0, 4096, 0, 4096)  # a large diagonal block: a view of one line of bytes
+    assert d.strides == (-1, 1) and not d.flags.writeable
+    assert np.array_equal(d, ~np.tri(4096, 4096, k=0, dtype=bool))
+    small = tri.mask(0, 9, 0, 12)  # a small one stays a block of bytes
+    assert small.flags.c_contiguous and np.array_equal(small, ~np.tri(9, 12, k=0, dtype=bool))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(-45, 45), st.integers(0, 2 ** 31),
+       st.integers(1, 4))
+def test_a_diagonal_view_reads_as_its_block(nr, nc, diagonal, seed, k):
+    """A large diagonal block's mask (a strided view, cell (i, j) = j - i > diagonal) is read
+    by the kernels as the block of bytes ``np.tri`` makes (the oracle)."""
+    from pairflow.kernels.bitset import bitset_intersections, bitset_jaccard_topk, kmer_bitsets
+    from pairflow.kernels.jaccard import intersection_counts
+    from pairflow.kernels.kmers import record_kmer_sets
+    block_mask, cells = sp.block_mask, sp.FULL_VIEW_CELLS
+    try:
+        sp.FULL_VIEW_CELLS = 1  # every block "large": the view
+        block_mask.cache_clear()
+        view = block_mask(nr, nc, diagonal)
+    finally:
+        sp.FULL_VIEW_CELLS = cells
+        block_mask.cache_clear()
+    want = ~np.tri(nr, nc, k=diagonal, dtype=bool)
+    want.flags.writeable = False
+    assert view.strides == (-1, 1) and np.array_equal(view, want)
+    rng = np.random.default_rng(seed)
+    seqs = [bytes(rng.choice(list(b"ACGT"), 20)) for _ in range(nr + nc)]
+    bits = kmer_bitsets(seqs, 3)
+    a, b = bits[:nr], bits[nr:]
+    for got, exp in zip(bitset_jaccard_topk(a, b, view, k, True, True, True),
+                        bitset_jaccard_topk(a, b, want, k, True, True, True)):
+        assert np.array_equal(got, exp)
+    assert np.array_equal(bitset_intersections(a, b, view), bitset_intersections(a, b, want))
+    vals, offs = record_kmer_sets(seqs, 3)
+    sets = [vals[offs[i]:offs[i + 1]] for i in range(nr + nc)]
+    assert np.array_equal(intersection_counts(sets[:nr], sets[nr:], view),
+                          intersection_counts(sets[:nr], sets[nr:], want))
 
 
 @settings(max_examples=30, deadline=None)

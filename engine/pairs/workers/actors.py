@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...run.metrics import EventBuffer
+from ...run.runtime import give_back_freed_memory
 from .clients import MetricsClient, SchedulerClient
 from .device_worker import DeviceWorker
 from .frontier import FrontierWorker
@@ -151,8 +152,10 @@ class NodeCacheWorker:
         self.__init__(spec, scheduler, metrics)
 
     def retire(self) -> None:
-        """Idle in the warm pool until ``rebind``: let go of the run's items."""
+        """Idle in the warm pool until ``rebind``: let go of the run's items, and give the
+        memory back (before the driver's finalize, driver._release)."""
         self.cache = None
+        give_back_freed_memory()
 
     async def get(self, items: list[int]) -> dict:
         return await self.cache.get(items)

@@ -18,6 +18,7 @@ import asyncio
 import time
 
 from ...run.metrics import Metrics
+from ...run.runtime import give_back_freed_memory
 from .actors import NodeCacheSpec, node_cache
 from ..plan.scheduler import Scheduler
 from ..plan.stealing import Course
@@ -68,9 +69,12 @@ class CoordinatorCore:
         return True
 
     def retire(self) -> None:
-        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run's node cache,
-        whose items may be large."""
-        self.cache = None
+        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run (its scheduler
+        and metrics, closed by then, and the node cache, whose items may be large: 1.5 GB at
+        10^6 reads) and give the memory back, before the driver's finalize
+        (driver._release)."""
+        self.cache = self.scheduler = self.metrics = None
+        give_back_freed_memory()
 
     # -- the scheduler (SchedulerClient) ----------------------------------------------------
     async def request(self, actor, node, l1_added, l1_removed, advice, busy=None):

@@ -18,13 +18,13 @@ import numpy as np
 from ...errors import (InputError, PairflowError, WorkerError, mark_failure, root_cause,
                        worker_traceback)
 from ...run.metrics import EventBuffer
-from ...run.runtime import long_time_slices
+from ...run.runtime import give_back_freed_memory, in_background, long_time_slices
 from .clients import MetricsClient, NodeCacheClient, SchedulerClient
 from ..items import ItemMap
 from ..cache.loading import BatchPart, resolve, warm_process
 from ..cache.eviction import AdvisedEviction, make_eviction
 from ..plan.scheduler import describe_tile
-from ..space import PairSpace, Tile, TileArray
+from ..space import PairSpace, Tile, TileArray, block_mask
 from ..cache.tiers import BudgetCache, TileCache
 
 
@@ -111,6 +111,7 @@ class DeviceWorker:
         self.ship_results = spec.ship_results
         self.heartbeat_s = spec.heartbeat_s
         self.reductions = _reductions(self.sinks, app)
+        self._attached = None  # waits for the sinks' attach (ready)
         # the load batch objects its items came from, referenced to the end of the run: an L1
         # that let go of such an object and borrowed it again, hundreds of times a run, once
         # waited forever for it after another actor was killed (docs/architecture.md, L1).
@@ -124,17 +125,26 @@ class DeviceWorker:
         self.__init__(spec, app)
 
     def retire(self) -> None:
-        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run's items (the
-        L1) and its app, either of which may be large."""
-        self.l1 = self.app = None
+        """Idle in the warm pool until ``rebind`` (warm.py): let go of the run (its L1, app,
+        tiles, keys, sinks and the blocks' masks: at 10^6 reads 1.3-1.8 GB an actor) and give
+        the memory back, before the driver's finalize (driver._release)."""
+        self.l1 = self.app = self.items = self.row_items = self.col_items = None
+        self.item_keys = self.tiles = self.sinks = self.reductions = None
         self._batches = set()
+        block_mask.cache_clear()  # a diagonal block's mask: rows x cols bytes
+        give_back_freed_memory()
 
     def ready(self) -> int:
-        """Construction done (the app unpickled, its kernels imported); returns the PID."""
+        """Construction done (the app unpickled, its kernels imported); returns the PID.
+
+        The sinks attach on a thread beside the first tile's compute, waited for before its
+        write: in a fresh process that loads their compiled passes (a TopK's from numba's
+        cache, with the imports numba pulls: ~0.5 CPU s), which held every tile back."""
         warm_process(self.app, self.device)
-        for sink in self.sinks:
-            if not self.ship_results:  # attaching opens the output, which may be out of reach
-                sink.attach()
+        if not self.ship_results and self.sinks:  # attaching opens the output
+            sinks = list(self.sinks)
+            self._attached = in_background(lambda: [s.attach() for s in sinks],
+                                           "pairflow-attach")
         return os.getpid()
 
     async def _load(self, items: list[int]) -> dict:
@@ -213,6 +223,8 @@ class DeviceWorker:
         entries = []
         for n, sink in enumerate(self.sinks):
             try:
+                if self._attached is not None:  # the sinks attached (ready) before any write
+                    self._attached()
                 if isinstance(fields, _Reduced):
                     found = fields.found[n]
                     if self.ship_results:

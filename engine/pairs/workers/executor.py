@@ -432,11 +432,12 @@ class RayExecutor:
                 self.kill(handle)
         return None
 
-    def keep(self, handles: list) -> list:
+    def keep(self, handles: list, wait_s: float = 0.0) -> list:
         """Hand a cleanly finished run's actors (coordinator, node caches, frontiers, device
         actors) to the warm pool, each told to let go of the run (``retire``); returns those it
-        does not take, to be stopped."""
-        owner, rest = self._owner(), []
+        does not take, to be stopped. ``wait_s``: up to so long for the retires to be done
+        (their memory given back: the driver's finalize comes next)."""
+        owner, rest, retiring = self._owner(), [], []
         alive = {n["node_id"] for n in self.nodes()}  # a lost node's actors went with it
         for handle in handles:
             started = self.started_as.pop(id(handle), None) if handle is not None else None
@@ -444,7 +445,12 @@ class RayExecutor:
                     not WARM.give(owner, *started, handle):
                 rest.append(handle)
                 continue
-            handle.retire.remote()
+            retiring.append(handle.retire.remote())
+        if wait_s > 0 and retiring:
+            try:
+                self.ray.wait(retiring, num_returns=len(retiring), timeout=wait_s)
+            except Exception:
+                pass  # one that died meanwhile: a later rebind finds it gone (_warm)
         return rest
 
     def kill(self, handle, no_restart: bool = True) -> None:
