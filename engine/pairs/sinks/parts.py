@@ -260,13 +260,28 @@ class TopK(_PartsSink):
             good = values <= kth[:, None]
         return np.nonzero(good if full else good & mask)
 
+    def _compiles(self) -> bool:
+        """Do this run's values take the compiled passes? Only float ones do (the tile pass,
+        ``_select``'s merge, the streamed finalize); others (align's int scores) take numpy's,
+        and loading numba's kernels for nothing cost a fresh process ~0.6 CPU s (numba and
+        what it imports). A field of unknown type is taken to be float."""
+        dtype = (getattr(self, "ctx", None) and self.ctx.fields or {}).get(self.field)
+        try:
+            return dtype is None or np.dtype(dtype).kind == "f"
+        except TypeError:
+            return True
+
     def attach(self):
         # compile (or load from numba's cache) the tile pass before the clock starts
+        if not self._compiles():
+            return
         self._compiled_cells(np.zeros((2, 2)), np.ones((2, 2), bool))
         self._select(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1))
 
     def before_finalize(self):
         super().before_finalize()
+        if not self._compiles():
+            return
         # every compiled path finalize may take: the merge on contiguous arrays (candidates
         # grouped by query_order, for parts in more than MERGE_RUNS_MAX runs) and on the
         # parts' strided fields
@@ -398,12 +413,14 @@ class TopK(_PartsSink):
         bv = np.empty((n, self.k))
         bt = np.empty((n, self.k), np.int64)
         bn = np.zeros(n, np.int64)
-        merge = compiled(topk_state_merge)
+        merge = None  # (compiled once a part is of its kind: numba is not imported else)
         sign = 1.0 if self.largest else -1.0
         for path in paths:
             offset, shape, dtype = _npy_head(path)
             if dtype not in want or len(shape) != 1:
                 return None
+            if merge is None:
+                merge = compiled(topk_state_merge)
             part = np.fromfile(path, dtype=dtype, count=shape[0], offset=offset)
             if len(part) != shape[0]:
                 raise OSError(f"{path}: shorter than its header says")
