@@ -18,7 +18,9 @@ def _rows(cases: list[dict]) -> list[list]:
         over = tc.get("per_tile_overhead_s")
         rows.append([f"{c['n']:,}", f"{c['items']:,}", f"{c['pairs']:,}", num(c["wall_s"]),
                      num(c["compute_s"]), num(c["pairs_per_s"] / 1e6),
-                     f"{num(ref.get('pairs_per_s', 0) / 1e6)} ({bare.get('rows', 0):,} rows)",
+                     f"{num(ref.get('pairs_per_s', 0) / 1e6)} " + (
+                         f"({ref.get('form')}, {bare['mode']})" if bare.get("mode") else
+                         f"({bare.get('rows', 0):,} rows)"),
                      f"**{num(c['engine_vs_bare'])}**", num(c["peak_rss"] / GIB),
                      num(c["peak_pss"] / GIB), f"{c['tiles']:,}", f"{c['leaf']:,}",
                      f"{c['files_in_result']:,}",
