@@ -348,6 +348,13 @@ class AlignApp(BasePairApp):
         # (queries against queries too: the engine's probe times a tile of the first keys)
         return not all(opal.prefer_opal([a], [b]) for a in qs for b in ts + qs)
 
+    def row_calls(self) -> bool:
+        """Every tile goes to Opal (no tile can go to parasail), which makes a call per query
+        against the tile's targets: the engine cuts the run into strips of queries against
+        every target (one Opal call per query: on 400 x 2,000 proteins ~12 % less kernel CPU
+        than 200 x 200 tiles and their quarters, measured)."""
+        return bool(self._opal and not self._parasail_tiles)
+
     def use_opal(self, left, right, mask) -> bool:
         """Opal for this tile? ``kernel=auto``: when its lengths fall where Opal measured
         faster (``kernels.opal.prefer_opal``) and every pair of the tile is wanted (Opal scores

@@ -141,6 +141,13 @@ class BasePairApp:
         an array (or list) whose row r is the item of the tile side's row r."""
         return False
 
+    def row_calls(self) -> bool:
+        """Optional: does ``compare`` make one kernel call per row of a tile, each against the
+        tile's columns with a fixed cost (Opal: one query against a database of targets, whose
+        SIMD lanes also idle at its end)? Then a weighted rectangle whose items the host tier
+        holds is cut into strips as wide as it (``plan.sizing.plan_run``): one call per row."""
+        return False
+
     def parse_pack(self, keys: list[Key]) -> Any:
         """The items of ``keys`` as one value, indexable by position (a 2-D array whose row r
         is ``parse(keys[r], ...)``, or a list), when ``packs()`` says so."""

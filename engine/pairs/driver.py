@@ -101,7 +101,8 @@ class _Run:
                 probe_weight=pre.probe_weight,
                 resume_leaf=previous["leaf_items"] if previous is not None else None,
                 resume_tiles=self._saved_tiles() if previous is not None else None,
-                packable=cfg.pack_items and bool(self.app.packs()))
+                packable=cfg.pack_items and bool(self.app.packs()),
+                row_calls=bool(getattr(self.app, "row_calls", lambda: False)()))
             self._adopt_plan()
             done_tiles = self._open_sinks(previous is not None)
             self._launch(done_tiles, pre.fingerprint)

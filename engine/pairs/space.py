@@ -310,6 +310,37 @@ def leaves(space: PairSpace, leaf: int, weights=None,
     return TileArray.of(list(quadtree(space, leaf, weights, max_weight).leaves()))
 
 
+def row_strips(space: "Rectangle", weights, max_weight: float) -> "TileArray":
+    """``space`` cut into strips of whole rows as wide as it (each strip the rows that follow
+    while they weigh at most ``max_weight`` together; a row heavier than that alone is cut
+    across its columns into pieces of at most ``max_weight``), in row order. For an app whose
+    compare makes a kernel call per row of a tile, each with a fixed cost (``row_calls``:
+    Opal, one query against a database of targets): one call per row, on every column."""
+    if not max_weight > 0:
+        raise ValueError(f"max_weight must be > 0, got {max_weight}")
+    w = weights if isinstance(weights, PairWeights) else PairWeights(*weights)
+    n_rows, n_cols = space.n_rows, space.n_cols
+    cols = float(w.col_cum[-1])
+    cuts: list[tuple[int, int, int, int]] = []
+    r = 0
+    while r < n_rows and n_cols:
+        # the last row end whose strip from r weighs at most max_weight (at least one row)
+        limit = w.row_cum[r] + max_weight / cols if cols > 0 else np.inf
+        r1 = max(r + 1, min(n_rows, int(np.searchsorted(w.row_cum, limit, "right")) - 1))
+        if r1 == r + 1 and w.row[r] * cols > max_weight:  # one heavy row: across its columns
+            c = 0
+            while c < n_cols:
+                climit = w.col_cum[c] + max_weight / max(w.row[r], 1e-300)
+                c1 = max(c + 1, min(n_cols, int(np.searchsorted(w.col_cum, climit, "right")) - 1))
+                cuts.append((r, r1, c, c1))
+                c = c1
+        else:
+            cuts.append((r, r1, 0, n_cols))
+        r = r1
+    return TileArray.of([Tile(i, r0, r1, c0, c1, (r1 - r0) * (c1 - c0), 0)
+                         for i, (r0, r1, c0, c1) in enumerate(cuts)])
+
+
 def _spread_bits(x: np.ndarray) -> np.ndarray:
     """Bit k of ``x`` moved to bit 2k (x < 2**31)."""
     x = x.astype(np.uint64) & np.uint64(0xFFFFFFFF)
@@ -355,8 +386,10 @@ def grid_leaves(space: "Triangle | Rectangle", leaf: int) -> "TileArray":
 
 
 def split_tail(space: PairSpace, tiles: Sequence[Tile], order: Sequence[int],
-               tail_weight: float, weights=None, levels: int = 2) -> tuple[list[Tile], list[int]]:
-    """Split the tiles at the end of ``order`` into quarters (row halves x column halves).
+               tail_weight: float, weights=None, levels: int = 2,
+               rows_only: bool = False) -> tuple[list[Tile], list[int]]:
+    """Split the tiles at the end of ``order`` into quarters (row halves x column halves;
+    ``rows_only``: four row blocks, for strips of ``row_strips``, whose width is the point).
 
     A run ends with actors idle while the last tiles finish, about half a tile each; big tiles
     keep per-tile overhead low but make that tail long. So the tiles whose work comes last,
@@ -374,6 +407,11 @@ def split_tail(space: PairSpace, tiles: Sequence[Tile], order: Sequence[int],
     def quarters(t: Tile) -> list[Tile]:
         if t.r1 - t.r0 < 2 and t.c1 - t.c0 < 2:
             return [t]
+        if rows_only and t.r1 - t.r0 > 1:
+            n = t.r1 - t.r0
+            ends = sorted({t.r0 + (n * k + 3) // 4 for k in range(1, 5)} - {t.r0})
+            return [Tile(0, a, b, t.c0, t.c1, space.count(a, b, t.c0, t.c1), t.depth + 1)
+                    for a, b in zip([t.r0] + ends[:-1], ends)]
         rm = (t.r0 + t.r1 + 1) // 2 if t.r1 - t.r0 > 1 else t.r1
         cm = (t.c0 + t.c1 + 1) // 2 if t.c1 - t.c0 > 1 else t.c1
         out = []

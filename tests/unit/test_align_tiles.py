@@ -54,3 +54,54 @@ def test_the_leaf_grows_on_a_thin_rectangle_only():
     assert thin.leaf > _square_block(thin, rows, cols) + 1
     square, rows, cols = _plan(2_000, 2_000)
     assert square.leaf <= _square_block(square, rows, cols) + 1
+
+
+def _strips(n_rows, n_cols, row_calls=True, seed=1, **cfg):
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(250, 351, n_rows).astype(float)
+    cols = rng.integers(250, 351, n_cols).astype(float)
+    measured = {"t_pair": 1.25e-5, "t_parse": 1e-5, "item_bytes": 365.0}
+    plan = plan_run(measured, Rectangle(n_rows, n_cols), PairWeights(rows, cols), [NODE],
+                    AllPairsConfig(**cfg), items=ItemMap.disjoint(n_rows, n_cols),
+                    probe_weight=300.0 ** 2, row_calls=row_calls)
+    return plan, rows, cols
+
+
+def test_row_calls_cut_strips_as_wide_as_the_space():
+    """An app making a kernel call per row of a tile (Opal) gets strips of whole rows: every
+    pair once, every tile every column, none over the budget, one call per row in all."""
+    plan, rows, cols = _strips(400, 2_000)
+    budget = plan.measured["max_weight"]
+    covered = np.zeros((400, 2_000), np.int8)
+    for t in plan.tiles:
+        covered[t.r0:t.r1, t.c0:t.c1] += 1
+        assert (t.c0, t.c1) == (0, 2_000)
+        assert rows[t.r0:t.r1].sum() * cols.sum() <= budget * (1 + 1e-9)
+        assert t.pairs == (t.r1 - t.r0) * 2_000
+    assert (covered == 1).all()
+    assert sum(t.r1 - t.r0 for t in plan.tiles) == 400   # a call per row, not per row and tile
+    # the tail is split into row blocks: the last tiles are thinner than the first
+    assert plan.tiles[-1].r1 - plan.tiles[-1].r0 < plan.tiles[0].r1 - plan.tiles[0].r0
+    # without the hint, the same run gets square tiles: more calls per row
+    square, _, _ = _strips(400, 2_000, row_calls=False)
+    assert sum(t.r1 - t.r0 for t in square.tiles) > 400
+
+
+def test_row_strips_cut_a_heavy_row_across_its_columns():
+    from pairflow.engine.pairs.space import row_strips
+    rows = np.array([1.0, 1.0, 50.0, 1.0])
+    cols = np.ones(10)
+    tiles = row_strips(Rectangle(4, 10), PairWeights(rows, cols), max_weight=20.0)
+    covered = np.zeros((4, 10), np.int8)
+    for t in tiles:
+        covered[t.r0:t.r1, t.c0:t.c1] += 1
+        assert rows[t.r0:t.r1].sum() * cols[t.c0:t.c1].sum() <= 20.0 or t.c1 - t.c0 == 1
+    assert (covered == 1).all()
+    # rows 0-1 one strip, row 2 (500) in pieces of 20 at most (one column: 50), row 3 alone
+    assert [(t.r0, t.r1) for t in tiles if t.c1 - t.c0 == 10] == [(0, 2), (3, 4)]
+    assert sum(1 for t in tiles if t.r0 == 2) == 10
+
+
+def test_row_calls_keep_square_tiles_when_the_leaf_is_set():
+    plan, _, _ = _strips(400, 2_000, leaf_items=100)
+    assert max(t.c1 - t.c0 for t in plan.tiles) <= 100

@@ -28,7 +28,8 @@ from .leaf import choose_leaf, search_leaf, with_search
 from .tile_cost import overhead_s as tile_overhead_s
 from .policy import bound_R, interleave, largest_first, make_plan
 from .tile_index import first_needs
-from ..space import PairSpace, PairWeights, Tile, TileArray, leaves, split_tail
+from ..space import (PairSpace, PairWeights, Rectangle, Tile, TileArray, leaves, row_strips,
+                     split_tail)
 from .stealing import contiguous_shares, deal, stripe_starts
 from ..cache.tiers import device_cache_items, largest_leaf_held
 
@@ -267,7 +268,8 @@ def _leaf(measured: dict, space: PairSpace, weights: PairWeights | None, cfg: Al
 def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
              nodes: list[dict], config: AllPairsConfig, *, items: ItemMap,
              probe_weight: float | None = None, resume_leaf: int | None = None,
-             resume_tiles: Sequence[dict] | None = None, packable: bool = False) -> RunPlan:
+             resume_tiles: Sequence[dict] | None = None, packable: bool = False,
+             row_calls: bool = False) -> RunPlan:
     """The whole sizing of a run from measured stage costs (``t_pair``, ``t_parse``,
     ``item_bytes``; a resumed run passes its first run's, which already hold the weighted
     budget, ``resume_leaf`` and ``resume_tiles``, the first run's tiles in planned order).
@@ -275,6 +277,13 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
     ``packable``: the app can load a tile side's items as one (``parse_pack``); then, for
     tiles cut on the leaf grid (no pair weights), the caches and the policy work on packs of
     ``leaf`` rows (``ItemMap.packed``): budgets in packs, the plan chosen over packs.
+
+    ``row_calls``: the app's compare makes one kernel call per row of a tile, each with a fixed
+    cost (``BasePairApp.row_calls``). A weighted rectangle whose items the host tier holds
+    (the cut changes no load) is then cut into strips as wide as the space, by the weight
+    budget (``space.row_strips``; its tail split into row blocks): one call per row, not one
+    per row and tile (400 x 2,000 proteins: 400 Opal calls, not 5,200 on 200 x 200 tiles and
+    their quarters).
 
     A resumed run works on the first run's tiles, whatever it would cut now: its journal names
     tiles by id, and the planner's choice (hence the order in which the tail is split) depends
@@ -332,8 +341,16 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
         held = largest_leaf_held(device_items, cfg.in_flight)
         leaf, choices = search_leaf(leaf, measured, space, cfg, host_items_eff, n_actors,
                                     items.n_items, held, plan_choice)
-    tiles = leaves(space, leaf) if weights is None else \
-        leaves(space, leaf, weights, measured["max_weight"])
+    strips = (row_calls and weights is not None and type(space) is Rectangle
+              and resume_tiles is None and not cfg.leaf_items
+              and host_items_eff >= items.n_items
+              and space.n_cols <= largest_leaf_held(device_items, cfg.in_flight))
+    if strips:  # a strip's items, rows and every column, fit the L1 sized by the leaf
+        leaf = max(leaf, space.n_cols)
+        tiles = row_strips(space, weights, measured["max_weight"])
+    else:
+        tiles = leaves(space, leaf) if weights is None else \
+            leaves(space, leaf, weights, measured["max_weight"])
     item_bytes = float(measured.get("item_bytes", 1.0))
     # the plan (an order of tiles) is chosen over rows; packed, the caches hold packs
     run_items, members, bound = items, None, bound_R(items.n_items, host_items_eff)
@@ -376,7 +393,8 @@ def plan_run(measurements: dict, space: PairSpace, weights: PairWeights | None,
             shares = [[at[(tiles[i].r0, tiles[i].c0)] for i in share] for share in shares]
         tiles = saved
     elif weights is not None and measured.get("tail_weight"):
-        tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights)
+        tiles, order = split_tail(space, tiles, order, measured["tail_weight"], weights,
+                                  rows_only=strips)
     t_pair, t_parse = measured.get("t_pair", 0.0), measured.get("t_parse", 0.0)
     # as arrays (10^6 tiles: a Tile and two floats per tile took seconds of every start)
     cols = tiles if isinstance(tiles, TileArray) else TileArray.of(tiles)
