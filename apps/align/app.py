@@ -348,6 +348,10 @@ class AlignApp(BasePairApp):
         # (queries against queries too: the engine's probe times a tile of the first keys)
         return not all(opal.prefer_opal([a], [b]) for a in qs for b in ts + qs)
 
+    def imports_after(self):
+        """Spouge's E-values (``results.finish``) take the normal CDF from scipy.special."""
+        return ("scipy.special",) if self.evalue_method == "spouge" else ()
+
     def row_calls(self) -> bool:
         """Every tile goes to Opal (no tile can go to parasail), which makes a call per query
         against the tile's targets: the engine cuts the run into strips of queries against

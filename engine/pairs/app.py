@@ -148,6 +148,11 @@ class BasePairApp:
         holds is cut into strips as wide as it (``plan.sizing.plan_run``): one call per row."""
         return False
 
+    def imports_after(self) -> Sequence[str]:
+        """Optional: modules the step after the run needs (align's E-values: scipy.special),
+        imported on a thread once the tiles compute, not after them."""
+        return ()
+
     def parse_pack(self, keys: list[Key]) -> Any:
         """The items of ``keys`` as one value, indexable by position (a 2-D array whose row r
         is ``parse(keys[r], ...)``, or a list), when ``packs()`` says so."""
@@ -208,6 +213,12 @@ class BasePairApp:
         import hashlib
         keys = hashlib.sha256("\n".join(map(str, self.keys())).encode()).hexdigest()
         return {**self.describe(), "keys_sha256": keys}
+
+
+def imports_after(app) -> tuple:
+    """The modules ``app``'s step after the run needs (``BasePairApp.imports_after``; an app
+    of the protocol alone has none)."""
+    return tuple(getattr(app, "imports_after", tuple)())
 
 
 def url_digest(url: str) -> str:

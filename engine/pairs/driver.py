@@ -34,7 +34,7 @@ from ..run.metrics import trace_to_parquet
 from ..run.progress import Progress
 from ..run.rundir import JOURNAL, LOG, TILE_PLAN, RunRecorder, write_json_rows
 from ..run.runtime import import_in_background, in_background
-from .app import BasePairApp, FunctionApp
+from .app import BasePairApp, FunctionApp, imports_after
 from .workers.clients import MetricsClient, NodeCacheClient, SchedulerClient
 from .config import AllPairsConfig
 from .workers.frontier import use_hierarchical
@@ -219,8 +219,8 @@ class _Run:
         self.members.run_devices()
         meta["executor"] = self.ex.name
         self.recorder.running()
-        # what the end of the run needs (trace_to_parquet, sinks' finalize), while tiles compute
-        import_in_background("pyarrow.json", "pyarrow.parquet")
+        # what the end of the run needs (trace_to_parquet, sinks' finalize, the app's after)
+        import_in_background("pyarrow.json", "pyarrow.parquet", *imports_after(self.app))
         self.sinks_ready = in_background(lambda: [s.before_finalize() for s in self.sinks])
 
     def _start_actors(self, scheduler_kw: dict, metrics_kw: dict) -> list[dict]:
