@@ -124,26 +124,48 @@ def _cell(page, k: int):
     if chart is None:
         from playwright.sync_api import Error
         page.wait_for_timeout(3000)
-        raise Error(f"Timeout: no chart with a cell {k} yet (a live page being redrawn)")
+        raise Error(f"Timeout: no chart with a cell {k} yet (a live page being redrawn): {_census(page)}")
     return chart.locator("g.mark-rect.marks path").nth(k)
 
 
-def cell_datum(page, k: int) -> dict:
-    """The k-th heatmap cell's row, column and value as its tooltip shows them, read from the
-    data row Vega's SVG renderer binds to the cell's element (``__data__``), without a hover.
-    For the live page, redrawn every second: no hover to lose to a redraw. (The CI failures of
-    its hover, 3 of 4 clean-clone runs, were a histogram's bar picked as the cell: ``_cell``.)"""
-    from playwright.sync_api import Error
+def _census(page) -> list:
+    """What the page's charts are, for a failure's message: renderer, rect marks, a datum's keys."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll('.vega-embed')).map(e => {
+        const ps = e.querySelectorAll('g.mark-rect.marks path');
+        const d = ps.length && ps[0].__data__ && ps[0].__data__.datum;
+        return {svg: !!e.querySelector('svg'), canvas: !!e.querySelector('canvas'), rects: ps.length,
+                w: e.clientWidth, h: e.clientHeight, datum: d ? Object.keys(d).join(',') : null};
+    })""")
 
-    def once() -> dict:
-        got = _cell(page, k).evaluate(
-            "el => { const d = el.__data__ && el.__data__.datum; return d ? "
-            "{row: String(d.row), column: String(d.column), value: String(d.shown)} : null; }",
-            timeout=15_000)
-        if got is None:
-            raise Error("not attached to the DOM (a cell without its data row)")
-        return got
-    return redrawn(once, tries=6)
+
+def cell_datum(page, r: int, c: int, wait_s: float = 120) -> dict:
+    """The heatmap cell covering row ``r``, column ``c`` (positions in the shown order): its
+    row, column and value as its tooltip shows them, read from the data row Vega's SVG renderer
+    binds to the cell's element (``__data__``), without a hover. For the live page, redrawn
+    every second: the cell is found by the positions its datum covers (``r0 <= r < r1``,
+    ``c0 <= c < c1``), in any chart and in any drawing order, so neither a histogram's bars
+    (rect marks too) nor a half-drawn chart can stand in for it (clean-clone CI, 0f3ff1d: "no
+    chart with a cell 11" when it was found by its index among the rects)."""
+    find = """([r, c]) => {
+        let rects = 0;
+        for (const el of document.querySelectorAll('.vega-embed g.mark-rect.marks path')) {
+            rects += 1;
+            const d = el.__data__ && el.__data__.datum;
+            if (d && d.shown !== undefined && d.r0 <= r && r < d.r1 && d.c0 <= c && c < d.c1)
+                return {row: String(d.row), column: String(d.column), value: String(d.shown)};
+        }
+        return {rects: rects};
+    }"""
+    deadline, got = time.time() + wait_s, None
+    while time.time() < deadline:
+        got = page.evaluate(find, [r, c])
+        if "value" in got:
+            return got
+        page.wait_for_timeout(500)
+    page.screenshot(path="/tmp/live_fail.png", full_page=True)
+    open("/tmp/live_fail.txt", "w").write(main_text(page))
+    raise AssertionError(f"no heatmap cell covers ({r}, {c}) in {wait_s:.0f} s (last look: {got}; "
+                         f"charts: {_census(page)})")
 
 
 def _hover_cell(page, k: int) -> dict:
@@ -201,7 +223,7 @@ def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir
     for k in (0, 5 * n + 17, n * n - 1):
         tip = hover_cell(page, k)
         r, c = divmod(k, n)
-        assert (tip["row"], tip["column"]) == (rows[r], cols[c])
+        assert (tip["row"], tip["column"]) == (rows[r], cols[c]), (r, c, tip)
         assert_shown(tip["value"], m[r, c])
     shot(page, artifacts_dir, "matrix")
     # exports: the picture as PNG and SVG, the cells as CSV (the field's values)
@@ -251,7 +273,7 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     page.goto(server.url + "?view=results")
     page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first.wait_for(timeout=300_000)
     shown: list[tuple[int, int]] = []
-    hovered: list[tuple[int, int, str]] = []
+    hovered: list[tuple[int, int, dict]] = []
     deadline = time.time() + 300
     while len({d for d, _ in shown if 0 < d}) < 2 and time.time() < deadline:
         m = re.search(r"tiles finished: (\d+) / (\d+) · missing cells: (\d+)", main_text(page))
@@ -263,10 +285,9 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
                 if not hovered:  # a finished tile's cell shows its value while the run goes on
                     first = _journal_order(run_dir)[0]
                     t = next(t for t in json.loads((run_dir / "tiles.json").read_text()) if str(t["id"]) == first)
-                    n = json.loads((run_dir / "meta.json").read_text())["n_items"]
                     r, c = t["r0"], t["c1"] - 1
-                    tip = cell_datum(page, r * n + c)
-                    hovered.append((r, c, tip["value"]))
+                    tip = cell_datum(page, r, c)
+                    hovered.append((r, c, tip))
                 if not shown or shown[-1][0] == 0:
                     page.locator(".vega-embed g.mark-rect.marks path").first.wait_for()
                     page.wait_for_timeout(1000)  # (a refresh redraws the chart)
@@ -286,10 +307,11 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     assert fact(page, "missing cells") == "0"
     order = _journal_order(run_dir)
     assert len(order) == meta["tiles_total"]
-    m = zarr.open_group(str(run_dir / "result" / "matrix.zarr"), mode="r")[fact(page, "field")][:]
-    assert hovered and all(v != "none" for _, _, v in hovered)
-    for r, c, v in hovered:
-        assert_shown(v, m[r, c])
+    m, rows, cols = _zarr_field(run_dir, fact(page, "field"))
+    assert hovered and all(tip["value"] != "none" for _, _, tip in hovered)
+    for r, c, tip in hovered:
+        assert (tip["row"], tip["column"]) == (rows[r], cols[c]), (r, c, tip)
+        assert_shown(tip["value"], m[r, c])
     for done, missing in shown:
         if done < meta["tiles_total"]:  # (a partial last line is not a finished tile)
             assert missing == _missing_after(run_dir, order[:done]), (done, missing)
