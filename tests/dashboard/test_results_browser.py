@@ -103,29 +103,35 @@ def download(page, label: str, nth: int = 0) -> bytes:
     return redrawn(once)
 
 
-def hover_cell(page, k: int) -> dict:
-    """Hover the k-th cell of the heatmap (the first chart's rect marks, in data order) and
-    read its tooltip."""
-    return redrawn(lambda: _hover_cell(page, k), tries=6)
+def hover_cell(page, r: int, c: int) -> dict:
+    """Hover the heatmap cell covering row ``r``, column ``c`` (positions in the shown order)
+    and read its tooltip."""
+    return redrawn(lambda: _hover_cell(page, r, c), tries=6)
 
 
-def _cell(page, k: int):
-    """The k-th cell of the heatmap: the first chart holding a k-th cell (while a live page
-    redraws, another chart or a half-drawn one can come first; then wait and let ``redrawn``
-    try again)."""
-    charts = page.locator(".vega-embed")
-    # the heatmap's cells carry a ``shown`` value; a histogram's bars are rect marks too and
-    # can come first on the page (a full suite's CI: its bar hovered, no tooltip of a cell)
-    holds = "el => !!(el.__data__ && el.__data__.datum && el.__data__.datum.shown !== undefined)"
-    chart = next((charts.nth(i) for i in range(charts.count())
-                  if charts.nth(i).locator("g.mark-rect.marks path").count() > k
-                  and charts.nth(i).locator("g.mark-rect.marks path").nth(k).evaluate(
-                      holds, timeout=15_000)), None)
-    if chart is None:
-        from playwright.sync_api import Error
-        page.wait_for_timeout(3000)
-        raise Error(f"Timeout: no chart with a cell {k} yet (a live page being redrawn): {_census(page)}")
-    return chart.locator("g.mark-rect.marks path").nth(k)
+# a cell's SVG element is the rect whose bound datum covers the position; a histogram's bars
+# (rect marks too, and first on the page in a full suite's CI) carry no such datum
+_COVERS = """([r, c]) => {
+    const els = document.querySelectorAll('.vega-embed g.mark-rect.marks path');
+    for (let i = 0; i < els.length; i++) {
+        const d = els[i].__data__ && els[i].__data__.datum;
+        if (d && d.shown !== undefined && d.r0 <= r && r < d.r1 && d.c0 <= c && c < d.c1)
+            return {index: i, row: String(d.row), column: String(d.column), value: String(d.shown)};
+    }
+    return {rects: els.length};
+}"""
+
+
+def _cell(page, r: int, c: int, wait_s: float = 30):
+    """The element of the heatmap cell covering (r, c), once the page has drawn it."""
+    from playwright.sync_api import Error
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        got = page.evaluate(_COVERS, [r, c])
+        if "index" in got:
+            return page.locator(".vega-embed g.mark-rect.marks path").nth(got["index"])
+        page.wait_for_timeout(500)
+    raise Error(f"Timeout: no heatmap cell covers ({r}, {c}) yet (a page being redrawn): {_census(page)}")
 
 
 def _census(page) -> list:
@@ -139,37 +145,23 @@ def _census(page) -> list:
 
 
 def cell_datum(page, r: int, c: int, wait_s: float = 120) -> dict:
-    """The heatmap cell covering row ``r``, column ``c`` (positions in the shown order): its
-    row, column and value as its tooltip shows them, read from the data row Vega's SVG renderer
-    binds to the cell's element (``__data__``), without a hover. For the live page, redrawn
-    every second: the cell is found by the positions its datum covers (``r0 <= r < r1``,
-    ``c0 <= c < c1``), in any chart and in any drawing order, so neither a histogram's bars
-    (rect marks too) nor a half-drawn chart can stand in for it (clean-clone CI, 0f3ff1d: "no
-    chart with a cell 11" when it was found by its index among the rects)."""
-    find = """([r, c]) => {
-        let rects = 0;
-        for (const el of document.querySelectorAll('.vega-embed g.mark-rect.marks path')) {
-            rects += 1;
-            const d = el.__data__ && el.__data__.datum;
-            if (d && d.shown !== undefined && d.r0 <= r && r < d.r1 && d.c0 <= c && c < d.c1)
-                return {row: String(d.row), column: String(d.column), value: String(d.shown)};
-        }
-        return {rects: rects};
-    }"""
+    """The heatmap cell covering (r, c): its row, column and value as its tooltip shows them,
+    read from the data row Vega's SVG renderer binds to the cell's element (``__data__``),
+    without a hover. For the live page, redrawn every second: no hover to lose to a redraw, and
+    the cell found by the positions its datum covers, in any chart and drawing order (clean-clone
+    CI at 0f3ff1d: "no chart with a cell 11" when it was the k-th rect of the first chart)."""
     deadline, got = time.time() + wait_s, None
     while time.time() < deadline:
-        got = page.evaluate(find, [r, c])
-        if "value" in got:
-            return got
+        got = page.evaluate(_COVERS, [r, c])
+        if "index" in got:
+            return {key: got[key] for key in ("row", "column", "value")}
         page.wait_for_timeout(500)
-    page.screenshot(path="/tmp/live_fail.png", full_page=True)
-    open("/tmp/live_fail.txt", "w").write(main_text(page))
     raise AssertionError(f"no heatmap cell covers ({r}, {c}) in {wait_s:.0f} s (last look: {got}; "
                          f"charts: {_census(page)})")
 
 
-def _hover_cell(page, k: int) -> dict:
-    cell = _cell(page, k)
+def _hover_cell(page, r: int, c: int) -> dict:
+    cell = _cell(page, r, c)
     page.mouse.move(0, 0)  # off the chart: the tooltip goes
     page.wait_for_timeout(200)
     cell.scroll_into_view_if_needed(timeout=15_000)  # a redrawn chart: found again by the retry
@@ -221,8 +213,8 @@ def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir
     assert float(cell.group(4)) == float(m[i, j])
     # hover: the tooltip of a cell names its items and holds its value
     for k in (0, 5 * n + 17, n * n - 1):
-        tip = hover_cell(page, k)
         r, c = divmod(k, n)
+        tip = hover_cell(page, r, c)
         assert (tip["row"], tip["column"]) == (rows[r], cols[c]), (r, c, tip)
         assert_shown(tip["value"], m[r, c])
     shot(page, artifacts_dir, "matrix")
@@ -244,7 +236,7 @@ def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir
         time.sleep(0.2)
     assert fact(page, "shown") == "7 × 16 cells"
     wait_drawn(page)
-    tip = hover_cell(page, 0)
+    tip = hover_cell(page, 2, 4)  # (positions stay the whole matrix's)
     assert (tip["row"], tip["column"]) == (rows[2], cols[4])
     # clustered order: the same cells, permuted
     page.get_by_role("button", name="whole matrix").click()
@@ -253,7 +245,7 @@ def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir
     while fact(page, "order") != "clustered" and time.time() < deadline:
         time.sleep(0.2)
     wait_drawn(page)
-    tip = hover_cell(page, 3 * n + 11)
+    tip = hover_cell(page, 3, 11)
     assert_shown(tip["value"], m[rows.index(tip["row"]), cols.index(tip["column"])])
     shot(page, artifacts_dir, "matrix-clustered")
 
