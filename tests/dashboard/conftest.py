@@ -101,6 +101,10 @@ class EngineProducerHandle:
         self.log.flush()
         return f"engine producer exited with {rc}: " + Path(self.log.name).read_text(errors="replace")[-2000:]
 
+    def log_tail(self, chars: int = 1500) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")[-chars:]
+
     def stop(self) -> None:
         self.release()
         if self.proc.poll() is None:

@@ -263,7 +263,13 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     handle = producer(run_dir, n_records=60, leaf_items=4, hold=True)
     server = serve(run_dir)
     page.goto(server.url + "?view=results")
-    page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first.wait_for(timeout=300_000)
+    facts_line = page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first
+    deadline = time.time() + 300  # a wait for the run and the page, not a speed check
+    while not facts_line.is_visible() and time.time() < deadline:
+        assert handle.error is None, handle.error  # a producer that died says why, not a timeout
+        time.sleep(1)
+    assert facts_line.is_visible(), (f"no facts line in 300 s; the page: {main_text(page)[:600]!r}; "
+                                     f"the producer's log: {handle.log_tail()!r}")
     shown: list[tuple[int, int]] = []
     hovered: list[tuple[int, int, dict]] = []
     deadline = time.time() + 300
