@@ -90,7 +90,7 @@ def section(d: dict, ctx) -> list[str]:
                        "largest processes):\n\n"
                        + table(["process", "RSS MiB", "PSS MiB"],
                                [[p[0], num(p[1] / 2 ** 20), num(p[2] / 2 ** 20)]
-                                for p in procs[:8]]))
+                                for p in procs[:6]]))
     if d.get("not_run"):
         out.append("Not run: " + "; ".join(d["not_run"]) + ".")
     if d.get("earlier_runs"):
