@@ -60,6 +60,11 @@ def test_a_diagonal_view_reads_as_its_block(nr, nc, diagonal, seed, k):
     sets = [vals[offs[i]:offs[i + 1]] for i in range(nr + nc)]
     assert np.array_equal(intersection_counts(sets[:nr], sets[nr:], view),
                           intersection_counts(sets[:nr], sets[nr:], want))
+    from pairflow.kernels.synthetic import synthetic_topk  # read in place, not copied
+    left, right = np.arange(nr)[:, None], np.arange(nr, nr + nc)[:, None]  # packs' rows
+    for got, exp in zip(synthetic_topk(left, right, view, k, True, True, True),
+                        synthetic_topk(left, right, want, k, True, True, True)):
+        assert np.array_equal(got, exp)
 
 
 @settings(max_examples=30, deadline=None)
