@@ -61,6 +61,33 @@ def _and_popcount_jaccard(a, b, size_a, size_b, mask, use_mask, inter, sim, jblo
                         sim[i + r, j] = c / union if union > 0 else 0.0
 
 
+@numba.njit(cache=True, nogil=True)
+def _candidates(rj, rv, rn, ci, cv, cn):
+    """The rows' k bests then the columns' as (i, j, value, is_column) arrays: what a tile's
+    top-k pass hands its sink (rows' slots ``rj/rv/rn``, columns' ``ci/cv/cn``)."""
+    nr, nc = rn.shape[0], cn.shape[0]
+    total = rn.sum() + cn.sum()
+    out_i = np.empty(total, np.int64)
+    out_j = np.empty(total, np.int64)
+    out_v = np.empty(total)
+    out_c = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(nr):
+        for p in range(rn[i]):
+            out_i[w] = i
+            out_j[w] = rj[i, p]
+            out_v[w] = rv[i, p]
+            w += 1
+    for j in range(nc):
+        for p in range(cn[j]):
+            out_i[w] = ci[j, p]
+            out_j[w] = j
+            out_v[w] = cv[j, p]
+            out_c[w] = True
+            w += 1
+    return out_i, out_j, out_v, out_c
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _push(idx, vals, n, slot, x, v, k, sign):
     """Insert the cell of index ``x`` and J ``v`` into the k best of ``slot``, kept best first
@@ -226,26 +253,7 @@ def _jaccard_topk_cells(a, b, size_a, size_b, mask, use_mask, k, sign, do_rows, 
                                     col_t[j] = _lenient(col_kth[j], col_floor[j], fsign)
                 if do_rows:
                     row_kth[i] = kth
-    total = rn.sum() + cn.sum()
-    out_i = np.empty(total, np.int64)
-    out_j = np.empty(total, np.int64)
-    out_v = np.empty(total)
-    out_c = np.zeros(total, np.bool_)
-    w = 0
-    for i in range(nr):
-        for p in range(rn[i]):
-            out_i[w] = i
-            out_j[w] = rj[i, p]
-            out_v[w] = rv[i, p]
-            w += 1
-    for j in range(nc):
-        for p in range(cn[j]):
-            out_i[w] = ci[j, p]
-            out_j[w] = j
-            out_v[w] = cv[j, p]
-            out_c[w] = True
-            w += 1
-    return out_i, out_j, out_v, out_c
+    return _candidates(rj, rv, rn, ci, cv, cn)
 
 
 @numba.njit(cache=True, nogil=True)

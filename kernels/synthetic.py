@@ -23,7 +23,7 @@ import numpy as np
 
 from .bitset import _readonly
 from .bitset_counts import _row_span
-from .bitset_tiles import _push
+from .bitset_tiles import _candidates, _push
 from .jaccard import all_true_view
 
 MULT, MOD = 7919, 1000
@@ -141,26 +141,7 @@ def _topk_cells(a, b, mask, use_mask, k, sign, do_rows, do_cols, row_floor, col_
                         if _push(ci, cv, cn, j, i, v, k, sign):
                             col_kth[j] = cv[j, k - 1]
                             col_t[j] = _int_threshold(col_kth[j], col_floor[j], fsign)
-    total = rn.sum() + cn.sum()
-    out_i = np.empty(total, np.int64)
-    out_j = np.empty(total, np.int64)
-    out_v = np.empty(total)
-    out_c = np.zeros(total, np.bool_)
-    w = 0
-    for i in range(nr):
-        for p in range(rn[i]):
-            out_i[w] = i
-            out_j[w] = rj[i, p]
-            out_v[w] = rv[i, p]
-            w += 1
-    for j in range(nc):
-        for p in range(cn[j]):
-            out_i[w] = ci[j, p]
-            out_j[w] = j
-            out_v[w] = cv[j, p]
-            out_c[w] = True
-            w += 1
-    return out_i, out_j, out_v, out_c
+    return _candidates(rj, rv, rn, ci, cv, cn)
 
 
 def _mask_args(mask, shape):
