@@ -24,7 +24,7 @@ class _PeekingTopK(TopK):
     def finalize(self):
         from pairflow.engine.pairs.workers.warm import WARM
         handle = SEEN["handle"]
-        SEEN["pool"] = WARM.size()
+        SEEN["returned"] = WARM.returned  # handed back so far
         SEEN["progress"] = handle.progress()
         run = handle._run
         SEEN["stopped"] = run.members.stopped
@@ -38,15 +38,17 @@ def test_workers_let_go_before_the_finalize(ray_local, runs):
     from pairflow.engine import allpairs
     from pairflow.engine.pairs.workers.warm import WARM
     n = 30
-    before = WARM.size()
+    before = WARM.returned  # (in a full suite the run may reuse earlier runs' pooled actors)
     handle = allpairs(app=SyntheticApp(n), sink=_PeekingTopK(3), runs_root=runs,
                       progress=False, leaf_items=6, executor="ray")
     SEEN.clear()
     SEEN["handle"] = handle
     res = handle.result()
     assert SEEN["stopped"]
-    # the coordinator and both device actors (1 node: its cache is the coordinator's)
-    assert SEEN["pool"] >= before + 3
+    # the coordinator and both device actors handed back (1 node: its cache is the
+    # coordinator's), counted, not the pool's size: taken from the pool and given back, a
+    # reused actor leaves the size as it was (a full suite's CI: 3 >= 3 + 3)
+    assert SEEN["returned"] >= before + 3
     assert SEEN["l1"] and all(l1 is None for l1 in SEEN["l1"])
     tiles = res.summary["tiles_total"]
     assert SEEN["progress"]["done"] == SEEN["progress"]["total"] == tiles
