@@ -24,6 +24,7 @@ The shared record and input checks live in ``kernels/sw_common.py``, the referen
 from __future__ import annotations
 
 import functools
+import re
 from typing import Sequence
 
 import numpy as np
@@ -327,16 +328,11 @@ def sw_traceback(q: str, t: str, scoring: Scoring, *, method: str = "scan",
     )
 
 
+_RUNS = re.compile(r"(.)\1*")
+
+
 def _run_length(ops: list[str]) -> str:
-    out = []
-    i = 0
-    while i < len(ops):
-        j = i
-        while j < len(ops) and ops[j] == ops[i]:
-            j += 1
-        out.append(f"{j - i}{ops[i]}")
-        i = j
-    return "".join(out)
+    return "".join(f"{m.end() - m.start()}{m.group(1)}" for m in _RUNS.finditer("".join(ops)))
 
 
 def rescore(alignment: Alignment, scoring: Scoring) -> int:
@@ -352,6 +348,8 @@ def rescore(alignment: Alignment, scoring: Scoring) -> int:
         raise ValueError(f"aligned strings differ in length: {len(qa)} vs {len(ta)}")
     total = 0
     run_q = run_t = 0  # current gap run lengths in the query row / target row
+    # the gap runs column by column here; the letter pairs' scores summed from the matrix in
+    # one numpy pass below (a Python lookup per column was most of a traceback's CPU)
     for a, b in zip(qa, ta):
         if a == "-" and b == "-":
             raise ValueError("a column with a gap on both sides is not an alignment column")
@@ -372,12 +370,15 @@ def rescore(alignment: Alignment, scoring: Scoring) -> int:
             if run_t:
                 total -= scoring.gap_cost(run_t)
                 run_t = 0
-            total += scoring.substitution(a, b)
     if run_q:
         total -= scoring.gap_cost(run_q)
     if run_t:
         total -= scoring.gap_cost(run_t)
-    return total
+    scores, codes = scoring.score_table()
+    q = np.frombuffer(qa.upper().encode("latin-1"), dtype=np.uint8)
+    t = np.frombuffer(ta.upper().encode("latin-1"), dtype=np.uint8)
+    pair = (q != ord("-")) & (t != ord("-"))
+    return total + int(scores[codes[q[pair]], codes[t[pair]]].sum())
 
 
 # ----------------------------------------------------------------------------- top-k

@@ -323,8 +323,10 @@ class AlignApp(BasePairApp):
 
     def warmup(self, device):
         # only the kernels the run's tiles will call: loading parasail's compiled pair loop
-        # (numba's cache) costs a few tenths of a second a run of Opal tiles never gets back
-        if self._parasail_tiles:
+        # (numba's cache) costs ~0.5 CPU s a run of Opal tiles never gets back; and when the
+        # probe's tile goes to Opal, the first tile that goes to parasail loads it (then the
+        # other cores compute, where here, before any tile, they would wait)
+        if self._parasail_tiles and not self._probe_opal():
             sw_scores(["ACDE"], ["ACDE"], self.scoring, validate=False)
         if self._opal:
             opal.opal_scores(["ACDE"], ["ACDE"], self.scoring)
@@ -347,6 +349,21 @@ class AlignApp(BasePairApp):
         qs, ts = _grid(min(q), max(q)), _grid(min(t), max(t))
         # (queries against queries too: the engine's probe times a tile of the first keys)
         return not all(opal.prefer_opal([a], [b]) for a in qs for b in ts + qs)
+
+    def _probe_opal(self) -> bool:
+        """Does the engine's probe tile go to Opal? Its sample, compared with itself as a 2 x 2
+        tile: the median-length query and target of a weighted run
+        (``plan.sizing.weighted_probe``), else the first row and the last column. Not known
+        here (a worker's slim copy): False."""
+        rows, cols = self.__dict__.get("_rows"), self.__dict__.get("_cols")
+        if not (self._opal and rows and cols):
+            return False
+        if self.kernel == "opal":
+            return True
+        q = sorted(self.lengths[k] for k in rows)
+        t = sorted(self.lengths[k] for k in cols)
+        a, b = (q[len(q) // 2], t[len(t) // 2]) if self.weighted else (q[0], t[-1])
+        return opal.prefer_opal([a, b], [a, b])
 
     def imports_after(self):
         """Spouge's E-values (``results.finish``) take the normal CDF from scipy.special."""
