@@ -94,6 +94,16 @@ def view_matrix(dense) -> None:
                                key="mx_side", help="above this many items a side: means of blocks"))
     k = _region_keys()
     limits = (max(0, n_rows - 1), max(1, n_rows), max(0, n_cols - 1), max(1, n_cols))
+    # the region follows the matrix while it is the whole of it: a live page that first saw
+    # the result smaller (no field written yet: 0 x 0) kept that region once the matrix grew
+    # (clean-clone CI: a 1 x 1 heatmap of a 60 x 60 run for 120 s)
+    was = st.session_state.get("mx_shape")
+    if was is not None and tuple(was) != (n_rows, n_cols) and \
+            tuple(st.session_state.get(key) for key in k) in (
+                (0, was[0], 0, was[1]), (0, max(1, was[0]), 0, max(1, was[1]))):  # (inputs' floor)
+        for key in k:
+            st.session_state.pop(key, None)
+    st.session_state["mx_shape"] = (n_rows, n_cols)
     for key, default, top in zip(k, (0, n_rows, 0, n_cols), limits):
         if key not in st.session_state or st.session_state[key] > top:
             st.session_state[key] = default

@@ -26,6 +26,7 @@ from ..cache.eviction import AdvisedEviction, make_eviction
 from ..plan.scheduler import describe_tile
 from ..space import PairSpace, Tile, TileArray, block_mask
 from ..cache.tiers import BudgetCache, TileCache
+from ..cache.directory import is_peer_lost
 
 
 @dataclass
@@ -382,6 +383,8 @@ class DeviceWorker:
             # the user's one line names the stage, the tile or item; the traceback of where it
             # happened (here, or in a load task) goes with the error for -v and run.log
             cause = root_cause(exc)
+            if _lost_with_a_node(exc, cause):
+                _die_lost()  # not the run's failure: the driver requeues and replaces (lost)
             stage = getattr(cause, "worker_stage", None)
             message = str(cause) if isinstance(cause, (InputError, PairflowError)) else \
                 f"{stage + ' failed: ' if stage else ''}{type(cause).__name__}: {cause}"
@@ -398,3 +401,22 @@ class DeviceWorker:
         if ref is not None:
             await ref
         return {"actor": self.id, "tiles": self.tiles_done, "l1": self.l1.stats.to_dict()}
+
+
+def _lost_with_a_node(exc: BaseException, cause: BaseException) -> bool:
+    """Did the run fail here because a Ray actor it called died (its own node cache, a peer's,
+    the coordinator: a node removed mid-run), not because of the run's work? Such an error is a
+    loss, like this actor's own death, never the run's failure (clean-clone CI: a node's device
+    actor reported its node cache's death, with the node going, as the run's error)."""
+    return is_peer_lost(exc) or is_peer_lost(cause)
+
+
+def _die_lost() -> None:
+    """End this actor's process, as a lost node's would: the driver sees a dead actor, requeues
+    its tiles and replaces it where its node lives (``Membership._on_actor_lost``). Only in a
+    Ray actor: an in-process worker is a thread of the user's process (and sees no Ray actor
+    errors)."""
+    import sys
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized() and ray.get_runtime_context().get_actor_id():
+        os._exit(1)
