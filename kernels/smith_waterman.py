@@ -18,13 +18,13 @@ backend.
 Nothing here does I/O, starts Ray, or writes into its inputs.
 
 The shared record and input checks live in ``kernels/sw_common.py``, the reference in
-``kernels/sw_reference.py``; this module's names include theirs.
+``kernels/sw_reference.py``, the tracebacks and their re-score in ``kernels/sw_trace.py``; this
+module's names include theirs.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from typing import Sequence
 
 import numpy as np
@@ -33,14 +33,17 @@ from .scoring import Scoring
 from .sw_common import (METHODS, Alignment, _check_k, _check_mask, _check_method, _prepare,
                         cells)
 from .sw_reference import sw_reference, sw_reference_batch
+from .sw_trace import rescore, rescore_many, sw_traceback, sw_tracebacks
 
 __all__ = [
     "Alignment",
     "sw_scores",
     "sw_traceback",
+    "sw_tracebacks",
     "sw_top_k",
     "top_k",
     "rescore",
+    "rescore_many",
     "sw_reference",
     "sw_reference_batch",
     "cells",
@@ -75,7 +78,6 @@ class _Kernels:
 
         self.method = method
         self.profile = {w: getattr(parasail, f"profile_create_{w}") for w in _WIDTHS}
-        self.trace = {w: getattr(parasail, f"sw_trace_{method}_{w}") for w in _WIDTHS[1:]}
         lib = _parasail_lib() if direct else None
         self.direct = lib is not None
         if lib is not None:
@@ -263,122 +265,6 @@ def sw_scores(
                 out = out.astype(np.int64)
             out[i, j] = score
     return out
-
-
-# ----------------------------------------------------------------------------- traceback
-
-def sw_traceback(q: str, t: str, scoring: Scoring, *, method: str = "scan",
-                 validate: bool = True) -> Alignment:
-    """Full local alignment of one pair, for reported hits only.
-
-    A traceback keeps a direction per cell (O(len q * len t) memory and several times the time of
-    a score), which is why :func:`sw_scores` never does it.  Like the scores, it starts at 16 bits
-    and widens on saturation.
-
-    Scan is the default: it was ~15-40% faster than striped for tracebacks here, and parasail
-    1.3.4's striped traceback reports INT_MIN (-32768 at 16 bits) instead of 0 when no cell scores
-    above zero.  A pair with nothing to align gets the empty alignment (score 0, coordinates 0).
-    """
-    _check_method(method)
-    (q,) = _prepare([q], scoring, "query", validate)
-    (t,) = _prepare([t], scoring, "target", validate)
-    if scoring.open == scoring.extend:
-        method = "scan"  # as in sw_scores: striped is not trusted with linear gaps
-    kern = _kernels(method)
-    matrix = scoring.parasail_matrix()
-    for w in _WIDTHS[1:]:
-        r = kern.trace[w](q, t, scoring.open, scoring.extend, matrix)
-        if not r.saturated:
-            break
-    else:  # pragma: no cover
-        raise OverflowError("traceback score overflows 64 bits")
-    score = int(r.score)
-    if score <= 0:
-        # Nothing aligns with a positive score: an empty local alignment, not an arbitrary cell.
-        return Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
-    tb = r.get_traceback()
-    qa, ta = tb.query, tb.ref
-    # Coordinates and CIGAR are rebuilt from the aligned strings and the end cell.  parasail
-    # 1.3.4's own CIGAR is wrong whenever the alignment starts in the first target column: it
-    # keeps walking up that column and prepends bogus insertions (e.g. "4I1=" for GYDLA x A, with
-    # beg_query 0), which shifts qstart.  The strings and end positions were right in every case
-    # tested.
-    qend, send = int(r.end_query) + 1, int(r.end_ref) + 1
-    qlen = len(qa) - qa.count("-")
-    tlen = len(ta) - ta.count("-")
-    qstart, sstart = qend - qlen + 1, send - tlen + 1
-    if (len(qa) != len(ta) or qstart < 1 or sstart < 1
-            or q[qstart - 1 : qend] != qa.replace("-", "") or t[sstart - 1 : send] != ta.replace("-", "")
-            or qa[:1] == "-" or ta[:1] == "-" or qa[-1:] == "-" or ta[-1:] == "-"):
-        raise RuntimeError(  # pragma: no cover - a parasail traceback bug not seen so far
-            f"parasail returned an inconsistent {method} traceback (score {score}, ends "
-            f"{qend}/{send}): {qa!r} / {ta!r}")
-    ops = ["I" if b == "-" else "D" if a == "-" else "=" if a == b else "X" for a, b in zip(qa, ta)]
-    return Alignment(
-        score=score,
-        qstart=qstart,
-        qend=qend,
-        sstart=sstart,
-        send=send,
-        cigar=_run_length(ops),
-        query_aligned=qa,
-        target_aligned=ta,
-        matches=ops.count("="),
-        length=len(qa),
-    )
-
-
-_RUNS = re.compile(r"(.)\1*")
-
-
-def _run_length(ops: list[str]) -> str:
-    return "".join(f"{m.end() - m.start()}{m.group(1)}" for m in _RUNS.finditer("".join(ops)))
-
-
-def rescore(alignment: Alignment, scoring: Scoring) -> int:
-    """Score of an alignment recomputed from its aligned strings alone.
-
-    It checks a traceback independently of the DP that produced it: every column is scored from
-    the matrix and every maximal run of ``-`` in one row is charged as one gap, so a traceback that
-    splits or misplaces a gap, or a CIGAR that disagrees with the strings, shows up as a different
-    score.
-    """
-    qa, ta = alignment.query_aligned, alignment.target_aligned
-    if len(qa) != len(ta):
-        raise ValueError(f"aligned strings differ in length: {len(qa)} vs {len(ta)}")
-    total = 0
-    run_q = run_t = 0  # current gap run lengths in the query row / target row
-    # the gap runs column by column here; the letter pairs' scores summed from the matrix in
-    # one numpy pass below (a Python lookup per column was most of a traceback's CPU)
-    for a, b in zip(qa, ta):
-        if a == "-" and b == "-":
-            raise ValueError("a column with a gap on both sides is not an alignment column")
-        if a == "-":
-            if run_t:
-                total -= scoring.gap_cost(run_t)
-                run_t = 0
-            run_q += 1
-        elif b == "-":
-            if run_q:
-                total -= scoring.gap_cost(run_q)
-                run_q = 0
-            run_t += 1
-        else:
-            if run_q:
-                total -= scoring.gap_cost(run_q)
-                run_q = 0
-            if run_t:
-                total -= scoring.gap_cost(run_t)
-                run_t = 0
-    if run_q:
-        total -= scoring.gap_cost(run_q)
-    if run_t:
-        total -= scoring.gap_cost(run_t)
-    scores, codes = scoring.score_table()
-    q = np.frombuffer(qa.upper().encode("latin-1"), dtype=np.uint8)
-    t = np.frombuffer(ta.upper().encode("latin-1"), dtype=np.uint8)
-    pair = (q != ord("-")) & (t != ord("-"))
-    return total + int(scores[codes[q[pair]], codes[t[pair]]].sum())
 
 
 # ----------------------------------------------------------------------------- top-k

@@ -12,7 +12,7 @@ import os
 
 from pairflow.engine import PairflowError, map_chunks, ray_is_up
 from pairflow.kernels.scoring import Scoring
-from pairflow.kernels.smith_waterman import Alignment, rescore, sw_traceback
+from pairflow.kernels.smith_waterman import Alignment, rescore_many, sw_traceback, sw_tracebacks
 
 # Tracebacks keep a direction per cell: pairs above this many cells are traced in the window the
 # alignment occupies, found first by two score-only passes (linear memory, SIMD); a window above
@@ -26,6 +26,7 @@ PROFILE_KEEP_LEN = 5_000
 TRACE_FANOUT_CELLS = 200_000_000
 # Above this much estimated work (seconds, ``_cost``), an in-process run traces on every core.
 TRACE_THREADS_S = 0.05
+_FIELDS = [f.name for f in dataclasses.fields(Alignment)]
 
 
 def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
@@ -38,14 +39,29 @@ def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
     traced. Should the passes disagree with the score (they never have), the pair is traced in
     the span-bounded window instead.
     """
-    if len(q) * len(t) <= TRACE_DIRECT_CELLS:
-        aln = sw_traceback(q, t, scoring, validate=False)
-    else:
-        aln = _windowed_traceback(q, t, scoring, score, profiles)
-    if aln.score != score or rescore(aln, scoring) != score:
-        raise PairflowError(f"traceback of a {len(q)} x {len(t)} pair scores {aln.score} "
-                            f"(re-scored {rescore(aln, scoring)}) but the search reported {score}")
-    return aln
+    return _traced([(q, t, score)], scoring, profiles)[0]
+
+
+def _traced(jobs: list[tuple[str, str, int]], scoring: Scoring,
+            profiles: dict | None = None) -> list[Alignment]:
+    """``traceback_hit`` of each job: the direct ones in one ``sw_tracebacks`` call (its decoding
+    is one numpy pass over all of them), then the re-score check of all in one ``rescore_many``."""
+    direct = [i for i, (q, t, _) in enumerate(jobs) if len(q) * len(t) <= TRACE_DIRECT_CELLS]
+    alns: list = [None] * len(jobs)
+    found = sw_tracebacks([jobs[i][0] for i in direct], [jobs[i][1] for i in direct], scoring,
+                          validate=False)
+    for i, aln in zip(direct, found):
+        alns[i] = aln
+    for i, (q, t, score) in enumerate(jobs):
+        if alns[i] is None:
+            alns[i] = _windowed_traceback(q, t, scoring, score, profiles)
+    again = rescore_many([a.query_aligned for a in alns], [a.target_aligned for a in alns],
+                         scoring).tolist()
+    for (q, t, score), aln, re_scored in zip(jobs, alns, again):
+        if aln.score != score or re_scored != score:
+            raise PairflowError(f"traceback of a {len(q)} x {len(t)} pair scores {aln.score} "
+                                f"(re-scored {re_scored}) but the search reported {score}")
+    return alns
 
 
 def _best_cell(q: str, t: str, scoring: Scoring, profiles: dict | None = None):
@@ -120,8 +136,10 @@ def _trace_in(q, t, scoring, q0, qe, t0, te) -> Alignment:
 
 
 def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:
+    """Tracebacks as ``dataclasses.asdict`` would give them (its deep copy per field was a third
+    of the Python time per hit; the fields are ints, strings and a float)."""
     profiles: dict = {}  # long sequences' profiles, for this chunk's pairs
-    return [dataclasses.asdict(traceback_hit(q, t, scoring, s, profiles)) for q, t, s in jobs]
+    return [{f: getattr(a, f) for f in _FIELDS} for a in _traced(jobs, scoring, profiles)]
 
 
 def _cost(q: str, t: str) -> float:

@@ -474,11 +474,13 @@ def test_cells():
 def no_compute(monkeypatch):
     """Fail the test if any parasail kernel is reached: errors must come before compute."""
     import pairflow.kernels.smith_waterman as sw
+    import pairflow.kernels.sw_trace as sw_trace
 
     def boom(*a, **k):
         raise AssertionError("compute started before the input was rejected")
 
     monkeypatch.setattr(sw, "_kernels", boom)
+    monkeypatch.setattr(sw_trace, "_trace_fns", boom)
 
 
 def test_empty_sequence_is_named(no_compute):
