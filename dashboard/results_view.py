@@ -64,8 +64,32 @@ def view_results(view, ov: dict) -> None:
 # --------------------------------------------------------------------------- matrix
 
 
-def _region_keys() -> tuple[str, str, str, str]:
-    return "mx_r0", "mx_r1", "mx_c0", "mx_c1"
+REGION = "mx_region"  # (r0, r1, c0, c1) the user picked; None: the whole matrix, whatever its shape
+REGION_GEN = "mx_region_gen"  # bumped when a button or a box sets the region: new inputs show it
+REGION_LABELS = ("rows from", "rows to", "columns from", "columns to")
+
+
+def region_inputs(shape: tuple[int, int], picked) -> tuple[tuple, tuple, tuple]:
+    """(values, lows, highs) of the four region inputs: the picked region (None: the whole
+    matrix) held within each input's bounds for a matrix of ``shape``.
+
+    The values are the inputs' own defaults (``value=``), never written to their keys: a browser
+    that mounts an input from a later rerun's element than the one that set it (a loaded
+    browser applying several reruns at once) takes the element's default and sends it back.
+    With defaults of 0 / min (the bounds' floor) and the region written to the keys, a live page
+    showed rows 0-1 x columns 0-1, one cell, until "whole matrix" was pressed."""
+    n_rows, n_cols = shape
+    lows = (0, 1, 0, 1)
+    highs = (max(0, n_rows - 1), max(1, n_rows), max(0, n_cols - 1), max(1, n_cols))
+    want = (0, n_rows, 0, n_cols) if picked is None else picked
+    values = tuple(min(max(int(v), lo), hi) for v, lo, hi in zip(want, lows, highs))
+    return values, lows, highs
+
+
+def _set_region(region) -> None:
+    """A region set by a button or a box (not typed in the inputs): new inputs, which show it."""
+    st.session_state[REGION] = region
+    st.session_state[REGION_GEN] = st.session_state.get(REGION_GEN, 0) + 1
 
 
 def _on_brush(n_rows: int, n_cols: int):
@@ -75,11 +99,8 @@ def _on_brush(n_rows: int, n_cols: int):
         xs, ys = sel.get("c0"), sel.get("r0")
         if not xs or not ys:
             return
-        k = _region_keys()
-        st.session_state[k[0]] = int(max(0, np.floor(min(ys))))
-        st.session_state[k[1]] = int(min(n_rows, np.ceil(max(ys))))
-        st.session_state[k[2]] = int(max(0, np.floor(min(xs))))
-        st.session_state[k[3]] = int(min(n_cols, np.ceil(max(xs))))
+        _set_region((int(max(0, np.floor(min(ys)))), int(min(n_rows, np.ceil(max(ys)))),
+                     int(max(0, np.floor(min(xs)))), int(min(n_cols, np.ceil(max(xs))))))
     return apply
 
 
@@ -92,32 +113,17 @@ def view_matrix(dense) -> None:
                      help="clustered: average linkage of the rows' (and columns') profiles")
     side = int(c3.number_input("cells a side", min_value=10, max_value=400, value=DEFAULT_SIDE, step=10,
                                key="mx_side", help="above this many items a side: means of blocks"))
-    k = _region_keys()
-    limits = (max(0, n_rows - 1), max(1, n_rows), max(0, n_cols - 1), max(1, n_cols))
-    # the region follows the matrix while it is the whole of it: a live page that first saw
-    # the result smaller (no field written yet: 0 x 0) kept that region once the matrix grew
-    # (clean-clone CI: a 1 x 1 heatmap of a 60 x 60 run for 120 s)
-    was = st.session_state.get("mx_shape")
-    if was is not None and tuple(was) != (n_rows, n_cols) and \
-            tuple(st.session_state.get(key) for key in k) in (
-                (0, was[0], 0, was[1]), (0, max(1, was[0]), 0, max(1, was[1]))):  # (inputs' floor)
-        for key in k:
-            st.session_state.pop(key, None)
-    st.session_state["mx_shape"] = (n_rows, n_cols)
-    for key, default, top in zip(k, (0, n_rows, 0, n_cols), limits):
-        if key not in st.session_state or st.session_state[key] > top:
-            st.session_state[key] = default
+    values, lows, highs = region_inputs((n_rows, n_cols), st.session_state.get(REGION))
+    # inputs of their own for each region set by a button or a box and for each shape (a
+    # whole matrix's inputs follow it as it changes); typed values are read back below
+    gen = f"{st.session_state.get(REGION_GEN, 0)}_{n_rows}x{n_cols}"
     rc = st.columns([1, 1, 1, 1, 1])
-    r0 = rc[0].number_input("rows from", 0, max(0, n_rows - 1), key=k[0])
-    r1 = rc[1].number_input("rows to", 1, max(1, n_rows), key=k[1])
-    q0 = rc[2].number_input("columns from", 0, max(0, n_cols - 1), key=k[2])
-    q1 = rc[3].number_input("columns to", 1, max(1, n_cols), key=k[3])
-
-    def whole():
-        for key, v in zip(k, (0, n_rows, 0, n_cols)):
-            st.session_state[key] = v
-    rc[4].button("whole matrix", on_click=whole, key="mx_whole")
-    region = None if (r0, r1, q0, q1) == (0, n_rows, 0, n_cols) else (int(r0), int(r1), int(q0), int(q1))
+    r0, r1, q0, q1 = (int(rc[i].number_input(REGION_LABELS[i], lows[i], highs[i], value=values[i],
+                                             key=f"mx_{('r0', 'r1', 'c0', 'c1')[i]}_{gen}"))
+                      for i in range(4))
+    rc[4].button("whole matrix", on_click=_set_region, args=(None,), key="mx_whole")
+    st.session_state[REGION] = None if (r0, r1, q0, q1) == (0, n_rows, 0, n_cols) else (r0, r1, q0, q1)
+    region = st.session_state[REGION]
     grid = dense.grid(name, side, order=order, region=region)
     done, planned = dense.tiles()
     row_keys, col_keys = dense.keys()

@@ -250,6 +250,9 @@ def test_heatmap_of_a_dense_jaccard_run(finished_run, serve, page, artifacts_dir
     shot(page, artifacts_dir, "matrix-clustered")
 
 
+LIVE_CPU_SLOWDOWN = 4.0  # the live page's browser: Chromium's CPU throttling (DevTools protocol)
+
+
 @pytest.mark.timeout(900)
 def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     """A Jaccard run on Ray, held slow until the page has shown it part done twice. The journal
@@ -262,6 +265,10 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     # redraws on a loaded machine (14,400 at 120 records: a hover timed out in 1 CI run of 3)
     handle = producer(run_dir, n_records=60, leaf_items=4, hold=True)
     server = serve(run_dir)
+    # a slow browser, as on a loaded CI machine: it applies several reruns at once, so a widget
+    # may mount from a later rerun's element than the one that set its value (the heatmap drawn
+    # as ONE cell before results_view.region_inputs; reproduced here at 4x and 10x)
+    page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": LIVE_CPU_SLOWDOWN})
     page.goto(server.url + "?view=results")
     facts_line = page.locator('[data-testid="stMarkdown"]').filter(has_text="tiles finished:").first
     deadline = time.time() + 300  # a wait for the run and the page, not a speed check
@@ -284,7 +291,6 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
                     first = _journal_order(run_dir)[0]
                     t = next(t for t in json.loads((run_dir / "tiles.json").read_text()) if str(t["id"]) == first)
                     r, c = t["r0"], t["c1"] - 1
-                    _whole_matrix(page, json.loads((run_dir / "meta.json").read_text())["n_items"])
                     tip = cell_datum(page, r, c)
                     hovered.append((r, c, tip))
                 if not shown or shown[-1][0] == 0:
@@ -314,22 +320,6 @@ def test_live_heatmap_fills_in(tmp_path, producer, serve, page, artifacts_dir):
     for done, missing in shown:
         if done < meta["tiles_total"]:  # (a partial last line is not a finished tile)
             assert missing == _missing_after(run_dir, order[:done]), (done, missing)
-
-
-def _whole_matrix(page, n: int) -> None:
-    """OPEN DEFECT, worked around here and reported: in a full suite's CI the live page
-    sometimes draws the heatmap as ONE cell (the census: 1 rect in the 620 px chart, for 120 s)
-    of this 60 x 60 run; the cause is not found (not only a region kept from a 0 x 0 first look:
-    results_view's fix for that did not end it). A user then presses "whole matrix"; the test
-    does the same when the facts do not say the whole matrix is shown, and still checks the
-    finished tile's cell against the zarr."""
-    if fact(page, "shown") == f"{n} × {n} cells":
-        return
-    page.get_by_role("button", name="whole matrix").click()
-    deadline = time.time() + 60
-    while fact(page, "shown") != f"{n} × {n} cells" and time.time() < deadline:
-        time.sleep(0.3)
-    assert fact(page, "shown") == f"{n} × {n} cells", f"shown: {fact(page, 'shown')!r}"
 
 
 def _journal_order(run_dir: Path) -> list[str]:
