@@ -70,34 +70,37 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
                                     f"{top['target'].iloc[i]} scored {s} in the run but {ref} "
                                     f"by the numpy reference")
             checked += 1
-    a = pd.DataFrame(alns, columns=[f.name for f in dataclasses.fields(Alignment)])
-    scores = top["score"].to_numpy(np.int64)
-    qlen = np.array([app.lengths[k] for k in top["query"]], dtype=np.int64)
-    slen = np.array([app.lengths[k] for k in top["target"]], dtype=np.int64)
-    counts = [cigar_counts(c) for c in a["cigar"].astype(str)]
+    # the report's order (queries as input, then rank) first, and every column built in it: a
+    # sort of the finished table took each arrow string column again (0.03 s for 2,000 hits)
+    qkeys, tkeys = top["query"].tolist(), top["target"].tolist()
+    rank = top["rank"].to_numpy(np.int64)
+    order = app.query_order
+    perm = np.lexsort((rank, np.array([order.get(k, len(order)) for k in qkeys], np.int64)))
+    pick = perm.tolist()
+    qkeys, tkeys, alns = [qkeys[i] for i in pick], [tkeys[i] for i in pick], [alns[i] for i in pick]
+    a = {f.name: [r[f.name] for r in alns] for f in dataclasses.fields(Alignment)}
+    names = {k: app.record_name(k) for k in set(qkeys) | set(tkeys)}
+    counts = [cigar_counts(c) for c in a["cigar"]]
     hits = pd.DataFrame({
-        "qseqid": [app.record_name(k) for k in top["query"]],
-        "sseqid": [app.record_name(k) for k in top["target"]],
-        "pident": np.round(100.0 * a["identity"].to_numpy(np.float64), 3),
-        "length": a["length"].to_numpy(np.int64),
+        "qseqid": [names[k] for k in qkeys],
+        "sseqid": [names[k] for k in tkeys],
+        "pident": np.round(100.0 * np.array(a["identity"], np.float64), 3),
+        "length": np.array(a["length"], np.int64),
         "mismatch": np.array([c[0] for c in counts], dtype=np.int64),
         "gapopen": np.array([c[1] for c in counts], dtype=np.int64),
-        "qstart": a["qstart"].to_numpy(np.int64), "qend": a["qend"].to_numpy(np.int64),
-        "sstart": a["sstart"].to_numpy(np.int64), "send": a["send"].to_numpy(np.int64),
-        "evalue": evalues, "bitscore": bits,
-        "score": scores,
-        "cigar": a["cigar"].astype(str),
-        "rank": top["rank"].to_numpy(np.int64),
-        "query": top["query"].astype(str), "target": top["target"].astype(str),
-        "qlen": qlen, "slen": slen,
-        "matches": a["matches"].to_numpy(np.int64),
-        "query_aligned": a["query_aligned"].astype(str),
-        "target_aligned": a["target_aligned"].astype(str),
+        "qstart": np.array(a["qstart"], np.int64), "qend": np.array(a["qend"], np.int64),
+        "sstart": np.array(a["sstart"], np.int64), "send": np.array(a["send"], np.int64),
+        "evalue": evalues[perm], "bitscore": bits[perm],
+        "score": top["score"].to_numpy(np.int64)[perm],
+        "cigar": pd.Series(a["cigar"], dtype=str),
+        "rank": rank[perm],
+        "query": pd.Series(qkeys, dtype=str), "target": pd.Series(tkeys, dtype=str),
+        "qlen": np.array([app.lengths[k] for k in qkeys], dtype=np.int64),
+        "slen": np.array([app.lengths[k] for k in tkeys], dtype=np.int64),
+        "matches": np.array(a["matches"], np.int64),
+        "query_aligned": pd.Series(a["query_aligned"], dtype=str),
+        "target_aligned": pd.Series(a["target_aligned"], dtype=str),
     })
-    order = app.query_order
-    hits["_q"] = [order.get(k, len(order)) for k in hits["query"]]
-    hits = hits.sort_values(["_q", "rank"], kind="mergesort").drop(columns="_q")
-    hits = hits.reset_index(drop=True)
 
     out_dir = os.path.dirname(result.outputs["topk"])
     outputs = {}
@@ -157,13 +160,10 @@ def finish(app: AlignApp, result, validate_hits: int = 0, seed: int = 0):
 def cigar_counts(cigar: str) -> tuple[int, int]:
     """(mismatches, gap openings) of an extended CIGAR: the letters of its ``X`` runs, and its
     ``I``/``D`` runs (BLAST counts a gap in one sequence followed by one in the other as two)."""
-    mismatch = gapopen = 0
-    for n, op in re.findall(r"(\d+)([=XID])", cigar):
-        if op == "X":
-            mismatch += int(n)
-        elif op in "ID":
-            gapopen += 1
-    return mismatch, gapopen
+    return sum(map(int, _X_RUNS.findall(cigar))), cigar.count("I") + cigar.count("D")
+
+
+_X_RUNS = re.compile(r"(\d+)X")
 
 
 def _write_tsv(table, path: str) -> None:

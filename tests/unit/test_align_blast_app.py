@@ -28,6 +28,7 @@ def test_cigar_counts_equal_the_aligned_strings():
         seen_gaps += gapopen
     assert seen_gaps > 0
     assert cigar_counts("3=2I1X4D2=") == (1, 2)
+    assert cigar_counts("12X3=10I1X104D2I") == (13, 3)  # runs of several digits
 
 
 def _table(rows):
