@@ -12,7 +12,7 @@ import os
 
 from pairflow.engine import PairflowError, map_chunks, ray_is_up
 from pairflow.kernels.scoring import Scoring
-from pairflow.kernels.smith_waterman import Alignment, rescore_many, sw_traceback, sw_tracebacks
+from pairflow.kernels.smith_waterman import Alignment, rescore_many, sw_tracebacks
 
 # Tracebacks keep a direction per cell: pairs above this many cells are traced in the window the
 # alignment occupies, found first by two score-only passes (linear memory, SIMD); a window above
@@ -27,6 +27,7 @@ TRACE_FANOUT_CELLS = 200_000_000
 # Above this much estimated work (seconds, ``_cost``), an in-process run traces on every core.
 TRACE_THREADS_S = 0.05
 _FIELDS = [f.name for f in dataclasses.fields(Alignment)]
+_EMPTY = Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
 
 
 def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
@@ -34,7 +35,7 @@ def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
     """The alignment behind a reported score, checked to re-score to it.
 
     Pairs above ``TRACE_DIRECT_CELLS`` are traced in the window of one optimal alignment
-    (``_windowed_traceback``): a forward score-only pass finds its end cell, a second one over
+    (``_locate``): a forward score-only pass finds its end cell, a second one over
     the reversed prefixes (within the span bound below) finds its start, and only that window is
     traced. Should the passes disagree with the score (they never have), the pair is traced in
     the span-bounded window instead.
@@ -44,17 +45,22 @@ def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
 
 def _traced(jobs: list[tuple[str, str, int]], scoring: Scoring,
             profiles: dict | None = None) -> list[Alignment]:
-    """``traceback_hit`` of each job: the direct ones in one ``sw_tracebacks`` call (its decoding
-    is one numpy pass over all of them), then the re-score check of all in one ``rescore_many``."""
-    direct = [i for i, (q, t, _) in enumerate(jobs) if len(q) * len(t) <= TRACE_DIRECT_CELLS]
-    alns: list = [None] * len(jobs)
-    found = sw_tracebacks([jobs[i][0] for i in direct], [jobs[i][1] for i in direct], scoring,
-                          validate=False)
-    for i, aln in zip(direct, found):
-        alns[i] = aln
+    """``traceback_hit`` of each job. Every pair's window (the whole pair when direct, else the
+    located one) is traced in ONE ``sw_tracebacks`` call (its decoding is one numpy pass over
+    all; per call it costs ~45 us more than a pair's), then all are checked by one
+    ``rescore_many``."""
+    windows, bounded = [], {}  # per job the window to trace; the windowed ones' fall-back
     for i, (q, t, score) in enumerate(jobs):
-        if alns[i] is None:
-            alns[i] = _windowed_traceback(q, t, scoring, score, profiles)
+        if len(q) * len(t) <= TRACE_DIRECT_CELLS:
+            windows.append((0, len(q), 0, len(t)))
+        else:
+            located, bounded[i] = _locate(q, t, scoring, score, profiles)
+            windows.append(located or bounded[i])
+    alns = _trace_windows(jobs, windows, scoring)
+    for i, fallback in bounded.items():
+        # the located window traced to another score (never seen): the span-bounded one
+        if fallback is not None and alns[i].score != jobs[i][2] and windows[i] != fallback:
+            alns[i] = _trace_windows([jobs[i]], [fallback], scoring)[0]
     again = rescore_many([a.query_aligned for a in alns], [a.target_aligned for a in alns],
                          scoring).tolist()
     for (q, t, score), aln, re_scored in zip(jobs, alns, again):
@@ -103,36 +109,45 @@ def _span(qe: int, te: int, scoring: Scoring, score: int) -> tuple[int, int]:
     return max(0, qe - span), max(0, te - span)
 
 
-def _windowed_traceback(q: str, t: str, scoring: Scoring, score: int,
-                        profiles: dict | None = None) -> Alignment:
+def _locate(q: str, t: str, scoring: Scoring, score: int, profiles: dict | None = None):
+    """(the window of one optimal alignment or None, the span-bounded window), each
+    ``(q0, qe, t0, te)`` 0-based, ends exclusive; both None when nothing scores above 0."""
     best, eq, et = _best_cell(q, t, scoring, profiles)
     if best != score:
         raise PairflowError(f"re-scoring a {len(q)} x {len(t)} pair gave {best}, "
                             f"the search reported {score}")
     if score <= 0:
-        return Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
+        return None, None
     qe, te = eq + 1, et + 1
     q0, t0 = _span(qe, te, scoring, score)
     # The reversed prefixes hold the reverse of every alignment ending by (qe, te); their best
     # (score S: none inside scores more than the pair's best) ends, reversed, where one optimal
     # alignment starts, and lies wholly inside [start, qe) x [start, te).
     back, rq, rt = _best_cell(q[q0:qe][::-1], t[t0:te][::-1], scoring)
-    if back == score:
-        qs, ts = qe - 1 - rq, te - 1 - rt
-        aln = _trace_in(q, t, scoring, qs, qe, ts, te)
-        if aln.score == score:
-            return aln
-    return _trace_in(q, t, scoring, q0, qe, t0, te)  # the span-bounded window
+    located = (qe - 1 - rq, qe, te - 1 - rt, te) if back == score else None
+    return located, (q0, qe, t0, te)
 
 
-def _trace_in(q, t, scoring, q0, qe, t0, te) -> Alignment:
-    if (qe - q0) * (te - t0) > TRACE_MAX_CELLS:
-        raise PairflowError(f"the traceback of a {len(q)} x {len(t)} pair needs "
-                            f"{(qe - q0) * (te - t0):,} cells even in its window (limit "
-                            f"{TRACE_MAX_CELLS:,}); lower top_k or split the long sequence")
-    sub = sw_traceback(q[q0:qe], t[t0:te], scoring, validate=False)
-    return dataclasses.replace(sub, qstart=sub.qstart + q0, qend=sub.qend + q0,
-                               sstart=sub.sstart + t0, send=sub.send + t0)
+def _trace_windows(jobs, windows, scoring) -> list[Alignment]:
+    """The alignment in each job's window ``(q0, qe, t0, te)`` (None: nothing to align), in
+    the pair's coordinates, all windows in one ``sw_tracebacks`` call."""
+    for (q, t, _), w in zip(jobs, windows):
+        if w is not None and (w[1] - w[0]) * (w[3] - w[2]) > TRACE_MAX_CELLS:
+            raise PairflowError(f"the traceback of a {len(q)} x {len(t)} pair needs "
+                                f"{(w[1] - w[0]) * (w[3] - w[2]):,} cells even in its window "
+                                f"(limit {TRACE_MAX_CELLS:,}); lower top_k or split the long "
+                                f"sequence")
+    todo = [i for i, w in enumerate(windows) if w is not None]
+    found = sw_tracebacks([jobs[i][0][windows[i][0]:windows[i][1]] for i in todo],
+                          [jobs[i][1][windows[i][2]:windows[i][3]] for i in todo], scoring,
+                          validate=False)
+    out = [_EMPTY] * len(jobs)
+    for i, sub in zip(todo, found):
+        q0, _, t0, _ = windows[i]
+        out[i] = sub if not (q0 or t0) or not sub.score else dataclasses.replace(
+            sub, qstart=sub.qstart + q0, qend=sub.qend + q0, sstart=sub.sstart + t0,
+            send=sub.send + t0)
+    return out
 
 
 def _trace_many(jobs: list[tuple[str, str, int]], scoring: Scoring) -> list[dict]:

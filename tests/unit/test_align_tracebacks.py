@@ -72,8 +72,9 @@ def test_located_traceback_matches_biopython(seed, q_len, core_len, t_len, where
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tracebacks, "TRACE_DIRECT_CELLS", 0)  # every pair located, then traced
         windows = []
-        trace_in = tracebacks._trace_in
-        mp.setattr(tracebacks, "_trace_in", lambda *a: windows.append(a[3:]) or trace_in(*a))
+        trace_windows = tracebacks._trace_windows
+        mp.setattr(tracebacks, "_trace_windows",
+                   lambda jobs, wins, sc: windows.extend(wins) or trace_windows(jobs, wins, sc))
         aln = tracebacks.traceback_hit(q, t, sc, want)
         with pytest.raises(Exception, match="search reported"):
             tracebacks.traceback_hit(q, t, sc, want + 1)
@@ -110,3 +111,34 @@ def test_threaded_tracebacks_equal_serial(monkeypatch):
     assert [a["score"] for a in threaded] == [s for _, _, s in jobs]
     for (q, t, _), a in zip(jobs, threaded):
         assert a["score"] == _rescore(a["query_aligned"], a["target_aligned"], 11, 1)
+
+
+def test_fall_back_to_the_span_bounded_window(monkeypatch):
+    """A located window that does not hold an alignment of the score (never seen from the
+    passes; forced here) is traced again in the span-bounded window, which must hold one; a
+    window over TRACE_MAX_CELLS is refused."""
+    need_module("Bio")
+    rng = np.random.default_rng(11)
+    q, t = _pair(rng, 20, 80, 3000, 0.4, 0.2)
+    sc = Scoring.create("blosum62", 11, 1)
+    want = _bio_score(q, t, 11, 1)
+    monkeypatch.setattr(tracebacks, "TRACE_DIRECT_CELLS", 0)
+    locate = tracebacks._locate
+
+    def too_small(*a):
+        (q0, qe, t0, te), bounded = locate(*a)
+        return (qe - 2, qe, te - 2, te), bounded  # two letters: less than the score
+
+    monkeypatch.setattr(tracebacks, "_locate", too_small)
+    traced = []
+    trace_windows = tracebacks._trace_windows
+    monkeypatch.setattr(tracebacks, "_trace_windows",
+                        lambda jobs, wins, s: traced.extend(wins) or trace_windows(jobs, wins, s))
+    aln = tracebacks.traceback_hit(q, t, sc, want)
+    assert aln.score == want == _rescore(aln.query_aligned, aln.target_aligned, 11, 1)
+    assert len(traced) == 2 and traced[1] == locate(q, t, sc, want)[1]
+    assert q[aln.qstart - 1:aln.qend] == aln.query_aligned.replace("-", "")
+    assert t[aln.sstart - 1:aln.send] == aln.target_aligned.replace("-", "")
+    monkeypatch.setattr(tracebacks, "TRACE_MAX_CELLS", 3)
+    with pytest.raises(Exception, match="even in its window"):
+        tracebacks.traceback_hit(q, t, sc, want)
