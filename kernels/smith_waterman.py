@@ -320,16 +320,14 @@ def sw_top_k(
     ts = _prepare(targets, scoring, "target", True)
     scores = sw_scores(qs, ts, scoring, mask, method=method, validate=False)
     idx, vals = top_k(scores, k, mask)
-    out: list[list[tuple[int, Alignment]]] = []
-    for i in range(len(qs)):
-        hits = []
-        for j, v in zip(idx[i].tolist(), vals[i].tolist()):
-            if j < 0:
-                continue
-            aln = sw_traceback(qs[i], ts[j], scoring, method=trace_method, validate=False)
-            if aln.score != v:  # pragma: no cover - would be a parasail bug
-                raise RuntimeError(f"traceback score {aln.score} != sw_scores score {v} "
-                                   f"for query {i} x target {j}")
-            hits.append((j, aln))
-        out.append(hits)
+    pairs = [(i, j, v) for i in range(len(qs))
+             for j, v in zip(idx[i].tolist(), vals[i].tolist()) if j >= 0]
+    alns = sw_tracebacks([qs[i] for i, _, _ in pairs], [ts[j] for _, j, _ in pairs], scoring,
+                         method=trace_method, validate=False)  # all hits in one call
+    out: list[list[tuple[int, Alignment]]] = [[] for _ in qs]
+    for (i, j, v), aln in zip(pairs, alns):
+        if aln.score != v:  # pragma: no cover - would be a parasail bug
+            raise RuntimeError(f"traceback score {aln.score} != sw_scores score {v} "
+                               f"for query {i} x target {j}")
+        out[i].append((j, aln))
     return out

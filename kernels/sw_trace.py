@@ -141,15 +141,16 @@ def _decode(raw, qs, ts, method) -> list[Alignment]:
     qa_all = [x[4] for x in raw]
     ta_all = [x[5] for x in raw]
     lens = np.fromiter(map(len, qa_all), np.int64, len(raw))
-    if lens.tolist() != list(map(len, ta_all)):  # pragma: no cover - not seen
-        raise RuntimeError("parasail returned aligned strings of different lengths")
+    if lens.tolist() != list(map(len, ta_all)) or not lens.all():  # pragma: no cover - not seen
+        raise RuntimeError("parasail returned empty aligned strings, or of different lengths")
     q = np.frombuffer("".join(qa_all).encode("latin-1"), np.uint8)
     t = np.frombuffer("".join(ta_all).encode("latin-1"), np.uint8)
     gq, gt = q == _GAP, t == _GAP
     code = np.where(gt, 2, np.where(gq, 3, (q != t).astype(np.int64)))
     ends = np.cumsum(lens)
     starts = ends - lens
-    cum = functools.partial(_per_pair, starts=starts, ends=ends)
+    def cum(flags):  # per pair sums; every pair has columns here
+        return np.add.reduceat(flags, starts, dtype=np.int64)
     matches = cum(code == 0)
     qend = np.array([x[2] for x in raw], np.int64)
     send = np.array([x[3] for x in raw], np.int64)
