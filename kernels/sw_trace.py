@@ -149,13 +149,11 @@ def _decode(raw, qs, ts, method) -> list[Alignment]:
     code = np.where(gt, 2, np.where(gq, 3, (q != t).astype(np.int64)))
     ends = np.cumsum(lens)
     starts = ends - lens
-    def cum(flags):  # per pair sums; every pair has columns here
-        return np.add.reduceat(flags, starts, dtype=np.int64)
-    matches = cum(code == 0)
+    matches = _per_pair(code == 0, starts, ends)
     qend = np.array([x[2] for x in raw], np.int64)
     send = np.array([x[3] for x in raw], np.int64)
-    qstart = qend - (lens - cum(gq)) + 1
-    sstart = send - (lens - cum(gt)) + 1
+    qstart = qend - (lens - _per_pair(gq, starts, ends)) + 1
+    sstart = send - (lens - _per_pair(gt, starts, ends)) + 1
     edge_gap = gq[starts] | gt[starts] | gq[ends - 1] | gt[ends - 1]
     # CIGAR runs: a run starts where the op changes or a pair's alignment starts
     new = np.ones(len(code), bool)
@@ -222,10 +220,11 @@ def rescore_many(query_aligned: Sequence[str], target_aligned: Sequence[str],
     letters = np.where(gq | gt, 0, scores[codes[q], codes[t]])
     # a gap run opens where its row has '-' and the column before (in the same alignment) not
     opens = np.zeros(len(q), np.int64)
+    firsts = starts[lens > 0]  # each non-empty alignment's first column
     for g in (gq, gt):
         o = g.copy()
         o[1:] &= ~g[:-1]
-        o[starts[lens > 0]] = g[starts[lens > 0]]
+        o[firsts] = g[firsts]
         opens += o
     n_open = _per_pair(opens, starts, ends)
     n_gap = _per_pair(gq | gt, starts, ends)
