@@ -45,11 +45,20 @@ def main_text(page) -> str:
     return page.locator('[data-testid="stMain"]').inner_text()
 
 
+def current_text(page) -> str:
+    """The main area's text of this script run's elements only: while a rerun draws, the
+    elements of the run before stay on the page, marked stale, until replaced (a "first row"
+    of the top-k part read just after choosing the hits part: clean-clone CI)."""
+    return "\n".join(page.locator('[data-testid="stMain"] [data-testid="stElementContainer"]'
+                                   ':not([data-stale="true"])').all_inner_texts())
+
+
 def fact(page, key: str, timeout: float = 30) -> str:
-    """The value of ``key: value`` in the view's facts lines (waits for it to appear)."""
+    """The value of ``key: value`` in the view's facts lines, as this script run drew them
+    (waits for it to appear)."""
     deadline = time.time() + timeout
     while True:
-        m = re.search(rf"(?:^|[\s·]){re.escape(key)}: ([^·\n]+)", main_text(page))
+        m = re.search(rf"(?:^|[\s·]){re.escape(key)}: ([^·\n]+)", current_text(page))
         if m:
             return m.group(1).strip()
         if time.time() > deadline:
