@@ -19,6 +19,8 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 APT_TOOLS="mash chromium"
 # command -> Debian package: the tools app=farm wraps (blastp is also app=align's E-value oracle)
 FARM_TOOLS="blastp:ncbi-blast+ hmmsearch:hmmer clustalo:clustalo"
+# and the C compiler that builds the AVX-512 Smith-Waterman kernel (kernels/_sw_simd.c) at install
+FARM_TOOLS="$FARM_TOOLS gcc:gcc"
 
 need_apt=0
 for t in mash chromium; do command -v "$t" >/dev/null 2>&1 || need_apt=1; done
@@ -45,7 +47,8 @@ done
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-if [ ! -f "$VENV/.stamp-pip" ] || [ pyproject.toml -nt "$VENV/.stamp-pip" ]; then
+if [ ! -f "$VENV/.stamp-pip" ] || [ pyproject.toml -nt "$VENV/.stamp-pip" ] ||
+   [ kernels/_sw_simd.c -nt "$VENV/.stamp-pip" ]; then
   echo "[setup] pip install (torch pinned to the CPU build on disk)" >&2
   # torch is pinned: a looser spec pulls a multi-GB CUDA build. pip installs it (pip finds the
   # CPU build on this machine's disk, PIP_FIND_LINKS; uv does not look there) ...

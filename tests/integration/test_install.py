@@ -173,6 +173,13 @@ def test_the_wheel_with_all_extras_works_outside_the_checkout(wheel, user, tmp_p
                cwd=work, env=env)
     assert out.returncode == 0 and "PairflowRayLauncher" in out.stdout, out.stderr[-3000:]
 
+    # the AVX-512 kernel's extension was compiled into the wheel and loads where the CPU runs it
+    # (tests/unit/test_sw_simd.py reads the CPU's flags the same way)
+    from tests.unit.test_sw_simd import CPU_HAS_IT
+    out = _run([python, "-c", "from pairflow.kernels import sw_simd; "
+                "print(sw_simd._lib() is not None)"], cwd=work, env=env)
+    assert out.returncode == 0 and out.stdout.split() == [str(CPU_HAS_IT)], out.stderr[-3000:]
+
     # pairflow --help
     out = _run([bin_ / "pairflow", "--help"], cwd=work, env=env)
     assert out.returncode == 0 and out.stdout.startswith("pairflow:"), out.stderr[-3000:]
