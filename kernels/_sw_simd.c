@@ -29,61 +29,41 @@
 #include <immintrin.h>
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 
-/* One query against one batch of 64 targets, 8 bits. cols: ncols x 64 letter codes.
-   best: 64 lanes' best scores (127 = saturated). */
-TARGET static void batch8(const __m512i *rows, int nalpha, const uint8_t *q, int64_t m,
-                          const uint8_t *cols, int64_t ncols, int go, int ge,
-                          __m512i *H, __m512i *E, __m512i *S, int8_t *best)
-{
-    const __m512i vgo = _mm512_set1_epi8((char)go), vge = _mm512_set1_epi8((char)ge);
-    const __m512i zero = _mm512_setzero_si512(), low = _mm512_set1_epi8(-128);
-    for (int64_t i = 0; i < m; i++) { H[i] = zero; E[i] = low; }
-    __m512i vmax = zero;
-    for (int64_t j = 0; j < ncols; j++) {
-        __m512i t = _mm512_loadu_si512((const void *)(cols + j * 64));
-        for (int a = 0; a < nalpha; a++) S[a] = _mm512_permutexvar_epi8(t, rows[a]);
-        __m512i diag = zero, up = zero, f = low;
-        for (int64_t i = 0; i < m; i++) {
-            __m512i left = H[i];
-            __m512i e = _mm512_max_epi8(_mm512_subs_epi8(E[i], vge), _mm512_subs_epi8(left, vgo));
-            f = _mm512_max_epi8(_mm512_subs_epi8(f, vge), _mm512_subs_epi8(up, vgo));
-            __m512i h = _mm512_max_epi8(_mm512_adds_epi8(diag, S[q[i]]), zero);
-            h = _mm512_max_epi8(h, _mm512_max_epi8(e, f));
-            diag = left;
-            H[i] = h; E[i] = e; up = h;
-            vmax = _mm512_max_epi8(vmax, h);
-        }
-    }
-    _mm512_storeu_si512((void *)best, vmax);
+/* One query against one batch of targets in lanes of width W (epi8: 64 lanes, epi16: 32).
+   cols: ncols columns of the lanes' letter codes (bytes), read by LOAD_COL(j); best: the lanes'
+   best scores (the width's maximum = saturated). One body for both widths, by macro. */
+#define SW_BATCH(NAME, W, BEST_T, LOWEST, LOAD_COL)                                          \
+TARGET static void NAME(const __m512i *rows, int nalpha, const uint8_t *q, int64_t m,       \
+                        const uint8_t *cols, int64_t ncols, int go, int ge,                 \
+                        __m512i *H, __m512i *E, __m512i *S, BEST_T *best)                   \
+{                                                                                           \
+    const __m512i vgo = _mm512_set1_##W(go), vge = _mm512_set1_##W(ge);                    \
+    const __m512i zero = _mm512_setzero_si512(), low = _mm512_set1_##W(LOWEST);            \
+    for (int64_t i = 0; i < m; i++) { H[i] = zero; E[i] = low; }                            \
+    __m512i vmax = zero;                                                                    \
+    for (int64_t j = 0; j < ncols; j++) {                                                   \
+        __m512i t = LOAD_COL(j);                                                            \
+        for (int a = 0; a < nalpha; a++) S[a] = _mm512_permutexvar_##W(t, rows[a]);        \
+        __m512i diag = zero, up = zero, f = low;                                            \
+        for (int64_t i = 0; i < m; i++) {                                                   \
+            __m512i left = H[i];                                                            \
+            __m512i e = _mm512_max_##W(_mm512_subs_##W(E[i], vge),                          \
+                                       _mm512_subs_##W(left, vgo));                         \
+            f = _mm512_max_##W(_mm512_subs_##W(f, vge), _mm512_subs_##W(up, vgo));          \
+            __m512i h = _mm512_max_##W(_mm512_adds_##W(diag, S[q[i]]), zero);              \
+            h = _mm512_max_##W(h, _mm512_max_##W(e, f));                                   \
+            diag = left;                                                                    \
+            H[i] = h; E[i] = e; up = h;                                                     \
+            vmax = _mm512_max_##W(vmax, h);                                                 \
+        }                                                                                   \
+    }                                                                                       \
+    _mm512_storeu_si512((void *)best, vmax);                                                \
 }
 
-/* The same in 16 bits, 32 lanes. cols: ncols x 32 letter codes (bytes). */
-TARGET static void batch16(const __m512i *rows, int nalpha, const uint8_t *q, int64_t m,
-                           const uint8_t *cols, int64_t ncols, int go, int ge,
-                           __m512i *H, __m512i *E, __m512i *S, int16_t *best)
-{
-    const __m512i vgo = _mm512_set1_epi16((short)go), vge = _mm512_set1_epi16((short)ge);
-    const __m512i zero = _mm512_setzero_si512(), low = _mm512_set1_epi16(-32768);
-    for (int64_t i = 0; i < m; i++) { H[i] = zero; E[i] = low; }
-    __m512i vmax = zero;
-    for (int64_t j = 0; j < ncols; j++) {
-        __m512i t = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const void *)(cols + j * 32)));
-        for (int a = 0; a < nalpha; a++) S[a] = _mm512_permutexvar_epi16(t, rows[a]);
-        __m512i diag = zero, up = zero, f = low;
-        for (int64_t i = 0; i < m; i++) {
-            __m512i left = H[i];
-            __m512i e = _mm512_max_epi16(_mm512_subs_epi16(E[i], vge),
-                                         _mm512_subs_epi16(left, vgo));
-            f = _mm512_max_epi16(_mm512_subs_epi16(f, vge), _mm512_subs_epi16(up, vgo));
-            __m512i h = _mm512_max_epi16(_mm512_adds_epi16(diag, S[q[i]]), zero);
-            h = _mm512_max_epi16(h, _mm512_max_epi16(e, f));
-            diag = left;
-            H[i] = h; E[i] = e; up = h;
-            vmax = _mm512_max_epi16(vmax, h);
-        }
-    }
-    _mm512_storeu_si512((void *)best, vmax);
-}
+#define COL8(j) _mm512_loadu_si512((const void *)(cols + (j) * 64))
+#define COL16(j) _mm512_cvtepu8_epi16(_mm256_loadu_si256((const void *)(cols + (j) * 32)))
+SW_BATCH(batch8, epi8, int8_t, -128, COL8)
+SW_BATCH(batch16, epi16, int16_t, -32768, COL16)
 
 /* Lay out targets idx[0..n) (n <= lanes) as columns of `lanes` letter codes, pad beyond ends. */
 static int64_t columns(const uint8_t *tc, const int64_t *toff, const int32_t *idx, int n,
