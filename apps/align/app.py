@@ -23,7 +23,8 @@ How it maps onto the engine (docs/align.md has the whole story):
 * **Kernel**: ``compare`` runs ``kernels.smith_waterman.sw_scores`` (parasail SIMD) on the tile's
   wanted pairs (the mask) and returns the int32 field ``score``; with ``kernel=auto`` (default)
   a whole tile of short targets goes to Opal instead (``kernels.opal``, identical scores, faster
-  there; measured: benchmarks/RESULTS.md, "Many small sequences: proteomes"),
+  there; measured: benchmarks/RESULTS.md, "Many small sequences: proteomes"; Opal's layout in
+  AVX-512 lanes where the CPU has them, ``kernels.sw_simd``),
   ``kernel=parasail|opal`` forces one.
 * **Top-k**: the engine's ``TopK(k)`` sink on ``score``, merged across tiles. Ties: the shorter
   target first, then the target that comes first in the input (columns are sorted by length,
