@@ -62,6 +62,7 @@ class Membership:
         self.actor_node: dict[str, int] = {}   # actor id -> node index
         self.refs: dict = {}                   # run() ref -> actor id
         self.kill_reasons: dict[str, str] = {}
+        self.kill_blame: dict[str, list[int]] = {}  # an actor killed for a tile: that tile
         self.lost_actors: list[dict] = []      # summary.json's "lost_actors"
         self.node_caches: list[NodeCacheClient] = []  # by node index
         self.cache_actors: list = []           # the node caches that are actors of their own
@@ -169,7 +170,8 @@ class Membership:
 
     def _on_actor_lost(self, actor_id: str, exc: BaseException) -> None:
         reason = self.kill_reasons.get(actor_id) or f"actor {actor_id} died: {exc}"
-        lost = self.ex.get(self.scheduler.actor_lost(actor_id, reason))
+        lost = self.ex.get(self.scheduler.actor_lost(actor_id, reason,
+                                                     self.kill_blame.get(actor_id)))
         self.handles.pop(actor_id, None)
         n_idx = self.actor_node[actor_id]
         alive = {n["node_id"] for n in self.ex.nodes()}
@@ -197,6 +199,7 @@ class Membership:
         for t, actor_id, elapsed, deadline in overdue:
             if actor_id in self.kill_reasons or actor_id not in self.handles:
                 continue
+            self.kill_blame[actor_id] = [t]
             self._replace(actor_id, f"tile {t} passed its deadline of {deadline:.1f} s on "
                                     f"{actor_id} (running for {elapsed:.1f} s)")
 

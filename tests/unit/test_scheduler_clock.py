@@ -67,3 +67,43 @@ def test_an_actor_is_silent_only_past_the_limit_since_it_was_last_heard():
     for t in range(6):  # every tile done: nobody is waited for
         s.complete("b", t, [])
     assert s.silent() == []
+
+
+def test_only_an_actors_running_tile_is_on_the_clock():
+    """Actor a holds tiles 0 and 1 (handed out at 100 s, deadlines 2 s) and runs one compare at
+    a time: at 103 s tile 0 alone is overdue (tile 1 waits behind it). When a completes tile 0
+    at 101.5 s, tile 1's clock starts then: not overdue at 103 s, overdue at 104 s for 2.5 s."""
+    clock = Clock()
+    s = _scheduler(clock, deadlines=[2.0] * 6)
+    assert [s.request("a", "n")["tile"] for _ in range(2)] == [0, 1]
+    clock.now = 103.0
+    assert s.overdue() == [(0, "a", 3.0, 2.0)]
+
+    clock = Clock()
+    s = _scheduler(clock, deadlines=[2.0] * 6)
+    assert [s.request("a", "n")["tile"] for _ in range(2)] == [0, 1]
+    clock.now = 101.5
+    s.complete("a", 0, [])
+    clock.now = 103.0
+    assert s.overdue() == []
+    clock.now = 104.0
+    assert s.overdue() == [(1, "a", 2.5, 2.0)]
+
+
+def test_a_killed_actors_waiting_tiles_keep_their_retries():
+    """An actor killed for tile 0 (blame) also held tile 1: both go back to the queue, only
+    tile 0 is charged an attempt, so with max_retries=1 a second kill for tile 0 fails the run
+    naming tile 0's pairs, however often tile 1 waited behind it. Without blame (a dead
+    actor), every tile it held is charged."""
+    clock = Clock()
+    s = _scheduler(clock, deadlines=[2.0] * 6, max_retries=1)
+    for round_ in range(2):
+        actor = f"a{round_}"
+        assert sorted(s.request(actor, "n")["tile"] for _ in range(2)) == [0, 1]
+        assert sorted(s.actor_lost(actor, "tile 0 passed its deadline", blame=[0])) == [0, 1]
+    assert s.attempts.get(1, 0) == 0 and s.attempts[0] == 2
+    assert s.error is not None and s.error.startswith("tile 0 ")
+    s2 = _scheduler(Clock(), max_retries=1)
+    s2.request("b", "n"), s2.request("b", "n")
+    s2.actor_lost("b", "died")
+    assert s2.attempts == {0: 1, 1: 1}

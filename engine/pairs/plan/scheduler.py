@@ -61,6 +61,7 @@ class Scheduler:
         self.l1: dict[str, set] = {}  # actor -> what its L1 holds, kept from reported changes
         self.in_flight: dict[int, tuple[str, float]] = {}  # tile -> (actor, started)
         self.attempts: dict[int, int] = {}
+        self.last_done: dict[str, float] = {}  # actor -> when it last completed a tile
         self.deadlines = deadlines or [float("inf")] * len(self.tiles)
         self.max_retries = max_retries
         self.keep = set(keep_fields or ())
@@ -137,6 +138,7 @@ class Scheduler:
         if self.stealing is not None:
             self.stealing.complete(t)
         self.in_flight.pop(t, None)
+        self.last_done[actor] = self.clock()
         self.completed += 1
 
     def complete_and_request(self, actor: str, t: int, entries: list[dict], fields: dict | None,
@@ -200,8 +202,11 @@ class Scheduler:
         if self.error is None:
             self.error = message
 
-    def actor_lost(self, actor: str, reason: str) -> list[int]:
-        """Requeue the unfinished tiles of a dead actor; fail a tile past its retries."""
+    def actor_lost(self, actor: str, reason: str, blame: list[int] | None = None) -> list[int]:
+        """Requeue the unfinished tiles of a dead actor; fail a tile past its retries. Each
+        tile is charged an attempt, or with ``blame`` (the tile an actor was killed for, past
+        its deadline) only those: the tiles that waited behind it are not at fault, and a
+        hung tile would otherwise spend their retries."""
         self.excluded.add(actor)
         self.l1.pop(actor, None)
         lost = [t for t, (a, _) in self.in_flight.items() if a == actor]
@@ -209,6 +214,9 @@ class Scheduler:
             self.stealing.give_back(lost)
         for t in lost:
             del self.in_flight[t]
+            if blame is not None and t not in blame:
+                self.policy.requeue(t)
+                continue
             self.attempts[t] = self.attempts.get(t, 0) + 1
             if self.attempts[t] > self.max_retries and self.error is None:
                 self.error = (f"{describe_tile(self.tiles[t], self.row_keys, self.col_keys)} "
@@ -231,9 +239,22 @@ class Scheduler:
                 and now - seen > self.silent_after_s]
 
     def overdue(self) -> list[tuple]:
+        """(tile, holder, elapsed, deadline) of the tiles past their deadline. A holder runs
+        one compare at a time: of its tiles only the oldest is charged, from the later of its
+        hand-out and the holder's last completion (the tiles behind it wait for the compare,
+        and their clocks have not started). An actor that completes nothing for that long is
+        stuck, and is killed for its oldest tile, not for one queued behind a hung one."""
         now = self.clock()
-        return [(t, a, now - t0, self.deadlines[t]) for t, (a, t0) in self.in_flight.items()
-                if now - t0 > self.deadlines[t]]
+        running: dict[str, tuple[float, int]] = {}
+        for t, (a, t0) in self.in_flight.items():
+            if a not in running or t0 < running[a][0]:
+                running[a] = (t0, t)
+        out = []
+        for a, (t0, t) in running.items():
+            start = max(t0, self.last_done.get(a, t0))
+            if now - start > self.deadlines[t]:
+                out.append((t, a, now - start, self.deadlines[t]))
+        return sorted(out)
 
     def forget_node(self, node: str) -> None:
         self.l2.pop(node, None)

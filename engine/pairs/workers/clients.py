@@ -61,8 +61,8 @@ class SchedulerClient:
     def drain(self):
         return self.handle.drain.remote()
 
-    def actor_lost(self, actor: str, reason: str):
-        return self.handle.actor_lost.remote(actor, reason)
+    def actor_lost(self, actor: str, reason: str, blame: list[int] | None = None):
+        return self.handle.actor_lost.remote(actor, reason, blame)
 
     def forget_node(self, node: str):
         return self.handle.forget_node.remote(node)

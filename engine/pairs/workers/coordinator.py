@@ -158,8 +158,8 @@ class CoordinatorCore:
         shipped, files = self.scheduler.drain(), self.metrics.drain()
         return {"shipped": shipped, "files": files} if shipped or files else {}
 
-    async def actor_lost(self, actor, reason):
-        return self.scheduler.actor_lost(actor, reason)
+    async def actor_lost(self, actor, reason, blame=None):
+        return self.scheduler.actor_lost(actor, reason, blame)
 
     async def forget_node(self, node):
         return self.scheduler.forget_node(node)
