@@ -65,15 +65,22 @@ TARGET static void NAME(const __m512i *rows, int nalpha, const uint8_t *q, int64
 SW_BATCH(batch8, epi8, int8_t, -128, COL8)
 SW_BATCH(batch16, epi16, int16_t, -32768, COL16)
 
-/* Lay out targets idx[0..n) (n <= lanes) as columns of `lanes` letter codes, pad beyond ends. */
-static int64_t columns(const uint8_t *tc, const int64_t *toff, const int32_t *idx, int n,
-                       int lanes, uint8_t *cols)
+/* The longest of targets idx[0..n): a batch's number of columns. */
+static int64_t longest(const int64_t *toff, const int32_t *idx, int n)
 {
     int64_t len = 0;
     for (int l = 0; l < n; l++) {
         int64_t k = toff[idx[l] + 1] - toff[idx[l]];
         if (k > len) len = k;
     }
+    return len;
+}
+
+/* Lay out targets idx[0..n) (n <= lanes) as columns of `lanes` letter codes, pad beyond ends. */
+static int64_t columns(const uint8_t *tc, const int64_t *toff, const int32_t *idx, int n,
+                       int lanes, uint8_t *cols)
+{
+    int64_t len = longest(toff, idx, n);
     memset(cols, PAD, (size_t)(len * lanes));
     for (int l = 0; l < n; l++) {
         const uint8_t *t = tc + toff[idx[l]];
@@ -113,23 +120,23 @@ TARGET int sw_simd_scores(const int32_t *matrix, int nalpha,
     int nb = (nt + 63) / 64;
     int64_t mmax = 0, tmax = 0, total = 0;
     for (int i = 0; i < nq; i++) if (qoff[i + 1] - qoff[i] > mmax) mmax = qoff[i + 1] - qoff[i];
-    for (int k = 0; k < nt; k++) if (toff[k + 1] - toff[k] > tmax) tmax = toff[k + 1] - toff[k];
     /* every batch's columns, laid out once for all queries */
     int64_t *boff = malloc(sizeof(int64_t) * (nb + 1));
     int64_t *blen = malloc(sizeof(int64_t) * (nb + 1));
+    if (!boff || !blen) {
+        free(boff); free(blen);
+        return -1;
+    }
     for (int b = 0; b < nb; b++) {
-        int64_t len = 0;
-        for (int l = b * 64; l < nt && l < b * 64 + 64; l++) {
-            int64_t k = toff[order[l] + 1] - toff[order[l]];
-            if (k > len) len = k;
-        }
-        blen[b] = len; boff[b] = total; total += len * 64;
+        blen[b] = longest(toff, order + b * 64, nt - b * 64 < 64 ? nt - b * 64 : 64);
+        boff[b] = total; total += blen[b] * 64;
+        if (blen[b] > tmax) tmax = blen[b];  /* the longest target: the 16-bit batches' room */
     }
     uint8_t *cols = malloc((size_t)total + 64);
     uint8_t *cols16 = malloc((size_t)tmax * 32 + 64);
     __m512i *buf = aligned_alloc(64, sizeof(__m512i) * (size_t)(2 * mmax + 64));
     int32_t *sat = malloc(sizeof(int32_t) * (size_t)(nt + 1));
-    if (!boff || !blen || !cols || !cols16 || !buf || !sat) {
+    if (!cols || !cols16 || !buf || !sat) {
         free(boff); free(blen); free(cols); free(cols16); free(buf); free(sat);
         return -1;
     }

@@ -21,6 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from pairflow.kernels import sw_simd
+
 __all__ = ["available", "prefer_opal", "opal_scores", "OPAL_MAX_TARGET_LEN"]
 
 # Opal is chosen for a tile whose mean target length is below OPAL_SHORT_TARGET_LEN and below
@@ -39,7 +41,6 @@ def available(scoring) -> bool:
     """Opal can score with this scheme (a protein matrix) and pyopal is installed."""
     if scoring.alphabet != "protein":
         return False
-    from pairflow.kernels import sw_simd
     if sw_simd.available(scoring):
         return True
     try:
@@ -82,7 +83,6 @@ def opal_scores(queries, targets, scoring, mask=None) -> np.ndarray:
     """Smith-Waterman scores (int32, queries x targets), every pair computed; cells outside
     ``mask`` are set to 0 (nothing reads them). Sequences must already be validated and upper
     case, as the app's items are."""
-    from pairflow.kernels import sw_simd
     if sw_simd.available(scoring):
         return sw_simd.sw_simd_scores(queries, targets, scoring, mask)
     return pyopal_scores(queries, targets, scoring, mask)

@@ -30,13 +30,14 @@ from typing import Sequence
 import numpy as np
 
 from .scoring import Scoring
-from .sw_common import (METHODS, Alignment, _check_k, _check_mask, _check_method, _prepare,
-                        cells)
+from .sw_common import (EMPTY_ALIGNMENT, METHODS, Alignment, _check_k, _check_mask,
+                        _check_method, _prepare, cells)
 from .sw_reference import sw_reference, sw_reference_batch
 from .sw_trace import rescore, rescore_many, sw_traceback, sw_tracebacks
 
 __all__ = [
     "Alignment",
+    "EMPTY_ALIGNMENT",
     "sw_scores",
     "sw_traceback",
     "sw_tracebacks",

@@ -45,6 +45,10 @@ class Alignment:
         return self.query_aligned.count("-") + self.target_aligned.count("-")
 
 
+# the alignment of a pair where nothing scores above 0
+EMPTY_ALIGNMENT = Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
+
+
 def cells(q_len, t_len, mask=None) -> int:
     """Dynamic-programming cells of a pair or of a block of pairs: the unit of SW cost.
 

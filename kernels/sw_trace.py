@@ -19,9 +19,8 @@ from typing import Sequence
 import numpy as np
 
 from .scoring import Scoring
-from .sw_common import Alignment, _check_method, _prepare
+from .sw_common import EMPTY_ALIGNMENT, Alignment, _check_method, _prepare
 
-_EMPTY = Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
 _OPS = "=XID"  # CIGAR ops by code: identical, different, query letter vs gap, target letter vs gap
 _TOKEN_CAP = 1024  # CIGAR tokens ("12X") of runs shorter than this come from a table
 _GAP = ord("-")
@@ -122,7 +121,7 @@ def sw_tracebacks(queries: Sequence[str], targets: Sequence[str], scoring: Scori
         score, eq, et, qa, ta = trace(q, t, go, ge, matrix)
         if score > 0:  # else nothing aligns: the empty alignment, not an arbitrary cell
             raw.append((i, score, eq + 1, et + 1, qa, ta))
-    out = [_EMPTY] * len(qs)
+    out = [EMPTY_ALIGNMENT] * len(qs)
     for i, aln in zip([x[0] for x in raw], _decode(raw, qs, ts, method)):
         out[i] = aln
     return out

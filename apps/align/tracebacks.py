@@ -12,7 +12,8 @@ import os
 
 from pairflow.engine import PairflowError, map_chunks, ray_is_up
 from pairflow.kernels.scoring import Scoring
-from pairflow.kernels.smith_waterman import Alignment, rescore_many, sw_tracebacks
+from pairflow.kernels.smith_waterman import (EMPTY_ALIGNMENT, Alignment, rescore_many,
+                                             sw_tracebacks)
 
 # Tracebacks keep a direction per cell: pairs above this many cells are traced in the window the
 # alignment occupies, found first by two score-only passes (linear memory, SIMD); a window above
@@ -27,7 +28,6 @@ TRACE_FANOUT_CELLS = 200_000_000
 # Above this much estimated work (seconds, ``_cost``), an in-process run traces on every core.
 TRACE_THREADS_S = 0.05
 _FIELDS = [f.name for f in dataclasses.fields(Alignment)]
-_EMPTY = Alignment(0, 0, 0, 0, 0, "", "", "", 0, 0)
 
 
 def traceback_hit(q: str, t: str, scoring: Scoring, score: int,
@@ -141,7 +141,7 @@ def _trace_windows(jobs, windows, scoring) -> list[Alignment]:
     found = sw_tracebacks([jobs[i][0][windows[i][0]:windows[i][1]] for i in todo],
                           [jobs[i][1][windows[i][2]:windows[i][3]] for i in todo], scoring,
                           validate=False)
-    out = [_EMPTY] * len(jobs)
+    out = [EMPTY_ALIGNMENT] * len(jobs)
     for i, sub in zip(todo, found):
         q0, _, t0, _ = windows[i]
         out[i] = sub if not (q0 or t0) or not sub.score else dataclasses.replace(

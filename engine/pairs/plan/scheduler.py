@@ -212,16 +212,14 @@ class Scheduler:
         lost = [t for t, (a, _) in self.in_flight.items() if a == actor]
         if self.stealing is not None and lost:
             self.stealing.give_back(lost)
-        for t in lost:
-            del self.in_flight[t]
-            if blame is not None and t not in blame:
-                self.policy.requeue(t)
-                continue
+        for t in (lost if blame is None else [t for t in lost if t in blame]):
             self.attempts[t] = self.attempts.get(t, 0) + 1
             if self.attempts[t] > self.max_retries and self.error is None:
                 self.error = (f"{describe_tile(self.tiles[t], self.row_keys, self.col_keys)} "
                               f"failed on {self.attempts[t]} attempts (max_retries="
                               f"{self.max_retries}); last: {reason}")
+        for t in lost:
+            del self.in_flight[t]
             self.policy.requeue(t)
         return lost
 
